@@ -1,0 +1,186 @@
+"""Typed, validated, frozen configs: one `param(...)` per field carries its default, its one-line doc
+and its allowed range, so validation, CLI help and MLflow params all come from one place."""
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from typing import Any, Literal, Mapping, TypeVar, get_args, get_origin
+
+from veil.errors import ConfigError, UnknownNameError
+
+T = TypeVar("T")
+
+
+def param(
+    default: Any,
+    doc: str,
+    *,
+    ge: float | None = None,
+    gt: float | None = None,
+    le: float | None = None,
+    lt: float | None = None,
+    choices: tuple[Any, ...] | None = None,
+) -> Any:
+    """A dataclass field with a one-line doc and an allowed range (checked by `validate`)."""
+    meta = {"doc": doc, "ge": ge, "gt": gt, "le": le, "lt": lt, "choices": choices}
+    if isinstance(default, (list, dict, set)):
+        raise TypeError("use a tuple for sequence defaults so configs stay frozen and hashable")
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def allowed_text(meta: Mapping[str, Any], typ: Any = None) -> str:
+    """Human-readable description of what a field accepts."""
+    if meta.get("choices"):
+        return " | ".join(str(c) for c in meta["choices"])
+    lo = f"> {meta['gt']}" if meta.get("gt") is not None else f">= {meta['ge']}" if meta.get("ge") is not None else ""
+    hi = f"< {meta['lt']}" if meta.get("lt") is not None else f"<= {meta['le']}" if meta.get("le") is not None else ""
+    rng = " and ".join(p for p in (lo, hi) if p)
+    tname = type_name(typ) if typ is not None else ""
+    return f"{tname} {rng}".strip() or "any value"
+
+
+def type_name(typ: Any) -> str:
+    origin = get_origin(typ)
+    if origin is Literal:
+        return " | ".join(repr(a) for a in get_args(typ))
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(type_name(a) for a in get_args(typ))
+    if origin is tuple:
+        return f"tuple[{type_name(get_args(typ)[0])}, ...]"
+    return getattr(typ, "__name__", str(typ))
+
+
+def _coerce(value: Any, typ: Any, name: str, where: str | None) -> Any:
+    """Convert `value` (possibly a CLI string) to `typ`, or raise ConfigError naming the field."""
+    origin = get_origin(typ)
+    if typ is type(None):
+        if value is None or (isinstance(value, str) and value.lower() in ("none", "null", "")):
+            return None
+        raise ConfigError(name, value, "none", where)
+    if origin in (typing.Union, types.UnionType):
+        errors = []
+        for arg in sorted(get_args(typ), key=lambda a: a is type(None) or a is str):
+            try:
+                return _coerce(value, arg, name, where)
+            except ConfigError as e:
+                errors.append(e)
+        raise ConfigError(name, value, type_name(typ), where)
+    if origin is Literal:
+        opts = get_args(typ)
+        if value in opts:
+            return value
+        raise ConfigError(name, value, " | ".join(str(o) for o in opts), where)
+    if origin is tuple:
+        inner = get_args(typ)[0]
+        if isinstance(value, str):
+            value = [v for v in value.replace("(", "").replace(")", "").replace("[", "").replace("]", "").split(",") if v.strip()]
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = [value]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(name, value, f"a list of {type_name(inner)}", where)
+        return tuple(_coerce(v, inner, name, where) for v in value)
+    if typ is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "yes", "1", "false", "no", "0"):
+            return value.lower() in ("true", "yes", "1")
+        raise ConfigError(name, value, "true | false", where)
+    if typ is int:
+        if isinstance(value, bool):
+            raise ConfigError(name, value, "an integer", where)
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            try:
+                return int(value)
+            except ValueError:
+                pass
+        raise ConfigError(name, value, "an integer", where)
+    if typ is float:
+        if isinstance(value, bool):
+            raise ConfigError(name, value, "a number", where)
+        if isinstance(value, (int, float)):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise ConfigError(name, value, "a number", where)
+    if typ is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(name, value, "a string", where)
+    return value
+
+
+def hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def validate(obj: Any, where: str | None = None) -> None:
+    """Check every field of a `param`-built dataclass against its allowed range."""
+    th = hints(type(obj))
+    for f in dataclasses.fields(obj):
+        v = getattr(obj, f.name)
+        m = f.metadata
+        if not m or v is None:
+            continue
+        values = v if isinstance(v, tuple) else (v,)
+        for x in values:
+            if m.get("choices") is not None and x not in m["choices"]:
+                raise ConfigError(f.name, v, allowed_text(m, th.get(f.name)), where)
+            if not isinstance(x, (int, float)) or isinstance(x, bool):
+                continue
+            if isinstance(x, float) and math.isnan(x):
+                raise ConfigError(f.name, v, allowed_text(m, th.get(f.name)), where)
+            bad = (
+                (m.get("ge") is not None and x < m["ge"])
+                or (m.get("gt") is not None and x <= m["gt"])
+                or (m.get("le") is not None and x > m["le"])
+                or (m.get("lt") is not None and x >= m["lt"])
+            )
+            if bad:
+                raise ConfigError(f.name, v, allowed_text(m, th.get(f.name)), where)
+
+
+def build(cls: type[T], values: Mapping[str, Any] | None = None, where: str | None = None) -> T:
+    """Build and validate config `cls` from a mapping; unknown keys and bad values raise, naming the field."""
+    values = dict(values or {})
+    th = hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    for key in values:
+        if key not in names:
+            raise UnknownNameError("parameter", key, names, where)
+    kwargs = {k: _coerce(v, th[k], k, where) for k, v in values.items()}
+    obj = cls(**kwargs)
+    validate(obj, where)
+    return obj
+
+
+def field_table(cls: type) -> list[dict[str, str]]:
+    """Name, type, default, allowed values and doc of every field, for `veil methods` / `veil datasets`."""
+    th = hints(cls)
+    rows = []
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        rows.append({
+            "name": f.name,
+            "type": type_name(th[f.name]),
+            "default": repr(f.default),
+            "allowed": allowed_text(f.metadata, th[f.name]) if f.metadata else "",
+            "doc": f.metadata.get("doc", ""),
+        })
+    return rows
+
+
+def as_params(obj: Any, prefix: str = "") -> dict[str, Any]:
+    """A config's fields as a flat dict of JSON-friendly values (tuples become lists)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(obj):
+        v = getattr(obj, f.name)
+        out[prefix + f.name] = list(v) if isinstance(v, tuple) else v
+    return out

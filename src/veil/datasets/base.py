@@ -1,0 +1,201 @@
+"""The dataset type every method, audit and partitioner consumes, and its Parquet form."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from veil.errors import DataError
+
+UTILITY_PREFIX = "u:"
+SENSITIVE_PREFIX = "s:"
+EXTRA_PREFIX = "e:"
+FEATURE_PREFIX = "x:"
+
+
+@dataclass(frozen=True)
+class Split:
+    """One side of a train/test split: features and integer-coded labels."""
+
+    x: np.ndarray
+    """Features, float32, shape (n, d)."""
+    utility: Mapping[str, np.ndarray]
+    """Utility (ally) labels by name, int64 class indices of shape (n,)."""
+    sensitive: Mapping[str, np.ndarray]
+    """Sensitive (adversary) labels by name, int64 class indices of shape (n,)."""
+    extra: Mapping[str, np.ndarray] = field(default_factory=dict)
+    """Other per-row columns (e.g. a node index or subject id) that are neither features nor targets."""
+
+    def __post_init__(self) -> None:
+        n = len(self.x)
+        if self.x.ndim != 2:
+            raise DataError(f"features must be 2-D (rows, columns), got shape {self.x.shape}")
+        for kind, cols in (("utility", self.utility), ("sensitive", self.sensitive), ("extra", self.extra)):
+            for name, col in cols.items():
+                if len(col) != n:
+                    raise DataError(f"{kind} label '{name}' has {len(col)} rows but features have {n}")
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def take(self, idx: np.ndarray) -> "Split":
+        """Rows `idx` of this split, as a new split."""
+        pick = lambda d: {k: v[idx] for k, v in d.items()}  # noqa: E731
+        return Split(self.x[idx], pick(self.utility), pick(self.sensitive), pick(self.extra))
+
+    def labels(self) -> dict[str, np.ndarray]:
+        """Utility and sensitive labels in one dict (names are unique across both)."""
+        return {**self.utility, **self.sensitive}
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Features X, named utility and sensitive labels, and a seeded train/test split."""
+
+    name: str
+    """Registry name or file path the data came from."""
+    train: Split
+    """Rows the methods train on."""
+    test: Split
+    """Held-out rows the audit scores on."""
+    num_classes: Mapping[str, int]
+    """Number of classes of every utility and sensitive label."""
+    params: Mapping[str, Any] = field(default_factory=dict)
+    """Parameters the dataset was built with (size, dimension, seed, ...)."""
+    feature_names: tuple[str, ...] = ()
+    """Column names of X, if known."""
+
+    def __post_init__(self) -> None:
+        if not self.train.utility:
+            raise DataError(f"dataset '{self.name}' declares no utility label")
+        if not self.train.sensitive:
+            raise DataError(f"dataset '{self.name}' declares no sensitive label")
+        overlap = set(self.train.utility) & set(self.train.sensitive)
+        if overlap:
+            raise DataError(f"dataset '{self.name}': labels {sorted(overlap)} are both utility and sensitive")
+        if self.train.x.shape[1] != self.test.x.shape[1]:
+            raise DataError(f"dataset '{self.name}': train has {self.train.x.shape[1]} features, test {self.test.x.shape[1]}")
+        for name in self.label_names:
+            if name not in self.num_classes:
+                raise DataError(f"dataset '{self.name}': no class count for label '{name}'")
+
+    @property
+    def d_in(self) -> int:
+        """Number of input features."""
+        return int(self.train.x.shape[1])
+
+    @property
+    def utility_names(self) -> tuple[str, ...]:
+        return tuple(self.train.utility)
+
+    @property
+    def sensitive_names(self) -> tuple[str, ...]:
+        return tuple(self.train.sensitive)
+
+    @property
+    def label_names(self) -> tuple[str, ...]:
+        return self.utility_names + self.sensitive_names
+
+    def task(self) -> "TaskSpec":
+        """What a method needs to size its networks."""
+        return TaskSpec(
+            d_in=self.d_in,
+            utility={k: int(self.num_classes[k]) for k in self.utility_names},
+            sensitive={k: int(self.num_classes[k]) for k in self.sensitive_names},
+        )
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """Input width and the class counts of every utility and sensitive label."""
+
+    d_in: int
+    """Number of input features."""
+    utility: Mapping[str, int]
+    """Utility label name -> number of classes."""
+    sensitive: Mapping[str, int]
+    """Sensitive label name -> number of classes."""
+
+
+def split_indices(n: int, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A seeded random train/test split of `n` rows."""
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(n)
+    n_test = int(round(n * test_fraction))
+    return np.sort(perm[n_test:]), np.sort(perm[:n_test])
+
+
+def make_dataset(
+    name: str,
+    x: np.ndarray,
+    utility: Mapping[str, np.ndarray],
+    sensitive: Mapping[str, np.ndarray],
+    *,
+    test_fraction: float,
+    seed: int,
+    params: Mapping[str, Any] | None = None,
+    extra: Mapping[str, np.ndarray] | None = None,
+    feature_names: tuple[str, ...] = (),
+) -> Dataset:
+    """Build a Dataset from full arrays, encoding labels as 0..C-1 and splitting with `seed`."""
+    x = np.asarray(x, dtype=np.float32)
+    if not np.all(np.isfinite(x)):
+        bad = np.argwhere(~np.isfinite(x))[0]
+        raise DataError(f"dataset '{name}': non-finite feature value at row {bad[0]}, column {bad[1]}")
+    coded: dict[str, np.ndarray] = {}
+    num_classes: dict[str, int] = {}
+    for lab, col in {**utility, **sensitive}.items():
+        col = np.asarray(col)
+        if pd.isna(col).any() if col.dtype == object else (col.dtype.kind == "f" and np.isnan(col).any()):
+            raise DataError(f"dataset '{name}': label '{lab}' has missing values")
+        classes, codes = np.unique(col, return_inverse=True)
+        if len(classes) < 2:
+            raise DataError(f"dataset '{name}': label '{lab}' has a single class {classes.tolist()}")
+        coded[lab] = codes.astype(np.int64)
+        num_classes[lab] = int(len(classes))
+    tr, te = split_indices(len(x), test_fraction, seed)
+    extra = {k: np.asarray(v) for k, v in (extra or {}).items()}
+
+    def side(idx: np.ndarray) -> Split:
+        return Split(
+            x[idx],
+            {k: coded[k][idx] for k in utility},
+            {k: coded[k][idx] for k in sensitive},
+            {k: v[idx] for k, v in extra.items()},
+        )
+
+    return Dataset(name, side(tr), side(te), num_classes, dict(params or {}), tuple(feature_names))
+
+
+def to_frame(ds: Dataset) -> pd.DataFrame:
+    """The dataset as one table: x:* features, u:* / s:* / e:* columns and a 'split' column."""
+    parts = []
+    for split_name, sp in (("train", ds.train), ("test", ds.test)):
+        cols: dict[str, Any] = {f"{FEATURE_PREFIX}{i}": sp.x[:, i] for i in range(sp.x.shape[1])}
+        cols.update({f"{UTILITY_PREFIX}{k}": v for k, v in sp.utility.items()})
+        cols.update({f"{SENSITIVE_PREFIX}{k}": v for k, v in sp.sensitive.items()})
+        cols.update({f"{EXTRA_PREFIX}{k}": v for k, v in sp.extra.items()})
+        frame = pd.DataFrame(cols)
+        frame["split"] = split_name
+        parts.append(frame)
+    return pd.concat(parts, ignore_index=True)
+
+
+def from_frame(frame: pd.DataFrame, name: str, num_classes: Mapping[str, int], params: Mapping[str, Any] | None = None,
+               feature_names: tuple[str, ...] = ()) -> Dataset:
+    """Inverse of `to_frame`."""
+    fcols = [c for c in frame.columns if c.startswith(FEATURE_PREFIX)]
+
+    def side(which: str) -> Split:
+        f = frame[frame["split"] == which]
+        pick = lambda p: {c[len(p):]: f[c].to_numpy() for c in frame.columns if c.startswith(p)}  # noqa: E731
+        return Split(
+            f[fcols].to_numpy(dtype=np.float32),
+            {k: v.astype(np.int64) for k, v in pick(UTILITY_PREFIX).items()},
+            {k: v.astype(np.int64) for k, v in pick(SENSITIVE_PREFIX).items()},
+            pick(EXTRA_PREFIX),
+        )
+
+    return Dataset(name, side("train"), side("test"), dict(num_classes), dict(params or {}), feature_names)

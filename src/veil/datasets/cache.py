@@ -1,0 +1,40 @@
+"""Parquet form of a Dataset, with its class counts and params kept in the file's metadata."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from veil.datasets.base import Dataset, from_frame, to_frame
+
+META_KEY = b"veil.dataset"
+
+
+def write_parquet(ds: Dataset, path: str | Path) -> Path:
+    """Write `ds` to `path` atomically (a failed write leaves nothing behind)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = pa.Table.from_pandas(to_frame(ds), preserve_index=False)
+    meta = {"name": ds.name, "num_classes": dict(ds.num_classes), "params": dict(ds.params),
+            "feature_names": list(ds.feature_names)}
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), META_KEY: json.dumps(meta, default=str).encode()})
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def read_parquet(path: str | Path) -> Dataset:
+    """Read a Dataset written by `write_parquet`."""
+    table = pq.read_table(path)
+    meta = json.loads(table.schema.metadata[META_KEY])
+    return from_frame(table.to_pandas(), meta["name"], meta["num_classes"], meta["params"], tuple(meta["feature_names"]))

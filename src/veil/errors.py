@@ -1,0 +1,33 @@
+"""Errors Veil raises for bad input: each names the field, the value and what is allowed."""
+from __future__ import annotations
+
+from typing import Any
+
+
+class VeilError(Exception):
+    """Base class for every error Veil raises on purpose."""
+
+
+class ConfigError(VeilError, ValueError):
+    """A configuration field holds a value that is not allowed."""
+
+    def __init__(self, field: str, value: Any, allowed: str, where: str | None = None) -> None:
+        self.field, self.value, self.allowed, self.where = field, value, allowed, where
+        prefix = f"{where}: " if where else ""
+        super().__init__(f"{prefix}invalid value for '{field}': {value!r} (allowed: {allowed})")
+
+
+class UnknownNameError(VeilError, KeyError):
+    """A name (method, dataset, parameter, metric) is not registered."""
+
+    def __init__(self, kind: str, name: str, valid: list[str] | tuple[str, ...], where: str | None = None) -> None:
+        self.kind, self.name, self.valid, self.where = kind, name, sorted(valid), where
+        prefix = f"{where}: " if where else ""
+        super().__init__(f"{prefix}unknown {kind} {name!r}; valid {kind}s: {', '.join(self.valid) or '(none)'}")
+
+    def __str__(self) -> str:  # KeyError quotes its message otherwise
+        return self.args[0]
+
+
+class DataError(VeilError, ValueError):
+    """A dataset, file or partition does not match its declared schema."""
