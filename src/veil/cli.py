@@ -1,0 +1,220 @@
+"""The `veil` command: run | methods | datasets | sweep | report | resume | nightly."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+from typing import Any, Sequence
+
+from veil.errors import ConfigError, UnknownNameError, VeilError
+
+PREFIXES = ("method.", "dataset.", "audit.")
+
+
+def parse_value(text: str) -> Any:
+    """A --set value: YAML scalars and lists ('8', '1e-3', 'true', '[64, 32]'); anything else stays a string."""
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def split_assignments(items: Sequence[str], method: str, dataset: str) -> dict[str, dict[str, Any]]:
+    """Route `--set key=value` to method, dataset or audit params. A bare key goes to the method or the
+    dataset, whichever has it (`seed` is the run's seed); audit keys take 'audit.', and a prefix
+    (method., dataset.) settles a name both have."""
+    from veil.audit.probes import AuditConfig
+    from veil.datasets.registry import get_dataset_entry
+    from veil.methods.registry import get_method
+
+    sections = {
+        "method": {f.name for f in dataclasses.fields(get_method(method).Config)},
+        "dataset": {f.name for f in dataclasses.fields(get_dataset_entry(dataset).params_cls)}
+        if not _is_path(dataset) else set(),
+        "audit": {f.name for f in dataclasses.fields(AuditConfig)},
+    }
+    out: dict[str, dict[str, Any]] = {"method": {}, "dataset": {}, "audit": {}, "run": {}}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError("--set", item, "key=value")
+        key, raw = item.split("=", 1)
+        key, value = key.strip(), parse_value(raw.strip())
+        if key == "seed":
+            out["run"]["seed"] = value
+            continue
+        prefix = next((p for p in PREFIXES if key.startswith(p)), None)
+        if prefix:
+            sec, name = prefix[:-1], key[len(prefix):]
+            if sec != "dataset" or sections["dataset"]:
+                if name not in sections[sec]:
+                    raise UnknownNameError(f"{sec} parameter", name, sorted(sections[sec]), where="--set")
+            out[sec][name] = value
+            continue
+        owners = [s for s in ("method", "dataset") if key in sections[s]]  # audit keys need 'audit.'
+        if not owners:
+            valid = sorted({*sections["method"], *sections["dataset"], *("audit." + a for a in sections["audit"]), "seed"})
+            raise UnknownNameError("parameter", key, valid, where="--set")
+        if len(owners) > 1:
+            raise ConfigError(key, raw, f"a prefixed key ({', '.join(o + '.' + key for o in owners)}): the name is ambiguous", "--set")
+        out[owners[0]][key] = value
+    return out
+
+
+def _is_path(name: str) -> bool:
+    return name.endswith((".csv", ".parquet")) or os.sep in name
+
+
+def build_run_spec(args: argparse.Namespace):
+    from veil.run import RunSpec, load_run_file, spec_from_mapping
+
+    base = load_run_file(args.file) if args.file else None
+    method = args.method or (base.method if base else None)
+    dataset = args.dataset or (base.dataset if base else None)
+    if not method:
+        raise ConfigError("method", None, "a method name (--method NAME or 'method:' in the run file; see `veil methods`)")
+    if not dataset:
+        raise ConfigError("dataset", None, "a dataset name (--dataset NAME or 'dataset:' in the run file; see `veil datasets`)")
+    routed = split_assignments(args.set or [], method, dataset)
+    data: dict[str, Any] = dataclasses.asdict(base) if base else {}
+    data.update({"method": method, "dataset": dataset})
+    data["params"] = {**data.get("params", {}), **routed["method"]}
+    data["dataset_params"] = {**data.get("dataset_params", {}), **routed["dataset"]}
+    data["audit"] = {**data.get("audit", {}), **routed["audit"]}
+    if "seed" in routed["run"]:
+        data["seed"] = routed["run"]["seed"]
+    for key in ("executor", "experiment", "tracking_uri", "address", "run_name"):
+        if getattr(args, key, None) is not None:
+            data[key] = getattr(args, key)
+    if args.workers is not None:
+        data["num_workers"] = args.workers
+    if args.gpu:
+        data["use_gpu"] = True
+    return spec_from_mapping(data)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from veil.run import execute, validate
+
+    spec = build_run_spec(args)
+    v = validate(spec)  # fail before any start-up cost
+    out = sys.stderr if args.json else sys.stdout
+    bar = None
+    if not args.quiet and v.method_config.epochs > 0:
+        from tqdm import tqdm
+
+        bar = tqdm(total=v.method_config.epochs, desc=f"{spec.method} on {spec.dataset}", unit="epoch",
+                   file=sys.stderr, dynamic_ncols=True)
+
+    def on_epoch(epoch: int, row: dict[str, float]) -> None:
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix({k.split("/", 1)[-1][:12]: f"{val:.3f}" for k, val in list(row.items())[:3]})
+
+    try:
+        result = execute(spec, on_epoch=on_epoch)
+    finally:
+        if bar is not None:
+            bar.close()
+    print_summary(result, v.executor, out)
+    if args.json:
+        print(json.dumps(result.to_json(), default=str), flush=True)
+    return 0
+
+
+def print_summary(result, executor: str, out) -> None:
+    m = result.metrics
+    p = result.params
+    print("", file=out)
+    print(f"veil run  {p['method']} on {p['dataset']}  (executor {executor}, {result.seconds:.1f} s)", file=out)
+    print(result.report.to_markdown(), file=out)
+    keys = ["utility_acc", "utility_auc", "adversary_acc", "adversary_auc", "privacy_gap"]
+    print("  ".join(f"{k} {m[k]:.3f}" for k in keys if k in m), file=out)
+    print(f"MLflow run {result.run_id} (experiment {result.experiment_id}) at {result.tracking_uri}", file=out)
+
+
+def cmd_methods(args: argparse.Namespace) -> int:
+    from veil.config import field_table
+    from veil.methods import METHODS
+
+    for name, cls in sorted(METHODS.items()):
+        if args.name and name != args.name:
+            continue
+        print(f"{name}  —  {cls.description}" + (f"  [{cls.paper}]" if cls.paper else ""))
+        for row in field_table(cls.Config):
+            allowed = f" ({row['allowed']})" if row["allowed"] else ""
+            print(f"    {row['name']:<15} default {row['default']:<12} {row['doc']}{allowed}")
+    if args.name and args.name not in METHODS:
+        raise UnknownNameError("method", args.name, list(METHODS))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from veil import __version__
+
+    parser = argparse.ArgumentParser(prog="veil", description="Private representation learning on Ray, tracked in MLflow.")
+    parser.add_argument("--version", action="version", version=f"veil {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="train one method on one dataset, audit it and log it to MLflow")
+    run.add_argument("file", nargs="?", help="YAML run file (keys: method, dataset, params, dataset_params, audit, seed, executor, ...)")
+    run.add_argument("--method", "-m", help="method name (see `veil methods`)")
+    run.add_argument("--dataset", "-d", help="dataset name (see `veil datasets`) or a CSV/Parquet path")
+    run.add_argument("--set", "-s", action="append", metavar="KEY=VALUE",
+                     help="a parameter: method field (beta=1), dataset field (rho=0.5 or dataset.n=2000), audit.FIELD, seed")
+    run.add_argument("--executor", choices=["auto", "inline", "ray-train"],
+                     help="where training runs (auto: ray-train when --gpu or --workers > 1, else inline)")
+    run.add_argument("--workers", type=int, help="Ray Train data-parallel workers (default 1)")
+    run.add_argument("--gpu", action="store_true", help="train on GPU when the cluster has one")
+    run.add_argument("--address", help="Ray cluster to join (e.g. 'auto'); default: a local Ray when needed")
+    run.add_argument("--tracking-uri", dest="tracking_uri", help="MLflow tracking URI (default $MLFLOW_TRACKING_URI or sqlite:///./mlflow.db)")
+    run.add_argument("--experiment", help="MLflow experiment name (default 'veil')")
+    run.add_argument("--run-name", dest="run_name", help="MLflow run name")
+    run.add_argument("--json", action="store_true", help="print one JSON object (run id, params, metrics) as the last stdout line")
+    run.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    run.set_defaults(func=cmd_run)
+
+    methods = sub.add_parser("methods", help="list methods and their parameters")
+    methods.add_argument("name", nargs="?", help="show one method only")
+    methods.set_defaults(func=cmd_methods)
+
+    from veil.datasets import commands as dataset_commands
+
+    dataset_commands.add_parser(sub)
+    for module in _optional_command_modules():
+        module.add_parser(sub)
+    return parser
+
+
+def _optional_command_modules() -> list[Any]:
+    """Command groups that live beside their subsystem (sweeps, nightly)."""
+    import importlib
+
+    mods = []
+    for name in ("veil.sweeps.commands", "veil.nightly"):
+        try:
+            mods.append(importlib.import_module(name))
+        except ModuleNotFoundError as e:
+            if e.name != name:
+                raise
+    return mods
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except VeilError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

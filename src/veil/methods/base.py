@@ -1,0 +1,221 @@
+"""The Method interface every PRL method and baseline implements, and the shared training loop.
+
+A method is built from a typed config and a TaskSpec (input width, label class counts). `fit` plays
+the method's game on a training split, reporting one row of losses per epoch through a TrainContext
+(inline: a progress bar; under Ray Train: `ray.train.report`); `encode` releases z; `state` /
+`load_state` move trained weights between processes (checkpoints load with weights_only=True)."""
+from __future__ import annotations
+
+from abc import ABC
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Iterable, Iterator, Mapping
+
+import numpy as np
+import torch
+from torch import nn
+
+from veil.config import as_params, param
+from veil.datasets.base import Split, TaskSpec
+
+
+@dataclass(frozen=True)
+class MethodConfig:
+    """Fields every method shares."""
+
+    d_z: int = param(8, "width of the released representation z", ge=1)
+    epochs: int = param(20, "passes over the training data", ge=0)
+    batch_size: int = param(64, "minibatch size", ge=1)
+    seed: int = param(0, "seed of initialisation, minibatch order and sampling noise", ge=0)
+
+
+@dataclass
+class Batch:
+    """A minibatch on the training device."""
+
+    x: torch.Tensor
+    utility: dict[str, torch.Tensor]
+    sensitive: dict[str, torch.Tensor]
+
+
+class BatchSampler:
+    """Seeded minibatches over this worker's rows: `epoch()` is one shuffled pass, `sample()` one random batch."""
+
+    def __init__(self, split: Split, batch_size: int, device: torch.device, seed: int,
+                 rows: np.ndarray | None = None) -> None:
+        rows = np.arange(len(split)) if rows is None else rows
+        t = lambda a, dt: torch.as_tensor(np.asarray(a)[rows], dtype=dt, device=device)  # noqa: E731
+        self.x = t(split.x, torch.float32)
+        self.utility = {k: t(v, torch.long) for k, v in split.utility.items()}
+        self.sensitive = {k: t(v, torch.long) for k, v in split.sensitive.items()}
+        self.n = len(rows)
+        self.batch_size = min(batch_size, self.n)
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def _take(self, idx: torch.Tensor) -> Batch:
+        idx = idx.to(self.x.device)
+        return Batch(self.x[idx], {k: v[idx] for k, v in self.utility.items()},
+                     {k: v[idx] for k, v in self.sensitive.items()})
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return max(1, self.n // self.batch_size)
+
+    def epoch(self) -> Iterator[Batch]:
+        # Full batches only, so every data-parallel worker takes the same number of steps.
+        perm = torch.randperm(self.n, generator=self.gen)
+        for i in range(self.steps_per_epoch):
+            yield self._take(perm[i * self.batch_size:(i + 1) * self.batch_size])
+
+    def sample(self) -> Batch:
+        return self._take(torch.randperm(self.n, generator=self.gen)[: self.batch_size])
+
+
+class TrainContext:
+    """Where training runs: device, this worker's rank, how gradients sync and where epoch rows go.
+    The default is one in-process worker on the CPU."""
+
+    def __init__(self, device: str | torch.device = "cpu", rank: int = 0, world_size: int = 1,
+                 on_epoch: Callable[[int, dict[str, float]], None] | None = None) -> None:
+        self.device = torch.device(device)
+        self.rank, self.world_size = rank, world_size
+        self.on_epoch = on_epoch
+
+    def rows(self, n: int) -> np.ndarray:
+        """The training rows this worker owns (all rows for one worker; equal strided shards otherwise)."""
+        if self.world_size == 1:
+            return np.arange(n)
+        per = n // self.world_size
+        return np.arange(self.rank, n, self.world_size)[:per]
+
+    def sync_grads(self, params: Iterable[torch.Tensor]) -> None:
+        """Average gradients over data-parallel workers (no-op for one worker)."""
+        if self.world_size == 1:
+            return
+        import torch.distributed as dist
+
+        for p in params:
+            if p.grad is not None:
+                dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
+                p.grad /= self.world_size
+
+    def report(self, epoch: int, row: dict[str, float]) -> None:
+        if self.on_epoch is not None:
+            self.on_epoch(epoch, row)
+
+
+class Method(ABC):
+    """A private-representation method: build from config and task, `fit`, `encode`, `state`."""
+
+    name: ClassVar[str]
+    Config: ClassVar[type[MethodConfig]] = MethodConfig
+    description: ClassVar[str] = ""
+    paper: ClassVar[str] = ""
+
+    def __init__(self, config: MethodConfig, task: TaskSpec) -> None:
+        self.config = config
+        self.task = task
+        self.device = torch.device("cpu")
+        torch.manual_seed(config.seed)
+        self.build()
+
+    # -- to implement ---------------------------------------------------------------------------
+    def build(self) -> None:
+        """Create networks and optimizers (called once from __init__, after seeding)."""
+
+    def modules(self) -> dict[str, nn.Module]:
+        """Every network of the method by role; the encoder must be under 'encoder'."""
+        raise NotImplementedError
+
+    def train_step(self, batch: Batch, sampler: BatchSampler, ctx: TrainContext) -> dict[str, float]:
+        """One iteration of the method's algorithm on `batch`; returns scalar losses by name."""
+        raise NotImplementedError
+
+    def fit_closed_form(self, train: Split) -> None:
+        """Methods without iterative training (PCA, random projection) override this instead."""
+        raise NotImplementedError
+
+    def release(self, x: torch.Tensor) -> torch.Tensor:
+        """Map a batch of inputs to the released representation z (default: the encoder's output)."""
+        return self.modules()["encoder"](x)
+
+    @classmethod
+    def deviations(cls, config: MethodConfig) -> dict[str, Any]:
+        """Choices in `config` that depart from the paper, recorded in the run's params (empty = faithful)."""
+        return {}
+
+    # -- shared ---------------------------------------------------------------------------------
+    @property
+    def iterative(self) -> bool:
+        return type(self).train_step is not Method.train_step
+
+    def to(self, device: torch.device | str) -> "Method":
+        self.device = torch.device(device)
+        for m in self.modules().values():
+            m.to(self.device)
+        return self
+
+    def parameters_of(self, *roles: str) -> list[torch.nn.Parameter]:
+        mods = self.modules()
+        return [p for r in roles for p in mods[r].parameters()]
+
+    def fit(self, train: Split, ctx: TrainContext | None = None) -> list[dict[str, float]]:
+        """Train on `train`; returns one row of mean losses per epoch."""
+        ctx = ctx or TrainContext()
+        self.to(ctx.device)
+        if not self.iterative:
+            self.fit_closed_form(train)
+            return []
+        sampler = BatchSampler(train, self.config.batch_size, ctx.device, self.config.seed + 1000 * ctx.rank,
+                               rows=ctx.rows(len(train)))
+        history: list[dict[str, float]] = []
+        for epoch in range(self.config.epochs):
+            for m in self.modules().values():
+                m.train()
+            sums: dict[str, float] = {}
+            steps = 0
+            for batch in sampler.epoch():
+                for k, v in self.train_step(batch, sampler, ctx).items():
+                    sums[k] = sums.get(k, 0.0) + float(v)
+                steps += 1
+            row = {k: v / steps for k, v in sums.items()}
+            history.append(row)
+            ctx.report(epoch, row)
+        return history
+
+    @torch.no_grad()
+    def encode(self, x: np.ndarray, batch_size: int = 4096) -> np.ndarray:
+        """Release z for rows `x` (float32 array), in eval mode."""
+        for m in self.modules().values():
+            m.eval()
+        gen_state = torch.get_rng_state()
+        torch.manual_seed(self.config.seed + 7)  # stochastic encoders release reproducibly
+        out = []
+        for i in range(0, len(x), batch_size):
+            xb = torch.from_numpy(np.array(x[i:i + batch_size], dtype=np.float32)).to(self.device)
+            out.append(self.release(xb).float().cpu().numpy())
+        torch.set_rng_state(gen_state)
+        return np.concatenate(out) if out else np.zeros((0, self.config.d_z), np.float32)
+
+    def state(self) -> dict[str, torch.Tensor]:
+        """All weights as one flat dict of CPU tensors ('<role>.<param>')."""
+        return {f"{role}.{k}": v.detach().cpu() for role, m in self.modules().items() for k, v in m.state_dict().items()}
+
+    def load_state(self, state: Mapping[str, torch.Tensor]) -> None:
+        """Inverse of `state`."""
+        for role, m in self.modules().items():
+            sub = {k[len(role) + 1:]: v for k, v in state.items() if k.startswith(role + ".")}
+            m.load_state_dict(sub)
+
+    def params(self) -> dict[str, Any]:
+        """The config and any named deviations, as flat MLflow params."""
+        out = as_params(self.config)
+        out.update({f"deviation.{k}": v for k, v in self.deviations(self.config).items()})
+        return out
+
+
+def step(loss: torch.Tensor, opt: torch.optim.Optimizer, ctx: TrainContext, params: list[torch.Tensor]) -> None:
+    """zero_grad, backward, sync gradients across workers, optimizer step."""
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    ctx.sync_grads(params)
+    opt.step()

@@ -1,0 +1,157 @@
+"""Baselines the papers compare against: a no-privacy autoencoder, a noisy encoder, PCA and a random projection."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from veil.config import param
+from veil.datasets.base import Split
+from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext, step
+from veil.methods.nets import make_optimizer, mlp
+from veil.methods.registry import register_method
+
+
+@dataclass(frozen=True)
+class AutoencoderConfig(MethodConfig):
+    """A plain reconstruction autoencoder (no privacy term)."""
+
+    encoder_hidden: tuple[int, ...] = param((64,), "hidden widths of the encoder MLP; the decoder mirrors them", ge=1)
+    lr: float = param(1e-3, "Adam learning rate", gt=0)
+
+
+@register_method
+class Autoencoder(Method):
+    name = "autoencoder"
+    Config = AutoencoderConfig
+    description = "no-privacy baseline: MLP autoencoder trained on reconstruction MSE; z is its code"
+    paper = "baseline in seeds 000 and 001"
+    config: AutoencoderConfig
+
+    def build(self) -> None:
+        c, t = self.config, self.task
+        self.encoder = mlp(t.d_in, c.encoder_hidden, c.d_z)
+        self.decoder = mlp(c.d_z, tuple(reversed(c.encoder_hidden)), t.d_in)
+        self._make_optimizer()
+
+    def _make_optimizer(self) -> None:
+        self.opt = make_optimizer(list(self.encoder.parameters()) + list(self.decoder.parameters()), self.config.lr)
+
+    def to(self, device):
+        super().to(device)
+        self._make_optimizer()
+        return self
+
+    def modules(self):
+        return {"encoder": self.encoder, "decoder": self.decoder}
+
+    def code(self, x: torch.Tensor) -> torch.Tensor:
+        """The representation used during training (the noisy encoder adds noise here)."""
+        return self.encoder(x)
+
+    def train_step(self, batch: Batch, sampler: BatchSampler, ctx: TrainContext) -> dict[str, float]:
+        loss = F.mse_loss(self.decoder(self.code(batch.x)), batch.x)
+        step(loss, self.opt, ctx, self.parameters_of("encoder", "decoder"))
+        return {"loss/reconstruction": loss.item()}
+
+
+@dataclass(frozen=True)
+class NoisyEncoderConfig(AutoencoderConfig):
+    """The autoencoder with Gaussian noise on z during training and at release."""
+
+    noise: float = param(0.5, "standard deviation of the Gaussian noise added to z", ge=0)
+
+
+@register_method
+class NoisyEncoder(Autoencoder):
+    name = "noisy-encoder"
+    Config = NoisyEncoderConfig
+    description = "autoencoder whose code gets N(0, noise^2) noise in training and at release"
+    paper = "baseline in seed 001 (GPP), Sec. VI"
+    config: NoisyEncoderConfig
+
+    def code(self, x: torch.Tensor) -> torch.Tensor:
+        z = self.encoder(x)
+        return z + self.config.noise * torch.randn_like(z)
+
+    def release(self, x: torch.Tensor) -> torch.Tensor:
+        return self.code(x)
+
+
+class LinearMap(nn.Module):
+    """z = (x - mean) @ W, with mean and W as buffers so they travel in `state()`."""
+
+    def __init__(self, d_in: int, d_z: int) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(d_in))
+        self.register_buffer("weight", torch.zeros(d_in, d_z))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x - self.mean) @ self.weight
+
+
+@dataclass(frozen=True)
+class PCAConfig(MethodConfig):
+    """Principal components of the training features."""
+
+    variance: float | None = param(None, "if set, keep the fewest components reaching this explained-variance "
+                                         "fraction (EIGAN's 0.99) instead of d_z; z is zero-padded to d_z", gt=0, le=1)
+
+
+@register_method
+class PCA(Method):
+    name = "pca"
+    Config = PCAConfig
+    description = "top principal components of X (no training, no privacy)"
+    paper = "baseline in seed 000 (99% variance)"
+    config: PCAConfig
+
+    def build(self) -> None:
+        self.encoder = LinearMap(self.task.d_in, self.config.d_z)
+        self.kept = 0
+
+    def modules(self):
+        return {"encoder": self.encoder}
+
+    def fit_closed_form(self, train: Split) -> None:
+        x = train.x.astype(np.float64)
+        mean = x.mean(axis=0)
+        _, s, vt = np.linalg.svd(x - mean, full_matrices=False)
+        var = s**2 / max(1, len(x) - 1)
+        k = min(self.config.d_z, vt.shape[0])
+        if self.config.variance is not None:
+            frac = np.cumsum(var) / var.sum()
+            k = min(k, int(np.searchsorted(frac, self.config.variance - 1e-12) + 1))
+        w = np.zeros((self.task.d_in, self.config.d_z))
+        w[:, :k] = vt[:k].T
+        self.kept = k
+        self.encoder.mean.copy_(torch.as_tensor(mean, dtype=torch.float32))
+        self.encoder.weight.copy_(torch.as_tensor(w, dtype=torch.float32))
+
+
+@dataclass(frozen=True)
+class RandomProjectionConfig(MethodConfig):
+    """A Gaussian random projection."""
+
+
+@register_method
+class RandomProjection(Method):
+    name = "random-projection"
+    Config = RandomProjectionConfig
+    description = "z = (x - mean) @ W with W ~ N(0, 1/d_z), seeded (no training)"
+    paper = "baseline in seed 001 (GPP)"
+
+    def build(self) -> None:
+        self.encoder = LinearMap(self.task.d_in, self.config.d_z)
+
+    def modules(self):
+        return {"encoder": self.encoder}
+
+    def fit_closed_form(self, train: Split) -> None:
+        gen = torch.Generator().manual_seed(self.config.seed)
+        w = torch.randn(self.task.d_in, self.config.d_z, generator=gen) / np.sqrt(self.config.d_z)
+        self.encoder.mean.copy_(torch.as_tensor(train.x.mean(axis=0), dtype=torch.float32))
+        self.encoder.weight.copy_(w)

@@ -1,0 +1,88 @@
+"""EIGAN (seed 000, Alg. A1): an encoder against n allies and m adversaries.
+
+Per minibatch: one encoder step on
+    L_E = (alpha/n) * sum_i CE(A_i) - ((1-alpha)/m) * sum_j CE(V_j)      (eq. 4)
+then one step of every ally and adversary on its own cross-entropy, with separate learning rates."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from veil.config import param
+from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext, step
+from veil.methods.nets import ClassifierBank, make_optimizer, mlp
+from veil.methods.registry import register_method
+
+
+@dataclass(frozen=True)
+class EIGANConfig(MethodConfig):
+    """EIGAN's trade-off, widths and learning rates."""
+
+    alpha: float = param(0.5, "weight of the allies vs (1-alpha) of the adversaries in the encoder loss", gt=0, lt=1)
+    encoder_hidden: tuple[int, ...] = param((64,), "hidden widths of the encoder MLP (ReLU; tanh output of width d_z)", ge=1)
+    head_hidden: tuple[int, ...] = param((32,), "hidden widths of each ally and adversary classifier", ge=1)
+    lr_encoder: float = param(1e-3, "learning rate eta_E of the encoder", gt=0)
+    lr_ally: float = param(1e-3, "learning rate eta_A of the allies", gt=0)
+    lr_adversary: float = param(1e-3, "learning rate eta_V of the adversaries", gt=0)
+    optimizer: str = param("adam", "update rule for every player (Alg. A1 writes the plain gradient step 'sgd')",
+                           choices=("adam", "sgd"))
+
+
+@register_method
+class EIGAN(Method):
+    name = "eigan"
+    Config = EIGANConfig
+    description = "encoder vs n allies and m adversaries, L_E = alpha/n sum CE(A) - (1-alpha)/m sum CE(V)"
+    paper = "seed 000 (EIGAN), Alg. A1"
+    config: EIGANConfig
+
+    def build(self) -> None:
+        c, t = self.config, self.task
+        self.encoder = mlp(t.d_in, c.encoder_hidden, c.d_z, out="tanh")
+        self.allies = ClassifierBank(c.d_z, t.utility, c.head_hidden)
+        self.adversaries = ClassifierBank(c.d_z, t.sensitive, c.head_hidden)
+        self._make_optimizers()
+
+    @classmethod
+    def deviations(cls, config: EIGANConfig) -> dict[str, str]:
+        if config.optimizer == "adam":
+            return {"optimizer": "adam instead of Alg. A1's plain gradient step (set optimizer=sgd for the letter)"}
+        return {}
+
+    def _make_optimizers(self) -> None:
+        c = self.config
+        self.opt_e = make_optimizer(self.encoder.parameters(), c.lr_encoder, c.optimizer)
+        self.opt_a = make_optimizer(self.allies.parameters(), c.lr_ally, c.optimizer)
+        self.opt_v = make_optimizer(self.adversaries.parameters(), c.lr_adversary, c.optimizer)
+
+    def to(self, device):  # optimizers must see the moved parameters
+        super().to(device)
+        self._make_optimizers()
+        return self
+
+    def modules(self):
+        return {"encoder": self.encoder, "allies": self.allies, "adversaries": self.adversaries}
+
+    def encoder_loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """Eq. 4 with alpha_A = alpha/n and alpha_V = (1-alpha)/m, plus the per-head losses."""
+        c = self.config
+        z = self.encoder(batch.x)
+        la = self.allies.losses(z, batch.utility)
+        lv = self.adversaries.losses(z, batch.sensitive)
+        loss = (c.alpha / len(la)) * sum(la.values()) - ((1 - c.alpha) / len(lv)) * sum(lv.values())
+        return loss, la, lv
+
+    def train_step(self, batch: Batch, sampler: BatchSampler, ctx: TrainContext) -> dict[str, float]:
+        loss_e, _, _ = self.encoder_loss(batch)
+        step(loss_e, self.opt_e, ctx, list(self.encoder.parameters()))
+        with torch.no_grad():
+            z = self.encoder(batch.x)
+        la = self.allies.losses(z, batch.utility)
+        lv = self.adversaries.losses(z, batch.sensitive)
+        step(sum(la.values()), self.opt_a, ctx, list(self.allies.parameters()))
+        step(sum(lv.values()), self.opt_v, ctx, list(self.adversaries.parameters()))
+        row = {"loss/encoder": loss_e.item()}
+        row.update({f"loss/ally/{k}": v.item() for k, v in la.items()})
+        row.update({f"loss/adversary/{k}": v.item() for k, v in lv.items()})
+        return row

@@ -1,0 +1,115 @@
+"""GPP, the Gaussian Privacy Protector (seed 001, Alg. 1).
+
+The encoder outputs the mean and diagonal std of a Gaussian; z = mu + sigma * eps. Each iteration
+takes k steps of every utility classifier and adversary (fresh minibatches, z detached), then one
+encoder step on
+    beta * sum_j CE(u_j) - sum_j CE(s_j) + lambda_kl * KL(N(mu, sigma^2) || N(0, I))      (eq. 39)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from veil.config import param
+from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext, step
+from veil.methods.nets import ClassifierBank, gaussian_kl, make_optimizer, mlp
+from veil.methods.registry import register_method
+
+
+@dataclass(frozen=True)
+class GPPConfig(MethodConfig):
+    """GPP's trade-off and the paper's defaults (Adam, lr 1e-4, batch 64, lambda 0.01, k 2, MLP 512-256)."""
+
+    beta: float = param(1.0, "weight of the utility cross-entropy against the adversaries' (higher favours utility)", ge=0)
+    lambda_kl: float = param(0.01, "weight of the KL term pulling N(mu, sigma^2) towards N(0, I)", ge=0)
+    k: int = param(2, "classifier and adversary steps per encoder step (0 = no adversarial signal)", ge=0)
+    lr: float = param(1e-4, "Adam learning rate of every network", gt=0)
+    encoder_hidden: tuple[int, ...] = param((512, 256), "hidden widths of the encoder MLP", ge=1)
+    head_hidden: tuple[int, ...] = param((128,), "hidden widths of each utility classifier and adversary", ge=1)
+    release: str = param("sample", "released z: a draw mu + sigma*eps (the paper's stochastic map) or the mean mu",
+                         choices=("sample", "mean"))
+
+
+class GaussianEncoder(nn.Module):
+    """MLP trunk with mean and log-variance heads."""
+
+    def __init__(self, d_in: int, hidden: tuple[int, ...], d_z: int) -> None:
+        super().__init__()
+        self.trunk = mlp(d_in, hidden[:-1], hidden[-1])
+        self.mu = nn.Linear(hidden[-1], d_z)
+        self.logvar = nn.Linear(hidden[-1], d_z)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = torch.relu(self.trunk(x))
+        return self.mu(h), self.logvar(h).clamp(-12.0, 8.0)
+
+
+def reparameterize(mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
+    return mu + torch.exp(0.5 * logvar) * torch.randn_like(mu)
+
+
+@register_method
+class GPP(Method):
+    name = "gpp"
+    Config = GPPConfig
+    description = "Gaussian encoder, beta*CE(u) - CE(s) + lambda*KL, k classifier steps per encoder step"
+    paper = "seed 001 (GPP), Alg. 1, eq. 39"
+    config: GPPConfig
+
+    def build(self) -> None:
+        c, t = self.config, self.task
+        self.encoder = GaussianEncoder(t.d_in, c.encoder_hidden, c.d_z)
+        self.utility = ClassifierBank(c.d_z, t.utility, c.head_hidden)
+        self.adversaries = ClassifierBank(c.d_z, t.sensitive, c.head_hidden)
+        self._make_optimizers()
+
+    @classmethod
+    def deviations(cls, config: GPPConfig) -> dict[str, str]:
+        if config.release == "mean":
+            return {"release": "releases the mean mu instead of the paper's stochastic draw mu + sigma*eps"}
+        return {}
+
+    def _make_optimizers(self) -> None:
+        lr = self.config.lr
+        self.opt_e = make_optimizer(self.encoder.parameters(), lr)
+        self.opt_u = make_optimizer(self.utility.parameters(), lr)
+        self.opt_s = make_optimizer(self.adversaries.parameters(), lr)
+
+    def to(self, device):
+        super().to(device)
+        self._make_optimizers()
+        return self
+
+    def modules(self):
+        return {"encoder": self.encoder, "utility": self.utility, "adversaries": self.adversaries}
+
+    def release(self, x: torch.Tensor) -> torch.Tensor:
+        mu, logvar = self.encoder(x)
+        return mu if self.config.release == "mean" else reparameterize(mu, logvar)
+
+    def train_step(self, batch: Batch, sampler: BatchSampler, ctx: TrainContext) -> dict[str, float]:
+        c = self.config
+        row: dict[str, float] = {}
+        # Phase 1: k steps of the utility classifiers and adversaries on fresh minibatches.
+        for _ in range(c.k):
+            b = sampler.sample()
+            with torch.no_grad():
+                z = reparameterize(*self.encoder(b.x))
+            lu = self.utility.losses(z, b.utility)
+            ls = self.adversaries.losses(z, b.sensitive)
+            step(sum(lu.values()), self.opt_u, ctx, list(self.utility.parameters()))
+            step(sum(ls.values()), self.opt_s, ctx, list(self.adversaries.parameters()))
+        # Phase 2: one encoder step (eq. 39).
+        mu, logvar = self.encoder(batch.x)
+        z = reparameterize(mu, logvar)
+        lu = self.utility.losses(z, batch.utility)
+        ls = self.adversaries.losses(z, batch.sensitive)
+        kl = gaussian_kl(mu, logvar)
+        loss = c.beta * sum(lu.values()) - sum(ls.values()) + c.lambda_kl * kl
+        step(loss, self.opt_e, ctx, list(self.encoder.parameters()))
+        row["loss/encoder"] = loss.item()
+        row["loss/kl"] = kl.item()
+        row.update({f"loss/utility/{k}": v.item() for k, v in lu.items()})
+        row.update({f"loss/adversary/{k}": v.item() for k, v in ls.items()})
+        return row

@@ -1,0 +1,57 @@
+"""Networks and losses shared by every method (one place, no copies)."""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+def mlp(d_in: int, hidden: Sequence[int], d_out: int, out: str | None = None) -> nn.Sequential:
+    """ReLU MLP d_in -> hidden... -> d_out, with an optional 'tanh' or 'sigmoid' output."""
+    layers: list[nn.Module] = []
+    width = d_in
+    for h in hidden:
+        layers += [nn.Linear(width, h), nn.ReLU()]
+        width = h
+    layers.append(nn.Linear(width, d_out))
+    if out == "tanh":
+        layers.append(nn.Tanh())
+    elif out == "sigmoid":
+        layers.append(nn.Sigmoid())
+    elif out is not None:
+        raise ValueError(f"unknown output activation {out!r}; use 'tanh', 'sigmoid' or None")
+    return nn.Sequential(*layers)
+
+
+class ClassifierBank(nn.Module):
+    """One classifier head per named label (the allies, or the adversaries)."""
+
+    def __init__(self, d_in: int, classes: Mapping[str, int], hidden: Sequence[int]) -> None:
+        super().__init__()
+        self.names = list(classes)
+        # ModuleDict keys may not contain '.', so heads are stored by position.
+        self.heads = nn.ModuleList([mlp(d_in, hidden, classes[n]) for n in self.names])
+
+    def losses(self, z: torch.Tensor, labels: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Mean cross-entropy of each head on its own label."""
+        return {n: F.cross_entropy(h(z), labels[n]) for n, h in zip(self.names, self.heads)}
+
+    def total(self, z: torch.Tensor, labels: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Sum of the heads' cross-entropies (each head's gradient is its own loss's)."""
+        return torch.stack(list(self.losses(z, labels).values())).sum()
+
+
+def gaussian_kl(mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
+    """KL(N(mu, diag exp(logvar)) || N(0, I)) summed over dimensions, averaged over the batch (GPP eq. 38)."""
+    return 0.5 * (mu.pow(2) + logvar.exp() - logvar - 1).sum(dim=1).mean()
+
+
+def make_optimizer(params, lr: float, kind: str = "adam") -> torch.optim.Optimizer:
+    """Adam (default) or plain SGD over `params`."""
+    if kind == "adam":
+        return torch.optim.Adam(params, lr=lr)
+    if kind == "sgd":
+        return torch.optim.SGD(params, lr=lr)
+    raise ValueError(f"unknown optimizer {kind!r}; use 'adam' or 'sgd'")

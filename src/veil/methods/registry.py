@@ -1,0 +1,37 @@
+"""Methods by kebab-case name (the Opacus-style registry)."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from veil.config import build
+from veil.datasets.base import TaskSpec
+from veil.errors import UnknownNameError
+from veil.methods.base import Method, MethodConfig
+
+METHODS: dict[str, type[Method]] = {}
+
+
+def register_method(cls: type[Method]) -> type[Method]:
+    """Class decorator adding `cls` to the registry under `cls.name`."""
+    if cls.name in METHODS:
+        raise ValueError(f"method {cls.name!r} registered twice")
+    METHODS[cls.name] = cls
+    return cls
+
+
+def get_method(name: str) -> type[Method]:
+    """The method class registered as `name`, or an error listing the valid names."""
+    if name not in METHODS:
+        raise UnknownNameError("method", name, list(METHODS))
+    return METHODS[name]
+
+
+def method_config(name: str, values: Mapping[str, Any] | None = None) -> MethodConfig:
+    """Validated config for method `name`; unknown keys and out-of-range values raise, naming the field."""
+    return build(get_method(name).Config, values, where=f"method '{name}'")
+
+
+def create_method(name: str, values: Mapping[str, Any] | None, task: TaskSpec) -> Method:
+    """Build method `name` from raw parameter values for `task`."""
+    cls = get_method(name)
+    return cls(method_config(name, values), task)

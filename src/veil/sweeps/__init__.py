@@ -1,0 +1,1 @@
+"""Sweep specs, Tune/Optuna execution, Pareto fronts and hypervolume."""

@@ -1,0 +1,130 @@
+"""MLflow glue: where runs go, and a run handle that logs params, metrics and artifacts in batches.
+
+Everything goes through `MlflowClient` with explicit run ids (no fluent global state), so the same
+handle works in the driver, in a Ray Train worker (rebuilt from `(tracking_uri, run_id)`) and in
+concurrently running Tune trials."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+DEFAULT_EXPERIMENT = "veil"
+PARENT_TAG = "mlflow.parentRunId"
+
+
+def resolve_tracking_uri(uri: str | None = None) -> str:
+    """`uri`, else $MLFLOW_TRACKING_URI, else the embedded store sqlite:///<cwd>/mlflow.db (MLflow 3's own default)."""
+    if uri:
+        return uri
+    env = os.environ.get("MLFLOW_TRACKING_URI")
+    if env:
+        return env
+    return f"sqlite:///{Path.cwd().resolve() / 'mlflow.db'}"
+
+
+def _client(uri: str):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def experiment_id(uri: str, name: str) -> str:
+    """Id of experiment `name`, created on first use. With a local sqlite store the artifacts go to
+    ./mlartifacts beside the database, where `mlflow ui` and `mlflow server` expect them."""
+    client = _client(uri)
+    exp = client.get_experiment_by_name(name)
+    if exp is not None:
+        return exp.experiment_id
+    location = None
+    if uri.startswith("sqlite:///"):
+        location = (Path(uri[len("sqlite:///"):]).parent / "mlartifacts").resolve().as_uri()
+    try:
+        return client.create_experiment(name, artifact_location=location)
+    except Exception:  # created concurrently by another trial
+        exp = client.get_experiment_by_name(name)
+        if exp is None:
+            raise
+        return exp.experiment_id
+
+
+def _metric_value(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+class TrackedRun:
+    """One MLflow run: batched params/metrics/tags, artifacts from memory, a terminal status."""
+
+    def __init__(self, tracking_uri: str, run_id: str) -> None:
+        self.tracking_uri, self.run_id = tracking_uri, run_id
+        self.client = _client(tracking_uri)
+
+    @classmethod
+    def start(cls, tracking_uri: str | None = None, experiment: str = DEFAULT_EXPERIMENT, run_name: str | None = None,
+              parent_run_id: str | None = None, tags: Mapping[str, str] | None = None) -> "TrackedRun":
+        uri = resolve_tracking_uri(tracking_uri)
+        exp_id = experiment_id(uri, experiment)
+        all_tags = dict(tags or {})
+        if parent_run_id:
+            all_tags[PARENT_TAG] = parent_run_id
+        run = _client(uri).create_run(exp_id, tags=all_tags, run_name=run_name)
+        return cls(uri, run.info.run_id)
+
+    @property
+    def experiment_id(self) -> str:
+        return self.client.get_run(self.run_id).info.experiment_id
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        items = [Param(k, json.dumps(v) if isinstance(v, (list, dict)) else str(v)) for k, v in params.items()]
+        for i in range(0, len(items), 100):  # MLflow caps a batch at 100 params
+            self.client.log_batch(self.run_id, params=items[i:i + 100])
+
+    def log_metrics(self, metrics: Mapping[str, Any], step: int = 0) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        items = [Metric(k, val, now, step) for k, v in metrics.items() if (val := _metric_value(v)) is not None]
+        for i in range(0, len(items), 1000):
+            self.client.log_batch(self.run_id, metrics=items[i:i + 1000])
+
+    def set_tags(self, tags: Mapping[str, Any]) -> None:
+        from mlflow.entities import RunTag
+
+        self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+
+    def log_text(self, text: str, artifact_file: str) -> None:
+        self.client.log_text(self.run_id, text, artifact_file)
+
+    def log_dict(self, obj: Any, artifact_file: str) -> None:
+        self.client.log_text(self.run_id, json.dumps(obj, indent=2, default=str), artifact_file)
+
+    def log_file(self, path: str | Path, artifact_path: str | None = None) -> None:
+        self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def log_torch_state(self, state: Mapping[str, Any], artifact_file: str) -> None:
+        import torch
+
+        with tempfile.TemporaryDirectory() as d:
+            p = Path(d) / Path(artifact_file).name
+            torch.save(dict(state), p)
+            self.log_file(p, str(Path(artifact_file).parent) if Path(artifact_file).parent != Path(".") else None)
+
+    def finish(self, status: str = "FINISHED") -> None:
+        self.client.set_terminated(self.run_id, status=status)
+
+    def fail(self, error: BaseException) -> None:
+        """Record the error and mark the run FAILED; what was logged before stays."""
+        try:
+            self.set_tags({"error": f"{type(error).__name__}: {error}"[:5000]})
+        finally:
+            self.finish("FAILED")
