@@ -3,7 +3,7 @@ from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainCo
 from veil.methods.registry import METHODS, create_method, get_method, method_config, register_method
 
 # Importing the method modules registers them.
-from veil.methods import baselines, eigan, gpp  # noqa: E402,F401  isort: skip
+from veil.methods import adjustable_ae, baselines, eigan, gpp, ldp_frl, linear_arl  # noqa: E402,F401  isort: skip
 
 __all__ = ["Batch", "BatchSampler", "Method", "MethodConfig", "TrainContext", "METHODS", "create_method",
            "get_method", "method_config", "register_method"]

@@ -11,7 +11,7 @@ import torch
 
 from veil.config import param
 from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext, step
-from veil.methods.nets import ClassifierBank, make_optimizer, mlp
+from veil.methods.nets import ClassifierBank, make_optimizer, mlp, uniform_ce
 from veil.methods.registry import register_method
 
 
@@ -25,6 +25,9 @@ class EIGANConfig(MethodConfig):
     lr_encoder: float = param(1e-3, "learning rate eta_E of the encoder", gt=0)
     lr_ally: float = param(1e-3, "learning rate eta_A of the allies", gt=0)
     lr_adversary: float = param(1e-3, "learning rate eta_V of the adversaries", gt=0)
+    privacy_loss: str = param("neg-ce", "encoder's adversary term: eq. 4's -CE(V) ('neg-ce'), or the CE of each "
+                              "adversary's prediction against uniform ('uniform': bounded, so it cannot be won by "
+                              "making the adversary confidently wrong)", choices=("neg-ce", "uniform"))
     optimizer: str = param("adam", "update rule for every player (Alg. A1 writes the plain gradient step 'sgd')",
                            choices=("adam", "sgd"))
 
@@ -46,9 +49,12 @@ class EIGAN(Method):
 
     @classmethod
     def deviations(cls, config: EIGANConfig) -> dict[str, str]:
+        out = {}
         if config.optimizer == "adam":
-            return {"optimizer": "adam instead of Alg. A1's plain gradient step (set optimizer=sgd for the letter)"}
-        return {}
+            out["optimizer"] = "adam instead of Alg. A1's plain gradient step (set optimizer=sgd for the letter)"
+        if config.privacy_loss == "uniform":
+            out["privacy_loss"] = "encoder pushes adversaries to uniform predictions instead of maximising their CE"
+        return out
 
     def _make_optimizers(self) -> None:
         c = self.config
@@ -70,7 +76,11 @@ class EIGAN(Method):
         z = self.encoder(batch.x)
         la = self.allies.losses(z, batch.utility)
         lv = self.adversaries.losses(z, batch.sensitive)
-        loss = (c.alpha / len(la)) * sum(la.values()) - ((1 - c.alpha) / len(lv)) * sum(lv.values())
+        if c.privacy_loss == "uniform":
+            privacy = sum(uniform_ce(h(z)) for h in self.adversaries.heads)
+        else:
+            privacy = -sum(lv.values())
+        loss = (c.alpha / len(la)) * sum(la.values()) + ((1 - c.alpha) / len(lv)) * privacy
         return loss, la, lv
 
     def train_step(self, batch: Batch, sampler: BatchSampler, ctx: TrainContext) -> dict[str, float]:

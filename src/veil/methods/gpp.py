@@ -13,7 +13,7 @@ from torch import nn
 
 from veil.config import param
 from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext, step
-from veil.methods.nets import ClassifierBank, gaussian_kl, make_optimizer, mlp
+from veil.methods.nets import ClassifierBank, gaussian_kl, make_optimizer, mlp, uniform_ce
 from veil.methods.registry import register_method
 
 
@@ -27,6 +27,9 @@ class GPPConfig(MethodConfig):
     lr: float = param(1e-4, "Adam learning rate of every network", gt=0)
     encoder_hidden: tuple[int, ...] = param((512, 256), "hidden widths of the encoder MLP", ge=1)
     head_hidden: tuple[int, ...] = param((128,), "hidden widths of each utility classifier and adversary", ge=1)
+    privacy_loss: str = param("neg-ce", "encoder's privacy term: the paper's -sum CE(s) ('neg-ce'), or the CE of "
+                              "each adversary's prediction against uniform ('uniform', which cannot be won by "
+                              "making the adversary confidently wrong)", choices=("neg-ce", "uniform"))
     release: str = param("sample", "released z: a draw mu + sigma*eps (the paper's stochastic map) or the mean mu",
                          choices=("sample", "mean"))
 
@@ -66,9 +69,12 @@ class GPP(Method):
 
     @classmethod
     def deviations(cls, config: GPPConfig) -> dict[str, str]:
+        out = {}
         if config.release == "mean":
-            return {"release": "releases the mean mu instead of the paper's stochastic draw mu + sigma*eps"}
-        return {}
+            out["release"] = "releases the mean mu instead of the paper's stochastic draw mu + sigma*eps"
+        if config.privacy_loss == "uniform":
+            out["privacy_loss"] = "encoder pushes adversaries to uniform predictions instead of maximising their CE"
+        return out
 
     def _make_optimizers(self) -> None:
         lr = self.config.lr
@@ -106,7 +112,11 @@ class GPP(Method):
         lu = self.utility.losses(z, batch.utility)
         ls = self.adversaries.losses(z, batch.sensitive)
         kl = gaussian_kl(mu, logvar)
-        loss = c.beta * sum(lu.values()) - sum(ls.values()) + c.lambda_kl * kl
+        if c.privacy_loss == "uniform":
+            privacy = sum(uniform_ce(h(z)) for h in self.adversaries.heads)
+        else:
+            privacy = -sum(ls.values())
+        loss = c.beta * sum(lu.values()) + privacy + c.lambda_kl * kl
         step(loss, self.opt_e, ctx, list(self.encoder.parameters()))
         row["loss/encoder"] = loss.item()
         row["loss/kl"] = kl.item()

@@ -1,0 +1,253 @@
+"""The adjustable-privacy autoencoder (seed 003): an obfuscator whose privacy level is set at
+release time, without retraining.
+
+Networks (Table 2, categorical data; every layer ReLU):
+    v    = E(x)          d_in-128-128-64
+    w_np = C(v)          64-32-8-|U|, LogSoftmax     (utility log-probabilities; one head per utility label)
+    w_p  = R(v)          64-64-62                    (the rest; width 64 - |U| by default)
+    x'   = D(w_np || w_p)  66 -> 128-128-d_in, Sigmoid (the record in the input format)
+Features are min-max normalised to [0, 1] with training-split statistics (the paper normalises its
+variables and decodes through a sigmoid); the released x' is mapped back to the input's units.
+
+Training (Alg. 1 and Sec. 3.1 "Training"), per minibatch: one step of E, R, C, D on the
+reconstruction MSE L_ae = ||x - D(C(E(x)) || R(E(x)))||^2 (eq. 9), then one step of E and C on the
+utility NLL L_C (eq. 10), R and D unchanged. No adversary is trained. f and g are off in training.
+
+Release (Sec. 4.2): g replaces every utility head's output by the hard value log 1 = 0 for the
+label's class and log 0 ~ lam (e.g. -3000) for the others; f adds white Gaussian noise to w_p with
+variance noise * nu, nu being the mean of R's output nodes for that record. Both are knobs of the
+release: `adjusted(noise=..., lam=...)` gives a copy with the same trained weights.
+
+The paper's g uses the TRUE utility label. `release_with_labels(x, labels)` does that; plain
+`encode(x)` (what a run's audit calls) has no labels and uses the classifier's own prediction
+argmax C(v) instead, recorded as the deviation 'g_label'.
+
+The released z is x' itself, of width d_in: the shared `d_z` field is ignored.
+PyTorch's default initialisation is used (the paper draws weights from N(0, 0.02))."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from veil.config import build, param
+from veil.datasets.base import Split
+from veil.errors import ConfigError
+from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext, step
+from veil.methods.nets import make_optimizer, mlp
+from veil.methods.registry import register_method
+
+
+@dataclass(frozen=True)
+class AdjustableAEConfig(MethodConfig):
+    """Widths from Table 2 (Adult), Adam lr 1e-3 and batch 64 (Sec. 4.1), release knobs from Sec. 4.2."""
+
+    d_z: int = param(8, "ignored: the released z is the obfuscated record x', of width d_in", ge=1)
+    encoder_hidden: tuple[int, ...] = param((128, 128), "hidden widths of the encoder E (Table 2: 128-128)", ge=1)
+    code_width: int = param(64, "width of the code v = E(x) (Table 2: 64)", ge=1)
+    classifier_hidden: tuple[int, ...] = param((32, 8), "hidden widths of each utility head of C (Table 2: 32-8)", ge=1)
+    r_hidden: tuple[int, ...] = param((64,), "hidden widths of R (Table 2: 64)", ge=1)
+    r_width: int | None = param(None, "width of w_p = R(v); default code_width minus the utility classes "
+                                      "(Table 2: 64 - 2 = 62)", ge=1)
+    decoder_hidden: tuple[int, ...] = param((128, 128), "hidden widths of the decoder D (Table 2: 128-128)", ge=1)
+    decoder_out: str = param("sigmoid", "decoder output on the [0,1]-normalised features: sigmoid (Table 2) or linear",
+                             choices=("sigmoid", "linear"))
+    lr: float = param(1e-3, "Adam learning rate of every network (Sec. 4.1: 0.001)", gt=0)
+    noise: float = param(60.0, "release knob f: Gaussian noise on w_p with variance noise * nu, nu = mean of R's "
+                               "outputs per record (Sec. 4.2 headline: 60; swept 0..200)", ge=0, lt=float("inf"))
+    lam: float = param(-3000.0, "release knob g: value standing in for log 0 in the hard utility output "
+                                "(Sec. 4.2: -3000; swept -5000..-1000)", lt=0, gt=float("-inf"))
+    apply_g: bool = param(True, "apply g at release (false = the paper's 'g not applied' ablation)")
+
+
+class MinMaxScaler(nn.Module):
+    """Per-column min-max scaling to [0, 1] with training statistics kept as buffers (they travel in `state()`)."""
+
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.register_buffer("low", torch.zeros(d))
+        self.register_buffer("span", torch.ones(d))
+
+    def fit(self, x: np.ndarray) -> None:
+        lo, hi = x.min(axis=0), x.max(axis=0)
+        span = np.where(hi - lo > 1e-12, hi - lo, 1.0)
+        self.low.copy_(torch.as_tensor(lo, dtype=torch.float32))
+        self.span.copy_(torch.as_tensor(span, dtype=torch.float32))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x - self.low) / self.span
+
+    def inverse(self, y: torch.Tensor) -> torch.Tensor:
+        return y * self.span + self.low
+
+
+class UtilityHeads(nn.Module):
+    """C: one log-softmax head per utility label; outputs are concatenated into w_np."""
+
+    def __init__(self, d_in: int, classes: Mapping[str, int], hidden: tuple[int, ...]) -> None:
+        super().__init__()
+        self.names = list(classes)
+        self.classes = [int(classes[n]) for n in self.names]
+        self.heads = nn.ModuleList([nn.Sequential(mlp(d_in, hidden, k), nn.LogSoftmax(dim=1)) for k in self.classes])
+
+    def forward(self, v: torch.Tensor) -> list[torch.Tensor]:
+        return [h(v) for h in self.heads]
+
+
+def relu_mlp(d_in: int, hidden: tuple[int, ...], d_out: int) -> nn.Sequential:
+    """ReLU MLP whose output layer is ReLU too (Table 2's E and R)."""
+    return nn.Sequential(mlp(d_in, hidden, d_out), nn.ReLU())
+
+
+@register_method
+class AdjustableAE(Method):
+    name = "adjustable-ae"
+    Config = AdjustableAEConfig
+    description = ("autoencoder E->(C: utility log-probs, R: rest)->D releasing x' in the input format; "
+                   "release knobs noise (f) and lam (g) set privacy without retraining; z has width d_in")
+    paper = "seed 003 (adjustable privacy autoencoder), Alg. 1, Table 2, Sec. 4.2"
+    config: AdjustableAEConfig
+
+    def build(self) -> None:
+        c, t = self.config, self.task
+        n_u = sum(int(k) for k in t.utility.values())
+        r_width = c.r_width if c.r_width is not None else max(1, c.code_width - n_u)
+        self.scaler = MinMaxScaler(t.d_in)
+        self.encoder = relu_mlp(t.d_in, c.encoder_hidden, c.code_width)
+        self.classifier = UtilityHeads(c.code_width, t.utility, c.classifier_hidden)
+        self.rest = relu_mlp(c.code_width, c.r_hidden, r_width)
+        self.decoder = mlp(n_u + r_width, c.decoder_hidden, t.d_in, out="sigmoid" if c.decoder_out == "sigmoid" else None)
+        self._make_optimizers()
+
+    @property
+    def release_width(self) -> int:
+        """Width of the released z (= d_in)."""
+        return self.task.d_in
+
+    @classmethod
+    def deviations(cls, config: AdjustableAEConfig) -> dict[str, str]:
+        out: dict[str, str] = {}
+        if config.apply_g:
+            out["g_label"] = ("encode(x) applies g with the classifier's predicted utility label argmax C(v); "
+                              "the paper uses the true label (release_with_labels)")
+        else:
+            out["g"] = "g not applied at release: the classifier's soft log-probabilities are decoded (paper's ablation)"
+        if config.decoder_out == "linear":
+            out["decoder_out"] = "linear decoder output instead of Table 2's sigmoid"
+        return out
+
+    def _make_optimizers(self) -> None:
+        lr = self.config.lr
+        self.opt_ae = make_optimizer(self.parameters_of("encoder", "classifier", "rest", "decoder"), lr)
+        self.opt_c = make_optimizer(self.parameters_of("encoder", "classifier"), lr)
+
+    def to(self, device):
+        super().to(device)
+        self._make_optimizers()
+        return self
+
+    def modules(self):
+        return {"encoder": self.encoder, "classifier": self.classifier, "rest": self.rest, "decoder": self.decoder,
+                "scaler": self.scaler}
+
+    def fit(self, train: Split, ctx: TrainContext | None = None) -> list[dict[str, float]]:
+        self.scaler.fit(np.asarray(train.x, dtype=np.float64))
+        return super().fit(train, ctx)
+
+    # -- training (Alg. 1) ----------------------------------------------------------------------
+    def train_step(self, batch: Batch, sampler: BatchSampler, ctx: TrainContext) -> dict[str, float]:
+        xs = self.scaler(batch.x)
+        v = self.encoder(xs)
+        x_rec = self.decoder(torch.cat(self.classifier(v) + [self.rest(v)], dim=1))
+        loss_ae = F.mse_loss(x_rec, xs)
+        step(loss_ae, self.opt_ae, ctx, self.parameters_of("encoder", "classifier", "rest", "decoder"))
+        w_np = self.classifier(self.encoder(xs))
+        nll = {n: F.nll_loss(w, batch.utility[n]) for n, w in zip(self.classifier.names, w_np)}
+        loss_c = sum(nll.values())
+        step(loss_c, self.opt_c, ctx, self.parameters_of("encoder", "classifier"))
+        row = {"loss/reconstruction": loss_ae.item(), "loss/classifier": loss_c.item()}
+        row.update({f"loss/utility/{k}": v.item() for k, v in nll.items()})
+        return row
+
+    # -- release ---------------------------------------------------------------------------------
+    def obfuscate(self, x: torch.Tensor, labels: Mapping[str, torch.Tensor] | None = None) -> torch.Tensor:
+        """x' = D(g(C(v)) || f(R(v))) in the input's units; g uses `labels` if given, else C's prediction."""
+        c = self.config
+        v = self.encoder(self.scaler(x))
+        w_np = self.classifier(v)
+        if c.apply_g:
+            hard = []
+            for name, w in zip(self.classifier.names, w_np):
+                y = labels[name] if labels is not None else w.argmax(dim=1)
+                g = torch.full_like(w, c.lam)
+                g.scatter_(1, y.long().view(-1, 1), 0.0)
+                hard.append(g)
+            w_np = hard
+        w_p = self.rest(v)
+        if c.noise > 0:
+            nu = w_p.mean(dim=1, keepdim=True).clamp_min(0.0)
+            w_p = w_p + torch.sqrt(c.noise * nu) * torch.randn_like(w_p)
+        return self.scaler.inverse(self.decoder(torch.cat(w_np + [w_p], dim=1)))
+
+    def release(self, x: torch.Tensor) -> torch.Tensor:
+        return self.obfuscate(x)
+
+    @torch.no_grad()
+    def encode(self, x: np.ndarray, batch_size: int = 4096,
+               utility_labels: Mapping[str, np.ndarray] | np.ndarray | None = None) -> np.ndarray:
+        """Release x' for rows `x`; with `utility_labels` g uses them (the paper's g), else C's prediction."""
+        labels = self._labels(utility_labels, len(x))
+        for m in self.modules().values():
+            m.eval()
+        gen_state = torch.get_rng_state()
+        torch.manual_seed(self.config.seed + 7)
+        out = []
+        for i in range(0, len(x), batch_size):
+            xb = torch.from_numpy(np.array(x[i:i + batch_size], dtype=np.float32)).to(self.device)
+            lb = None if labels is None else {k: torch.as_tensor(v[i:i + batch_size], device=self.device)
+                                              for k, v in labels.items()}
+            out.append(self.obfuscate(xb, lb).float().cpu().numpy())
+        torch.set_rng_state(gen_state)
+        return np.concatenate(out) if out else np.zeros((0, self.task.d_in), np.float32)
+
+    def release_with_labels(self, x: np.ndarray, utility_labels: Mapping[str, np.ndarray] | np.ndarray) -> np.ndarray:
+        """The paper's release: g replaces C's output by the TRUE utility label(s)."""
+        return self.encode(x, utility_labels=utility_labels)
+
+    def _labels(self, labels: Mapping[str, np.ndarray] | np.ndarray | None, n: int) -> dict[str, np.ndarray] | None:
+        if labels is None:
+            return None
+        names = self.classifier.names
+        if not isinstance(labels, Mapping):
+            if len(names) != 1:
+                raise ConfigError("utility_labels", type(labels).__name__,
+                                  f"a mapping with one array per utility label {names}")
+            labels = {names[0]: labels}
+        missing = [k for k in names if k not in labels]
+        if missing:
+            raise ConfigError("utility_labels", sorted(labels), f"arrays for every utility label {names}")
+        out = {}
+        for name, k in zip(names, self.classifier.classes):
+            y = np.asarray(labels[name]).astype(np.int64)
+            if y.shape != (n,) or (len(y) and (y.min() < 0 or y.max() >= k)):
+                raise ConfigError(f"utility_labels[{name}]", f"shape {y.shape}, range "
+                                  f"[{y.min() if len(y) else ''}, {y.max() if len(y) else ''}]",
+                                  f"{n} class indices in 0..{k - 1}")
+            out[name] = y
+        return out
+
+    def adjusted(self, **knobs: Any) -> "AdjustableAE":
+        """A copy with the same trained weights and new release knobs (noise, lam, apply_g): no retraining."""
+        allowed = {"noise", "lam", "apply_g", "seed"}
+        bad = sorted(set(knobs) - allowed)
+        if bad:
+            raise ConfigError(bad[0], knobs[bad[0]], "a release knob: " + ", ".join(sorted(allowed)))
+        cfg = build(self.Config, {**dataclasses.asdict(self.config), **knobs}, where=f"method '{self.name}'")
+        new = type(self)(cfg, self.task)
+        new.load_state(self.state())
+        return new.to(self.device)

@@ -1,0 +1,1 @@
+"""Ray glue: Train executors, node and coordinator actors, aggregation strategies."""
