@@ -167,6 +167,28 @@ def run_params(v: ValidatedRun, ds_params: Mapping[str, Any], deviations: Mappin
     return out
 
 
+def extra_audits(v: ValidatedRun, ds: Any, z_train: Any, z_test: Any, tracker: Any) -> dict[str, float]:
+    """The stronger audits a run asks for: the adversary-capacity sweep, and seed 003's weak/strong
+    adversaries and utility provider for methods that release records in the input's format."""
+    out: dict[str, float] = {}
+    if v.audit_config.capacity:
+        from veil.audit.capacity import CapacityConfig, capacity_audit
+
+        ccfg = build(CapacityConfig, {"epochs": v.audit_config.epochs, "lr": v.audit_config.lr,
+                                      "seed": v.audit_config.seed}, where="audit")
+        cap = capacity_audit(z_train, ds.train, z_test, ds.test, ds.num_classes, ccfg)
+        out.update(cap.metrics())
+        tracker.log_dict(cap.to_dict(), "audit/capacity.json")
+    if get_method(v.spec.method).releases_input_format:
+        from veil.audit.obfuscation import obfuscation_audit
+
+        obf = obfuscation_audit(ds.train.x, z_train, ds.train, ds.test.x, z_test, ds.test, ds.num_classes,
+                                v.audit_config)
+        out.update(obf.metrics())
+        tracker.log_dict(obf.to_dict(), "audit/obfuscation.json")
+    return out
+
+
 def execute(spec: RunSpec, *, on_epoch: Callable[[int, dict[str, float]], None] | None = None,
             parent_run_id: str | None = None, storage: Path | None = None) -> RunResult:
     """Validate, then train, release, audit and track one run. A crash leaves the MLflow run FAILED
@@ -200,6 +222,7 @@ def execute(spec: RunSpec, *, on_epoch: Callable[[int, dict[str, float]], None] 
         z_train, z_test = outcome.method.encode(ds.train.x), outcome.method.encode(ds.test.x)
         report = audit(z_train, ds.train, z_test, ds.test, ds.num_classes, v.audit_config)
         metrics = report.metrics()
+        metrics.update(extra_audits(v, ds, z_train, z_test, tracker))
         metrics["train_seconds"] = outcome.seconds
         metrics["total_seconds"] = time.time() - t0
         tracker.log_metrics(metrics)

@@ -26,6 +26,8 @@ class AuditConfig:
     batch_size: int = param(128, "probe minibatch size", ge=1)
     standardize: bool = param(True, "z-score each column of z with train statistics before probing (invertible)")
     seed: int = param(0, "seed of probe initialisation and minibatch order", ge=0)
+    capacity: bool = param(False, "also run the adversary-capacity sweep (logistic, MLPs of growing size, random "
+                                  "forest, boosting; 3 seeds) and report its worst case as adversary_auc_max")
 
 
 @dataclass(frozen=True)

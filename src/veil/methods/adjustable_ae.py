@@ -107,6 +107,7 @@ def relu_mlp(d_in: int, hidden: tuple[int, ...], d_out: int) -> nn.Sequential:
 @register_method
 class AdjustableAE(Method):
     name = "adjustable-ae"
+    releases_input_format = True
     Config = AdjustableAEConfig
     description = ("autoencoder E->(C: utility log-probs, R: rest)->D releasing x' in the input format; "
                    "release knobs noise (f) and lam (g) set privacy without retraining; z has width d_in")
@@ -121,7 +122,8 @@ class AdjustableAE(Method):
         self.encoder = relu_mlp(t.d_in, c.encoder_hidden, c.code_width)
         self.classifier = UtilityHeads(c.code_width, t.utility, c.classifier_hidden)
         self.rest = relu_mlp(c.code_width, c.r_hidden, r_width)
-        self.decoder = mlp(n_u + r_width, c.decoder_hidden, t.d_in, out="sigmoid" if c.decoder_out == "sigmoid" else None)
+        out = "sigmoid" if c.decoder_out == "sigmoid" else None
+        self.decoder = mlp(n_u + r_width, c.decoder_hidden, t.d_in, out=out)
         self._make_optimizers()
 
     @property
@@ -136,7 +138,8 @@ class AdjustableAE(Method):
             out["g_label"] = ("encode(x) applies g with the classifier's predicted utility label argmax C(v); "
                               "the paper uses the true label (release_with_labels)")
         else:
-            out["g"] = "g not applied at release: the classifier's soft log-probabilities are decoded (paper's ablation)"
+            out["g"] = ("g not applied at release: the classifier's soft log-probabilities are decoded "
+                        "(the paper's ablation)")
         if config.decoder_out == "linear":
             out["decoder_out"] = "linear decoder output instead of Table 2's sigmoid"
         return out

@@ -110,6 +110,7 @@ class Method(ABC):
     Config: ClassVar[type[MethodConfig]] = MethodConfig
     description: ClassVar[str] = ""
     paper: ClassVar[str] = ""
+    releases_input_format: ClassVar[bool] = False  # z is an obfuscated record in x's format (adds seed 003's audit)
 
     def __init__(self, config: MethodConfig, task: TaskSpec) -> None:
         self.config = config

@@ -41,7 +41,8 @@ class LDPFRLConfig(MethodConfig):
     beta: float = param(1.0, "weight of the side decoders' reconstruction MSE (paper sweeps 1e-3..10)", ge=0)
     bound: str = param("tanh", "how v is bounded to [-c, c] so the sensitivity is finite: c*tanh or a hard clamp",
                        choices=("tanh", "clip"))
-    clip: float = param(1.0, "c, the bound on every coordinate of v (L1 sensitivity Delta = 2*c*d_z)", gt=0, lt=math.inf)
+    clip: float = param(1.0, "c, the bound on every coordinate of v (L1 sensitivity Delta = 2*c*d_z)",
+                        gt=0, lt=math.inf)
     encoder_hidden: tuple[int, ...] = param((100,), "hidden widths of the feature extractor (Table 1: 100)", ge=1)
     utility_hidden: tuple[int, ...] = param((100,), "hidden widths of each utility decoder (Table 1: 100)", ge=1)
     side_hidden: tuple[int, ...] = param((100,), "hidden widths of each side decoder (Table 1: 100)", ge=1)

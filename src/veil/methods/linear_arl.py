@@ -84,7 +84,8 @@ def linear_arl_solution(x: np.ndarray, y: np.ndarray, s: np.ndarray, lam: float,
 class LinearARL(Method):
     name = "linear-arl"
     Config = LinearARLConfig
-    description = "closed-form linear ARL: z spans the eigenvectors of lambda*SS^T - (1-lambda)*YY^T with negative eigenvalue"
+    description = ("closed-form linear ARL: z spans the eigenvectors of lambda*SS^T - (1-lambda)*YY^T "
+                   "with negative eigenvalue")
     paper = "Sadeghi, Yu & Boddeti, ICCV 2019 (linear case); baseline in seed 000"
     config: LinearARLConfig
 

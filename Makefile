@@ -1,0 +1,27 @@
+# Veil developer entry points. `make quickstart` and `make test` each set up .venv first.
+PY ?= python3
+VENV ?= .venv
+# CPU-only machines take the CPU torch wheel; GPU users run `make setup CONSTRAINTS=` to get a CUDA build.
+CONSTRAINTS ?= -c constraints-cpu.txt
+
+.PHONY: setup quickstart test ui clean
+
+$(VENV)/.installed: pyproject.toml constraints-cpu.txt
+	$(PY) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --upgrade pip
+	$(VENV)/bin/python -m pip install -q $(CONSTRAINTS) -e ".[dev]"
+	touch $@
+
+setup: $(VENV)/.installed
+
+quickstart: setup
+	$(VENV)/bin/veil sweep sweeps/quickstart.yaml
+
+test: setup
+	$(VENV)/bin/pytest
+
+ui: setup
+	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///mlflow.db --host 127.0.0.1 --port 5000
+
+clean:
+	rm -rf $(VENV) .veil mlruns mlartifacts mlflow.db

@@ -1,0 +1,182 @@
+"""Adversary-capacity sweep: the stronger audit (METHODS.md, "What every run reports").
+
+One fresh probe per (label, probe family, seed) is trained on the released train representation and
+scored on the released test representation. Families range from a linear model to wide and deep
+MLPs and tree ensembles, so a representation that fools one small probe but not a bigger one is
+caught. Every (label, probe) is repeated with `repeats` probe seeds; its AUC is the mean over seeds.
+
+Primary metrics (worst case for privacy = the strongest adversary):
+  adversary_auc_max   max over sensitive labels, probes AND seeds of the ROC-AUC (the conservative
+                      worst case: it is >= every single probe's score)
+  adversary_acc_max   the same maximum for accuracy
+  adversary_auc_mean  seed-mean AUC of the strongest (label, probe): the one with the highest seed-mean AUC
+  adversary_auc_std   std over seeds of that (label, probe)'s AUC
+  privacy_gap_max     max over sensitive labels, probes and seeds of |AUC - 0.5|
+  utility_auc_max     mean over utility labels of the best probe's seed-mean AUC (and utility_acc_max)
+plus 'capacity/<role>_auc/<label>/<probe>' and '.../std' for every probe."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+
+from veil.audit.probes import AuditConfig, auc_score, standardize, train_probe
+from veil.config import as_params, param
+from veil.datasets.base import Split
+
+#: probe families of the sweep: name -> (kind, MLP hidden widths)
+PROBES: dict[str, tuple[str, tuple[int, ...]]] = {
+    "logistic": ("logistic", ()),
+    "mlp-32": ("mlp", (32,)),
+    "mlp-256-128": ("mlp", (256, 128)),
+    "mlp-512-256-128": ("mlp", (512, 256, 128)),
+    "mlp-256x4": ("mlp", (256, 256, 256, 256)),
+    "random-forest": ("random-forest", ()),
+    "hist-gradient-boosting": ("hist-gradient-boosting", ()),
+}
+#: families whose fit does not depend on the seed at these sizes: trained once, not `repeats` times
+DETERMINISTIC = frozenset({"logistic", "hist-gradient-boosting"})
+
+
+@dataclass(frozen=True)
+class CapacityConfig:
+    """Which probe families the sweep trains and how."""
+
+    probes: tuple[str, ...] = param(tuple(PROBES), "probe families, weakest to strongest", choices=tuple(PROBES))
+    repeats: int = param(3, "probe seeds per (label, probe) for the seeded families (MLPs, random forest); "
+                            "mean and std over them are reported", ge=1)
+    epochs: int = param(30, "training epochs of each MLP probe", ge=1)
+    lr: float = param(1e-3, "Adam learning rate of the MLP probes", gt=0)
+    batch_size: int = param(128, "MLP probe minibatch size", ge=1)
+    trees: int = param(100, "trees of the random forest; boosting iterations of hist-gradient-boosting", ge=1)
+    standardize: bool = param(True, "z-score each column of z with train statistics before probing")
+    seed: int = param(0, "base seed of the probes", ge=0)
+
+
+@dataclass(frozen=True)
+class ProbeScore:
+    """One (label, probe) pair: accuracy and AUC per seed."""
+
+    label: str
+    role: str  # "utility" | "adversary"
+    probe: str
+    accuracies: tuple[float, ...]
+    aucs: tuple[float, ...]
+
+    @property
+    def accuracy(self) -> float:
+        return float(np.mean(self.accuracies))
+
+    @property
+    def auc(self) -> float:
+        return float(np.mean(self.aucs))
+
+    @property
+    def auc_std(self) -> float:
+        return float(np.std(self.aucs))
+
+
+@dataclass
+class CapacityReport:
+    """Every (label, probe) score and the worst case over probes."""
+
+    scores: list[ProbeScore]
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def by_role(self, role: str) -> list[ProbeScore]:
+        return [s for s in self.scores if s.role == role]
+
+    def worst(self) -> ProbeScore | None:
+        """The (sensitive label, probe) with the highest seed-mean AUC: the strongest adversary."""
+        adv = [s for s in self.by_role("adversary") if np.isfinite(s.auc)]
+        return max(adv, key=lambda s: s.auc) if adv else None
+
+    def metrics(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for s in self.scores:
+            out[f"capacity/{s.role}_auc/{s.label}/{s.probe}"] = s.auc
+            out[f"capacity/{s.role}_auc/{s.label}/{s.probe}/std"] = s.auc_std
+            out[f"capacity/{s.role}_acc/{s.label}/{s.probe}"] = s.accuracy
+        adv = self.by_role("adversary")
+        if adv:
+            w = self.worst()
+            aucs = [a for s in adv for a in s.aucs if np.isfinite(a)]
+            out["adversary_auc_max"] = float(max(aucs)) if aucs else float("nan")
+            out["adversary_acc_max"] = float(max(a for s in adv for a in s.accuracies))
+            out["adversary_auc_mean"] = w.auc if w else float("nan")
+            out["adversary_auc_std"] = w.auc_std if w else float("nan")
+            out["privacy_gap_max"] = float(max(abs(a - 0.5) for a in aucs)) if aucs else float("nan")
+        util = self.by_role("utility")
+        if util:
+            names = sorted({s.label for s in util})
+            out["utility_auc_max"] = float(np.mean([max(s.auc for s in util if s.label == n) for n in names]))
+            out["utility_acc_max"] = float(np.mean([max(s.accuracy for s in util if s.label == n) for n in names]))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        w = self.worst()
+        return {"scores": [{**asdict(s), "accuracy": s.accuracy, "auc": s.auc, "auc_std": s.auc_std}
+                           for s in self.scores],
+                "worst": None if w is None else {"label": w.label, "probe": w.probe},
+                "metrics": self.metrics(), "config": self.config}
+
+    def to_markdown(self) -> str:
+        lines = ["| label | role | probe | accuracy | ROC-AUC | AUC std |", "|---|---|---|---|---|---|"]
+        for s in self.scores:
+            lines.append(f"| {s.label} | {s.role} | {s.probe} | {s.accuracy:.3f} | {s.auc:.3f} | {s.auc_std:.3f} |")
+        return "\n".join(lines)
+
+
+def fit_predict(probe: str, z_tr: np.ndarray, y_tr: np.ndarray, z_te: np.ndarray, n_classes: int,
+                cfg: CapacityConfig, seed: int) -> np.ndarray:
+    """Train probe family `probe` on (z_tr, y_tr) and return class probabilities on z_te (n x n_classes)."""
+    kind, hidden = PROBES[probe]
+    if kind == "mlp":
+        acfg = AuditConfig(hidden=hidden, epochs=cfg.epochs, lr=cfg.lr, batch_size=cfg.batch_size, seed=seed)
+        net = train_probe(z_tr, y_tr, n_classes, acfg, seed)
+        with torch.no_grad():
+            return torch.softmax(net(torch.as_tensor(z_te, dtype=torch.float32)), dim=1).numpy()
+    if kind == "logistic":
+        from sklearn.linear_model import LogisticRegression
+
+        model = LogisticRegression(max_iter=2000, random_state=seed)
+    elif kind == "random-forest":
+        from sklearn.ensemble import RandomForestClassifier
+
+        model = RandomForestClassifier(n_estimators=cfg.trees, random_state=seed, n_jobs=1)
+    elif kind == "hist-gradient-boosting":
+        from sklearn.ensemble import HistGradientBoostingClassifier
+
+        model = HistGradientBoostingClassifier(max_iter=cfg.trees, random_state=seed, early_stopping=False)
+    else:  # pragma: no cover - PROBES and this switch are edited together
+        raise AssertionError(kind)
+    model.fit(z_tr, y_tr)
+    proba = np.zeros((len(z_te), n_classes))
+    proba[:, model.classes_] = model.predict_proba(z_te)  # classes absent from y_tr keep probability 0
+    return proba
+
+
+def capacity_audit(z_train: np.ndarray, train: Split, z_test: np.ndarray, test: Split, num_classes: Mapping[str, int],
+                   config: CapacityConfig | None = None) -> CapacityReport:
+    """Score every probe family, `repeats` seeds each, on every utility and sensitive label."""
+    cfg = config or CapacityConfig()
+    z_tr, z_te = np.asarray(z_train, np.float32), np.asarray(z_test, np.float32)
+    if cfg.standardize:
+        z_tr, z_te = standardize(z_tr, z_te)
+    scores = []
+    for i, (role, labels_tr, labels_te) in enumerate([("utility", train.utility, test.utility),
+                                                       ("adversary", train.sensitive, test.sensitive)]):
+        for j, name in enumerate(labels_tr):
+            k = int(num_classes[name])
+            y_tr, y_te = np.asarray(labels_tr[name]), np.asarray(labels_te[name])
+            for probe in cfg.probes:
+                accs, aucs = [], []
+                for r in range(1 if probe in DETERMINISTIC else cfg.repeats):
+                    seed = cfg.seed + 1000 * r + 100 * i + j
+                    proba = fit_predict(probe, z_tr, y_tr, z_te, k, cfg, seed)
+                    accs.append(float((proba.argmax(1) == y_te).mean()))
+                    aucs.append(auc_score(y_te, proba, k))
+                scores.append(ProbeScore(name, role, probe, tuple(accs), tuple(aucs)))
+    return CapacityReport(scores, as_params(cfg))

@@ -1,0 +1,118 @@
+"""`veil run` end to end from the command line (inline executor, embedded MLflow store)."""
+import json
+from dataclasses import dataclass
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from veil.cli import main
+from veil.config import param
+from veil.methods.baselines import Autoencoder, AutoencoderConfig
+from veil.methods.registry import METHODS, register_method
+
+FAST = ["--set", "epochs=2", "--set", "n=400", "--set", "audit.epochs=2", "--quiet"]
+
+
+def run_json(capsys, *argv) -> dict:
+    assert main(["run", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+def test_run_from_flags_logs_everything(in_tmp, capsys):
+    out = run_json(capsys, "--method", "gpp", "--dataset", "gaussian-correlated", "--set", "beta=1.0",
+                   "--set", "d_z=8", *FAST)
+    assert out["params"]["method.beta"] == 1.0 and out["params"]["executor"] == "inline"
+    assert 0 <= out["metrics"]["adversary_auc"] <= 1 and "utility_acc/u" in out["metrics"]
+    client = MlflowClient(tracking_uri=f"sqlite:///{in_tmp / 'mlflow.db'}")
+    run = client.get_run(out["run_id"])
+    assert run.info.status == "FINISHED"
+    assert run.data.params["method.d_z"] == "8" and run.data.params["dataset.rho"] == "0.5"
+    assert len(client.get_metric_history(run.info.run_id, "loss/encoder")) == 2  # one row per epoch
+    arts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"model", "audit", "training"} <= arts
+    assert {a.path for a in client.list_artifacts(run.info.run_id, "model")} == {"model/config.json", "model/state.pt"}
+
+
+def test_run_from_yaml_file_with_cli_override(in_tmp, capsys):
+    (in_tmp / "run.yaml").write_text(
+        "method: eigan\ndataset: gaussian-two-allies\nseed: 3\n"
+        "params: {alpha: 0.7, epochs: 2, d_z: 2}\ndataset_params: {n: 300}\naudit: {epochs: 2}\n")
+    out = run_json(capsys, "run.yaml", "--set", "alpha=0.6", "--quiet")
+    assert out["params"]["method.alpha"] == 0.6 and out["params"]["seed"] == 3 and out["params"]["dataset.seed"] == 3
+    assert {"utility_acc/ally_1", "utility_acc/ally_2", "adversary_acc/adversary"} <= set(out["metrics"])
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--method", "nope", "--dataset", "gaussian-quadrant"], "unknown method 'nope'; valid methods:"),
+    (["--method", "eigan", "--dataset", "gaussian-quadrant", "--set", "alpha=1.5"], "'alpha': 1.5 (allowed: float > 0 and < 1)"),
+    (["--method", "gpp", "--dataset", "gaussian-correlated", "--set", "beta=-1"], "'beta': -1.0 (allowed: float >= 0)"),
+    (["--method", "gpp", "--dataset", "gaussian-correlated", "--set", "d_z=0"], "'d_z': 0 (allowed: int >= 1)"),
+    (["--method", "gpp", "--dataset", "gaussian-correlated", "--set", "k=-2"], "'k': -2 (allowed: int >= 0)"),
+    (["--method", "gpp", "--dataset", "gaussian-correlated", "--set", "rho=1.2"], "'rho': 1.2 (allowed: float >= 0 and <= 1)"),
+    (["--method", "gpp", "--dataset", "gaussian-correlated", "--set", "d_z=abc"], "'d_z': 'abc' (allowed: an integer)"),
+    (["--method", "gpp", "--dataset", "gaussian-correlated", "--set", "betta=1"], "unknown parameter 'betta'"),
+    (["--method", "gpp", "--dataset", "no-such-data"], "unknown dataset 'no-such-data'"),
+])
+def test_bad_input_fails_before_training(in_tmp, capsys, argv, needle):
+    assert main(["run", *argv, "--quiet"]) == 2
+    assert needle in capsys.readouterr().err
+    assert not (in_tmp / "mlflow.db").exists()  # nothing started, nothing recorded
+
+
+def test_unknown_yaml_key_is_named(in_tmp, capsys):
+    (in_tmp / "bad.yaml").write_text("method: gpp\ndataset: gaussian-correlated\nparms: {beta: 1}\n")
+    assert main(["run", "bad.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert "bad.yaml" in err and "'parms'" in err and "params" in err
+
+
+@dataclass(frozen=True)
+class CrashConfig(AutoencoderConfig):
+    crash_at: int = param(1, "epoch at which training raises", ge=0)
+
+
+class CrashingAutoencoder(Autoencoder):
+    """A plug-in method (registered like any other) whose training raises at a chosen epoch."""
+
+    name = "test-crash"
+    Config = CrashConfig
+    description = "raises mid-training (tests only)"
+
+    def build(self):
+        super().build()
+        self.steps = 0
+
+    def train_step(self, batch, sampler, ctx):
+        self.steps += 1
+        if self.steps > self.config.crash_at * sampler.steps_per_epoch:
+            raise RuntimeError("boom at epoch %d" % self.config.crash_at)
+        return super().train_step(batch, sampler, ctx)
+
+
+@pytest.fixture
+def crashing_method():
+    register_method(CrashingAutoencoder)
+    yield "test-crash"
+    METHODS.pop("test-crash")
+
+
+def test_crash_mid_training_leaves_a_failed_run_with_what_was_logged(in_tmp, crashing_method):
+    with pytest.raises(RuntimeError, match="boom"):
+        main(["run", "-m", crashing_method, "-d", "gaussian-quadrant", "--set", "epochs=5", "--set", "crash_at=2",
+              "--set", "n=300", "--quiet"])
+    client = MlflowClient(tracking_uri=f"sqlite:///{in_tmp / 'mlflow.db'}")
+    (run,) = client.search_runs([client.get_experiment_by_name("veil").experiment_id])
+    assert run.info.status == "FAILED" and "boom" in run.data.tags["error"]
+    assert run.data.params["method.crash_at"] == "2"
+    assert len(client.get_metric_history(run.info.run_id, "loss/reconstruction")) == 2  # epochs before the crash
+
+
+def test_methods_and_datasets_listings(capsys):
+    assert main(["methods"]) == 0
+    out = capsys.readouterr().out
+    for name in ("eigan", "gpp", "autoencoder", "pca", "random-projection", "noisy-encoder"):
+        assert name in out
+    assert "alpha" in out and "lambda_kl" in out
+    assert main(["datasets"]) == 0
+    out = capsys.readouterr().out
+    assert "gaussian-correlated" in out and "rho" in out
