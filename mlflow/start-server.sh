@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Start a shared MLflow tracking server for Veil. Safe by default: binds to 127.0.0.1.
+# Expose it deliberately (behind a proxy with auth) with MLFLOW_HOST=0.0.0.0.
+#   mlflow/start-server.sh                  # sqlite store + artifacts under ./mlflow-server/
+#   MLFLOW_PORT=5001 mlflow/start-server.sh
+# Then point Veil at it: veil run ... --tracking-uri http://127.0.0.1:5000  (or export MLFLOW_TRACKING_URI)
+set -euo pipefail
+HOST="${MLFLOW_HOST:-127.0.0.1}"
+PORT="${MLFLOW_PORT:-5000}"
+ROOT="${MLFLOW_ROOT:-$PWD/mlflow-server}"
+BACKEND="${MLFLOW_BACKEND_URI:-sqlite:///$ROOT/mlflow.db}"
+ARTIFACTS="${MLFLOW_ARTIFACT_ROOT:-$ROOT/artifacts}"
+WORKERS="${MLFLOW_WORKERS:-2}"
+mkdir -p "$ROOT" "$ARTIFACTS"
+MLFLOW_BIN="${MLFLOW_BIN:-$(command -v mlflow || echo "$(dirname "$0")/../.venv/bin/mlflow")}"
+echo "MLflow server: backend $BACKEND, artifacts $ARTIFACTS, http://$HOST:$PORT" >&2
+exec "$MLFLOW_BIN" server --backend-store-uri "$BACKEND" --default-artifact-root "$ARTIFACTS" \
+  --host "$HOST" --port "$PORT" --workers "$WORKERS"
