@@ -22,7 +22,7 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
-from veil.audit.probes import AuditConfig, auc_score, standardize, train_probe
+from veil.audit.probes import AuditConfig, auc_score, label_tasks, prepare, train_probe
 from veil.config import as_params, param
 from veil.datasets.base import Split
 
@@ -162,21 +162,14 @@ def capacity_audit(z_train: np.ndarray, train: Split, z_test: np.ndarray, test: 
                    config: CapacityConfig | None = None) -> CapacityReport:
     """Score every probe family, `repeats` seeds each, on every utility and sensitive label."""
     cfg = config or CapacityConfig()
-    z_tr, z_te = np.asarray(z_train, np.float32), np.asarray(z_test, np.float32)
-    if cfg.standardize:
-        z_tr, z_te = standardize(z_tr, z_te)
+    z_tr, z_te = prepare(z_train, z_test, cfg.standardize)
     scores = []
-    for i, (role, labels_tr, labels_te) in enumerate([("utility", train.utility, test.utility),
-                                                       ("adversary", train.sensitive, test.sensitive)]):
-        for j, name in enumerate(labels_tr):
-            k = int(num_classes[name])
-            y_tr, y_te = np.asarray(labels_tr[name]), np.asarray(labels_te[name])
-            for probe in cfg.probes:
-                accs, aucs = [], []
-                for r in range(1 if probe in DETERMINISTIC else cfg.repeats):
-                    seed = cfg.seed + 1000 * r + 100 * i + j
-                    proba = fit_predict(probe, z_tr, y_tr, z_te, k, cfg, seed)
-                    accs.append(float((proba.argmax(1) == y_te).mean()))
-                    aucs.append(auc_score(y_te, proba, k))
-                scores.append(ProbeScore(name, role, probe, tuple(accs), tuple(aucs)))
+    for role, name, k, y_tr, y_te, offset in label_tasks(train, test, num_classes):
+        for probe in cfg.probes:
+            accs, aucs = [], []
+            for r in range(1 if probe in DETERMINISTIC else cfg.repeats):
+                proba = fit_predict(probe, z_tr, y_tr, z_te, k, cfg, cfg.seed + 1000 * r + offset)
+                accs.append(float((proba.argmax(1) == y_te).mean()))
+                aucs.append(auc_score(y_te, proba, k))
+            scores.append(ProbeScore(name, role, probe, tuple(accs), tuple(aucs)))
     return CapacityReport(scores, as_params(cfg))

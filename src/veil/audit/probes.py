@@ -135,17 +135,25 @@ def standardize(z_tr: np.ndarray, z_te: np.ndarray) -> tuple[np.ndarray, np.ndar
     return (z_tr - mu) / sd, (z_te - mu) / sd
 
 
+def label_tasks(train: Split, test: Split, num_classes: Mapping[str, int]):
+    """(role, label, n_classes, y_train, y_test, seed offset) for every utility then sensitive label."""
+    for i, (role, labels_tr, labels_te) in enumerate([("utility", train.utility, test.utility),
+                                                       ("adversary", train.sensitive, test.sensitive)]):
+        for j, name in enumerate(labels_tr):
+            yield role, name, int(num_classes[name]), np.asarray(labels_tr[name]), np.asarray(labels_te[name]), 100 * i + j
+
+
+def prepare(z_train: np.ndarray, z_test: np.ndarray, do_standardize: bool) -> tuple[np.ndarray, np.ndarray]:
+    """float32 copies of the released representations, z-scored with train statistics if asked."""
+    z_tr, z_te = np.asarray(z_train, np.float32), np.asarray(z_test, np.float32)
+    return standardize(z_tr, z_te) if do_standardize else (z_tr, z_te)
+
+
 def audit(z_train: np.ndarray, train: Split, z_test: np.ndarray, test: Split, num_classes: Mapping[str, int],
           config: AuditConfig | None = None) -> AuditReport:
     """Score fresh probes for every utility and sensitive label on the released representation."""
     cfg = config or AuditConfig()
-    z_tr, z_te = np.asarray(z_train, np.float32), np.asarray(z_test, np.float32)
-    if cfg.standardize:
-        z_tr, z_te = standardize(z_tr, z_te)
-    scores = []
-    for i, (role, labels_tr, labels_te) in enumerate([("utility", train.utility, test.utility),
-                                                       ("adversary", train.sensitive, test.sensitive)]):
-        for j, name in enumerate(labels_tr):
-            scores.append(score_label(name, role, z_tr, labels_tr[name], z_te, labels_te[name],
-                                      int(num_classes[name]), cfg, cfg.seed + 100 * i + j))
+    z_tr, z_te = prepare(z_train, z_test, cfg.standardize)
+    scores = [score_label(name, role, z_tr, y_tr, z_te, y_te, k, cfg, cfg.seed + offset)
+              for role, name, k, y_tr, y_te, offset in label_tasks(train, test, num_classes)]
     return AuditReport(scores, as_params(cfg))

@@ -124,7 +124,6 @@ class AdjustableAE(Method):
         self.rest = relu_mlp(c.code_width, c.r_hidden, r_width)
         out = "sigmoid" if c.decoder_out == "sigmoid" else None
         self.decoder = mlp(n_u + r_width, c.decoder_hidden, t.d_in, out=out)
-        self._make_optimizers()
 
     @property
     def release_width(self) -> int:
@@ -144,15 +143,11 @@ class AdjustableAE(Method):
             out["decoder_out"] = "linear decoder output instead of Table 2's sigmoid"
         return out
 
-    def _make_optimizers(self) -> None:
+    def make_optimizers(self) -> None:
         lr = self.config.lr
         self.opt_ae = make_optimizer(self.parameters_of("encoder", "classifier", "rest", "decoder"), lr)
         self.opt_c = make_optimizer(self.parameters_of("encoder", "classifier"), lr)
 
-    def to(self, device):
-        super().to(device)
-        self._make_optimizers()
-        return self
 
     def modules(self):
         return {"encoder": self.encoder, "classifier": self.classifier, "rest": self.rest, "decoder": self.decoder,

@@ -118,10 +118,14 @@ class Method(ABC):
         self.device = torch.device("cpu")
         torch.manual_seed(config.seed)
         self.build()
+        self.make_optimizers()
 
     # -- to implement ---------------------------------------------------------------------------
     def build(self) -> None:
         """Create networks and optimizers (called once from __init__, after seeding)."""
+
+    def make_optimizers(self) -> None:
+        """Create optimizers over the current parameters (called after `build` and after every `to`)."""
 
     def modules(self) -> dict[str, nn.Module]:
         """Every network of the method by role; the encoder must be under 'encoder'."""
@@ -153,6 +157,7 @@ class Method(ABC):
         self.device = torch.device(device)
         for m in self.modules().values():
             m.to(self.device)
+        self.make_optimizers()  # optimizers must see the moved parameters
         return self
 
     def parameters_of(self, *roles: str) -> list[torch.nn.Parameter]:

@@ -35,15 +35,10 @@ class Autoencoder(Method):
         c, t = self.config, self.task
         self.encoder = mlp(t.d_in, c.encoder_hidden, c.d_z)
         self.decoder = mlp(c.d_z, tuple(reversed(c.encoder_hidden)), t.d_in)
-        self._make_optimizer()
 
-    def _make_optimizer(self) -> None:
+    def make_optimizers(self) -> None:
         self.opt = make_optimizer(list(self.encoder.parameters()) + list(self.decoder.parameters()), self.config.lr)
 
-    def to(self, device):
-        super().to(device)
-        self._make_optimizer()
-        return self
 
     def modules(self):
         return {"encoder": self.encoder, "decoder": self.decoder}

@@ -45,7 +45,6 @@ class EIGAN(Method):
         self.encoder = mlp(t.d_in, c.encoder_hidden, c.d_z, out="tanh")
         self.allies = ClassifierBank(c.d_z, t.utility, c.head_hidden)
         self.adversaries = ClassifierBank(c.d_z, t.sensitive, c.head_hidden)
-        self._make_optimizers()
 
     @classmethod
     def deviations(cls, config: EIGANConfig) -> dict[str, str]:
@@ -56,16 +55,12 @@ class EIGAN(Method):
             out["privacy_loss"] = "encoder pushes adversaries to uniform predictions instead of maximising their CE"
         return out
 
-    def _make_optimizers(self) -> None:
+    def make_optimizers(self) -> None:
         c = self.config
         self.opt_e = make_optimizer(self.encoder.parameters(), c.lr_encoder, c.optimizer)
         self.opt_a = make_optimizer(self.allies.parameters(), c.lr_ally, c.optimizer)
         self.opt_v = make_optimizer(self.adversaries.parameters(), c.lr_adversary, c.optimizer)
 
-    def to(self, device):  # optimizers must see the moved parameters
-        super().to(device)
-        self._make_optimizers()
-        return self
 
     def modules(self):
         return {"encoder": self.encoder, "allies": self.allies, "adversaries": self.adversaries}

@@ -65,7 +65,6 @@ class GPP(Method):
         self.encoder = GaussianEncoder(t.d_in, c.encoder_hidden, c.d_z)
         self.utility = ClassifierBank(c.d_z, t.utility, c.head_hidden)
         self.adversaries = ClassifierBank(c.d_z, t.sensitive, c.head_hidden)
-        self._make_optimizers()
 
     @classmethod
     def deviations(cls, config: GPPConfig) -> dict[str, str]:
@@ -76,16 +75,12 @@ class GPP(Method):
             out["privacy_loss"] = "encoder pushes adversaries to uniform predictions instead of maximising their CE"
         return out
 
-    def _make_optimizers(self) -> None:
+    def make_optimizers(self) -> None:
         lr = self.config.lr
         self.opt_e = make_optimizer(self.encoder.parameters(), lr)
         self.opt_u = make_optimizer(self.utility.parameters(), lr)
         self.opt_s = make_optimizer(self.adversaries.parameters(), lr)
 
-    def to(self, device):
-        super().to(device)
-        self._make_optimizers()
-        return self
 
     def modules(self):
         return {"encoder": self.encoder, "utility": self.utility, "adversaries": self.adversaries}

@@ -107,7 +107,6 @@ class LDPFRL(Method):
         self.utility = ClassifierBank(c.d_z, t.utility, c.utility_hidden)
         self.side = SideDecoders(c.d_z, t.d_in, t.sensitive, c.side_hidden)
         self.mechanism = LaplaceMechanism(c.eps, l1_sensitivity(c.clip, c.d_z))
-        self._make_optimizer()
 
     @classmethod
     def deviations(cls, config: LDPFRLConfig) -> dict[str, str]:
@@ -118,14 +117,10 @@ class LDPFRL(Method):
             out["optimizer"] = "adam instead of Alg. 1's plain gradient step (set optimizer=sgd for the letter)"
         return out
 
-    def _make_optimizer(self) -> None:
+    def make_optimizers(self) -> None:
         self.opt = make_optimizer(self.parameters_of("encoder", "utility", "side"), self.config.lr,
                                   self.config.optimizer)
 
-    def to(self, device):
-        super().to(device)
-        self._make_optimizer()
-        return self
 
     def modules(self):
         return {"encoder": self.encoder, "utility": self.utility, "side": self.side}
