@@ -1,0 +1,201 @@
+"""`veil nightly`: run the benchmark suite, compare it with the previous nightly recorded in MLflow, and
+fail loudly (exit 1) on a regression: utility down, leakage up at equal utility, throughput down, or a
+sweep's hypervolume down. Scheduling (cron, a systemd timer, a CI schedule) is in docs/nightly.md."""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from veil.config import build, param
+from veil.errors import ConfigError, UnknownNameError
+
+NIGHTLY_TAG = "veil.nightly"
+SUITE_KEYS = ("experiment", "tolerances", "runs", "sweeps")
+DEFAULT_SUITE = Path(__file__).resolve().parents[2] / "benchmarks" / "nightly.yaml"
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    """How much worse than the previous nightly a figure may get before it counts as a regression."""
+
+    utility: float = param(0.02, "largest allowed drop of utility_auc (absolute)", ge=0)
+    leakage: float = param(0.02, "largest allowed rise of adversary_auc not matched by a utility gain (absolute)", ge=0)
+    throughput: float = param(0.5, "largest allowed relative drop of training rows/s (timings are noisy)", ge=0, le=1)
+    hypervolume: float = param(0.05, "largest allowed relative drop of a sweep's hypervolume", ge=0, le=1)
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A nightly benchmark suite: named runs (RunSpec mappings) and named sweep specs."""
+
+    experiment: str
+    tolerances: Tolerances
+    runs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    sweeps: Mapping[str, str] = field(default_factory=dict)
+    digest: str = ""
+
+
+def load_suite(path: str | Path) -> Suite:
+    """Read and validate a suite file (safe YAML; unknown keys, methods and params fail here)."""
+    from veil.run import spec_from_mapping, validate
+
+    p = Path(path)
+    if not p.exists():
+        raise ConfigError("suite", str(p), "an existing YAML file")
+    data = yaml.safe_load(p.read_text()) or {}
+    for k in data:
+        if k not in SUITE_KEYS:
+            raise UnknownNameError("suite key", k, list(SUITE_KEYS), where=str(p))
+    runs = {}
+    for name, mapping in (data.get("runs") or {}).items():
+        validate(spec_from_mapping(mapping, where=f"{p}: runs.{name}"))
+        runs[name] = mapping
+    sweeps = {}
+    for name, spec_path in (data.get("sweeps") or {}).items():
+        sp = (p.parent / spec_path) if not Path(spec_path).is_absolute() else Path(spec_path)
+        if not sp.exists():
+            raise ConfigError(f"sweeps.{name}", spec_path, "a sweep spec file", str(p))
+        sweeps[name] = str(sp)
+    if not runs and not sweeps:
+        raise ConfigError("runs", None, "at least one run or sweep", str(p))
+    digest = hashlib.sha256(json.dumps([runs, sorted(sweeps)], sort_keys=True, default=str).encode()).hexdigest()[:12]
+    return Suite(data.get("experiment", "veil-nightly"), build(Tolerances, data.get("tolerances"), where=f"{p}: tolerances"),
+                 runs, sweeps, digest)
+
+
+@dataclass
+class Check:
+    """One comparison of a figure with the previous nightly."""
+
+    name: str
+    current: float
+    previous: float | None
+    ok: bool
+    note: str = ""
+
+
+def compare(current: Mapping[str, float], previous: Mapping[str, float] | None, tol: Tolerances) -> list[Check]:
+    """Regression checks of flat '<entry>/<metric>' figures against the previous nightly's."""
+    checks: list[Check] = []
+    prev = previous or {}
+    entries = sorted({k.split("/", 1)[0] for k in current})
+    for e in entries:
+        get = lambda d, m: d.get(f"{e}/{m}")  # noqa: E731
+        u, u0 = get(current, "utility_auc"), get(prev, "utility_auc")
+        a, a0 = get(current, "adversary_auc"), get(prev, "adversary_auc")
+        if u is not None:
+            ok = u0 is None or u >= u0 - tol.utility
+            checks.append(Check(f"{e}/utility_auc", u, u0, ok, "" if ok else f"dropped {u0 - u:.3f} > {tol.utility}"))
+        if a is not None:
+            gain = (u - u0) if (u is not None and u0 is not None) else 0.0
+            ok = a0 is None or (a - a0) <= tol.leakage + max(gain, 0.0)
+            checks.append(Check(f"{e}/adversary_auc", a, a0, ok,
+                                "" if ok else f"rose {a - a0:.3f} with utility change {gain:+.3f}"))
+        for m, t in (("rows_per_second", tol.throughput), ("hypervolume", tol.hypervolume)):
+            c, c0 = get(current, m), get(prev, m)
+            if c is None:
+                continue
+            ok = c0 is None or c0 <= 0 or c >= c0 * (1 - t)
+            checks.append(Check(f"{e}/{m}", c, c0, ok, "" if ok else f"fell {1 - c / c0:.0%} > {t:.0%}"))
+    return checks
+
+
+def previous_nightly(uri: str, experiment: str, digest: str) -> tuple[str | None, dict[str, float] | None]:
+    """Run id and metrics of the latest FINISHED nightly of the same suite, if any."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        return None, None
+    runs = client.search_runs([exp.experiment_id],
+                              f"tags.`{NIGHTLY_TAG}` = 'true' and tags.`veil.suite` = '{digest}' and attributes.status = 'FINISHED'",
+                              order_by=["attributes.start_time DESC"], max_results=1)
+    return (runs[0].info.run_id, dict(runs[0].data.metrics)) if runs else (None, None)
+
+
+def run_suite(suite: Suite, tracking_uri: str | None, address: str | None = None) -> tuple[str, dict[str, float]]:
+    """Run every entry as a child of one parent nightly run; return its id and the flat figures."""
+    from veil.run import spec_from_mapping, execute
+    from veil.tracking.mlflow_run import TrackedRun
+
+    parent = TrackedRun.start(tracking_uri, suite.experiment, f"nightly-{time.strftime('%Y-%m-%d')}",
+                              tags={NIGHTLY_TAG: "true", "veil.suite": suite.digest})
+    figures: dict[str, float] = {}
+    try:
+        for name, mapping in suite.runs.items():
+            print(f"[nightly] run {name}", file=sys.stderr, flush=True)
+            spec = spec_from_mapping({**mapping, "experiment": suite.experiment, "tracking_uri": parent.tracking_uri,
+                                      "run_name": name, **({"address": address} if address else {})})
+            res = execute(spec, parent_run_id=parent.run_id)
+            figures[f"{name}/utility_auc"] = res.metrics["utility_auc"]
+            figures[f"{name}/adversary_auc"] = res.metrics["adversary_auc"]
+            if res.history and res.metrics.get("train_rows") and res.metrics.get("train_seconds"):
+                rows = res.metrics["train_rows"] * len(res.history)
+                figures[f"{name}/rows_per_second"] = rows / res.metrics["train_seconds"]
+        for name, spec_path in suite.sweeps.items():
+            print(f"[nightly] sweep {name}", file=sys.stderr, flush=True)
+            figures[f"{name}/hypervolume"] = run_nightly_sweep(spec_path, name, parent.tracking_uri, address)
+        parent.log_metrics(figures)
+    except BaseException as e:
+        parent.fail(e)
+        raise
+    return parent.run_id, figures
+
+
+def run_nightly_sweep(spec_path: str, name: str, tracking_uri: str, address: str | None) -> float:
+    """Run one sweep spec and return its hypervolume."""
+    from veil.sweeps.runner import run_sweep
+    from veil.sweeps.spec import load_sweep_spec
+
+    outcome = run_sweep(load_sweep_spec(spec_path), name=f"nightly-{name}-{int(time.time())}",
+                        address=address, tracking_uri=tracking_uri)
+    return float(outcome.results.hypervolume)
+
+
+def format_checks(checks: list[Check]) -> str:
+    lines = ["| figure | now | previous | status |", "|---|---|---|---|"]
+    for c in checks:
+        prev = "—" if c.previous is None else f"{c.previous:.4g}"
+        status = "ok" if c.ok else f"REGRESSION: {c.note}"
+        lines.append(f"| {c.name} | {c.current:.4g} | {prev} | {status} |")
+    return "\n".join(lines)
+
+
+def cmd_nightly(args: argparse.Namespace) -> int:
+    from veil.tracking.mlflow_run import TrackedRun, resolve_tracking_uri
+
+    suite = load_suite(args.suite)
+    uri = resolve_tracking_uri(args.tracking_uri)
+    prev_id, prev = previous_nightly(uri, suite.experiment, suite.digest)
+    run_id, figures = run_suite(suite, uri, args.address)
+    checks = compare(figures, prev, suite.tolerances)
+    table = format_checks(checks)
+    failed = [c for c in checks if not c.ok]
+    parent = TrackedRun(uri, run_id)
+    parent.log_text(f"# Nightly {time.strftime('%Y-%m-%d')}\n\nbaseline: {prev_id or 'none'}\n\n{table}\n",
+                    "nightly/report.md")
+    parent.set_tags({"veil.baseline": prev_id or "none", "veil.regressions": len(failed)})
+    parent.finish()
+    print(table)
+    print(f"baseline: {prev_id or 'none (first nightly of this suite)'}; MLflow run {run_id} at {uri}")
+    if failed:
+        print(f"{len(failed)} regression(s)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("nightly", help="run the benchmark suite and fail on a regression against the last nightly")
+    p.add_argument("--suite", default=str(DEFAULT_SUITE), help="suite YAML (default benchmarks/nightly.yaml)")
+    p.add_argument("--tracking-uri", dest="tracking_uri", help="MLflow tracking URI (default as for `veil run`)")
+    p.add_argument("--address", help="Ray cluster to join for sweeps and ray-train runs")
+    p.set_defaults(func=cmd_nightly)
