@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 from veil.errors import ConfigError, UnknownNameError, VeilError
 
-PREFIXES = ("method.", "dataset.", "audit.")
+PREFIXES = ("method.", "dataset.", "audit.", "fed.")
 
 
 def parse_value(text: str) -> Any:
@@ -24,20 +24,22 @@ def parse_value(text: str) -> Any:
 
 
 def split_assignments(items: Sequence[str], method: str, dataset: str) -> dict[str, dict[str, Any]]:
-    """Route `--set key=value` to method, dataset or audit params. A bare key goes to the method or the
-    dataset, whichever has it (`seed` is the run's seed); audit keys take 'audit.', and a prefix
-    (method., dataset.) settles a name both have."""
+    """Route `--set key=value` to method, dataset, audit or federation params. A bare key goes to the method
+    or the dataset, whichever has it (`seed` is the run's seed); audit keys take 'audit.', federation
+    options 'fed.', and a prefix (method., dataset.) settles a name both have."""
     from veil.audit.probes import AuditConfig
     from veil.datasets.registry import get_dataset_entry
     from veil.methods.registry import get_method
+    from veil.platform.fed.runner import FederationOptions
 
     sections = {
         "method": {f.name for f in dataclasses.fields(get_method(method).Config)},
         "dataset": {f.name for f in dataclasses.fields(get_dataset_entry(dataset).params_cls)}
         if not _is_path(dataset) else set(),
         "audit": {f.name for f in dataclasses.fields(AuditConfig)},
+        "fed": {f.name for f in dataclasses.fields(FederationOptions)},
     }
-    out: dict[str, dict[str, Any]] = {"method": {}, "dataset": {}, "audit": {}, "run": {}}
+    out: dict[str, dict[str, Any]] = {"method": {}, "dataset": {}, "audit": {}, "fed": {}, "run": {}}
     for item in items:
         if "=" not in item:
             raise ConfigError("--set", item, "key=value")
@@ -56,7 +58,8 @@ def split_assignments(items: Sequence[str], method: str, dataset: str) -> dict[s
             continue
         owners = [s for s in ("method", "dataset") if key in sections[s]]  # audit keys need 'audit.'
         if not owners:
-            valid = sorted({*sections["method"], *sections["dataset"], *("audit." + a for a in sections["audit"]), "seed"})
+            valid = sorted({*sections["method"], *sections["dataset"], *("audit." + a for a in sections["audit"]),
+                            *("fed." + a for a in sections["fed"]), "seed"})
             raise UnknownNameError("parameter", key, valid, where="--set")
         if len(owners) > 1:
             raise ConfigError(key, raw, f"a prefixed key ({', '.join(o + '.' + key for o in owners)}): the name is ambiguous", "--set")
@@ -84,9 +87,11 @@ def build_run_spec(args: argparse.Namespace):
     data["params"] = {**data.get("params", {}), **routed["method"]}
     data["dataset_params"] = {**data.get("dataset_params", {}), **routed["dataset"]}
     data["audit"] = {**data.get("audit", {}), **routed["audit"]}
+    if routed["fed"]:
+        data["federation"] = {**data.get("federation", {}), **routed["fed"]}
     if "seed" in routed["run"]:
         data["seed"] = routed["run"]["seed"]
-    for key in ("executor", "experiment", "tracking_uri", "address", "run_name"):
+    for key in ("executor", "experiment", "tracking_uri", "address", "run_name", "partition", "runtime"):
         if getattr(args, key, None) is not None:
             data[key] = getattr(args, key)
     if args.workers is not None:
@@ -103,14 +108,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     v = validate(spec)  # fail before any start-up cost
     out = sys.stderr if args.json else sys.stdout
     bar = None
+    federated = v.executor.startswith("federated:")
     if not args.quiet and v.method_config.epochs > 0:
         from tqdm import tqdm
 
-        bar = tqdm(total=v.method_config.epochs, desc=f"{spec.method} on {spec.dataset}", unit="epoch",
-                   file=sys.stderr, dynamic_ncols=True)
+        bar = tqdm(total=None if federated else v.method_config.epochs, desc=f"{spec.method} on {spec.dataset}",
+                   unit="round" if federated else "epoch", file=sys.stderr, dynamic_ncols=True)
 
     def on_epoch(epoch: int, row: dict[str, float]) -> None:
-        if bar is not None:
+        if bar is None:
+            return
+        if federated:
+            bar.total = int(row.get("rounds_total", 0)) or None
+            bar.update(1)
+            bar.set_postfix_str(round_status(row), refresh=True)
+        else:
             bar.update(1)
             bar.set_postfix({k.split("/", 1)[-1][:12]: f"{val:.3f}" for k, val in list(row.items())[:3]})
 
@@ -125,6 +137,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _kb(n: float) -> str:
+    return f"{n / 1e6:.2f} MB" if n >= 1e6 else f"{n / 1e3:.1f} kB"
+
+
+def round_status(row: dict[str, float]) -> str:
+    """A federated round for the progress bar: nodes, bytes, failures and the latest live audit."""
+    text = (f"round {int(row['round'])} nodes {int(row['participants'])}/{int(row['selected'])} "
+            f"up {_kb(row['bytes_up'])} down {_kb(row['bytes_down'])}")
+    if row.get("failures"):
+        text += f" failures {int(row['failures'])}"
+    live = [(k, row[f"live/{k}"]) for k in ("utility_auc", "adversary_auc") if f"live/{k}" in row]
+    if live:
+        text += " " + " ".join(f"{k.split('_')[0][:3]}AUC {val:.3f}" for k, val in live)
+    return text
+
+
 def print_summary(result, executor: str, out) -> None:
     m = result.metrics
     p = result.params
@@ -133,6 +161,14 @@ def print_summary(result, executor: str, out) -> None:
     print(result.report.to_markdown(), file=out)
     keys = ["utility_acc", "utility_auc", "adversary_acc", "adversary_auc", "privacy_gap"]
     print("  ".join(f"{k} {m[k]:.3f}" for k in keys if k in m), file=out)
+    if result.extra.get("per_node"):
+        from veil.platform.fed.runner import per_node_markdown
+
+        print("per node (each node's own test rows and objective):", file=out)
+        print(per_node_markdown(result.extra["per_node"]), file=out)
+    if "bytes_up_total" in m:
+        print(f"rounds {int(m['rounds'])}  bytes up {_kb(m['bytes_up_total'])}  down {_kb(m['bytes_down_total'])}  "
+              f"failures {int(m['failures_total'])}  restarts {int(m['restarts'])}", file=out)
     print(f"MLflow run {result.run_id} (experiment {result.experiment_id}) at {result.tracking_uri}", file=out)
 
 
@@ -164,10 +200,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--method", "-m", help="method name (see `veil methods`)")
     run.add_argument("--dataset", "-d", help="dataset name (see `veil datasets`) or a CSV/Parquet path")
     run.add_argument("--set", "-s", action="append", metavar="KEY=VALUE",
-                     help="a parameter: method field (beta=1), dataset field (rho=0.5 or dataset.n=2000), audit.FIELD, seed")
+                     help="a parameter: method field (beta=1), dataset field (rho=0.5 or dataset.n=2000), audit.FIELD, "
+                          "fed.FIELD (federation options), seed")
     run.add_argument("--executor", choices=["auto", "inline", "ray-train"],
                      help="where training runs (auto: ray-train when --gpu or --workers > 1, else inline)")
     run.add_argument("--workers", type=int, help="Ray Train data-parallel workers (default 1)")
+    run.add_argument("--partition", help="federated methods: how rows are split over the nodes: iid (default), "
+                     "dirichlet:ALPHA, quantity:ALPHA, silo:COLUMN, variance")
+    run.add_argument("--runtime", choices=["auto", "in-process", "ray-actors", "virtual"],
+                     help="federated methods: where nodes run (auto = virtual: many nodes per Ray actor, vectorised)")
     run.add_argument("--gpu", action="store_true", help="train on GPU when the cluster has one")
     run.add_argument("--address", help="Ray cluster to join (e.g. 'auto'); default: a local Ray when needed")
     run.add_argument("--tracking-uri", dest="tracking_uri", help="MLflow tracking URI (default $MLFLOW_TRACKING_URI or sqlite:///./mlflow.db)")

@@ -21,7 +21,7 @@ from veil.errors import ConfigError, UnknownNameError
 from veil.methods.registry import get_method, method_config
 
 RUN_KEYS = ("method", "dataset", "params", "dataset_params", "audit", "seed", "executor", "num_workers", "use_gpu",
-            "experiment", "run_name", "tracking_uri", "address", "tags")
+            "experiment", "run_name", "tracking_uri", "address", "tags", "partition", "runtime", "federation")
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,13 @@ class RunSpec:
     """Ray address to join ('auto' on a cluster node); default: start a local Ray when needed."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Extra MLflow tags."""
+    partition: str = "iid"
+    """Federated methods: how training rows are split over nodes ('iid', 'dirichlet:0.3', 'silo:node', ...)."""
+    runtime: str = "auto"
+    """Federated methods: 'in-process', 'ray-actors' (an actor per node), 'virtual' (many nodes per actor,
+    vectorised) or 'auto' (= virtual)."""
+    federation: Mapping[str, Any] = field(default_factory=dict)
+    """Federated methods: placement, live audit and fault options (see `veil.platform.fed.runner.FederationOptions`)."""
 
     def method_values(self) -> dict[str, Any]:
         return {"seed": self.seed, **self.params}
@@ -95,7 +102,7 @@ def spec_from_mapping(data: Mapping[str, Any], where: str = "run spec") -> RunSp
     for k in ("method", "dataset"):
         if k not in data:
             raise ConfigError(k, None, "a name (required)", where)
-    for k in ("params", "dataset_params", "audit", "tags"):
+    for k in ("params", "dataset_params", "audit", "tags", "federation"):
         if data.get(k) is not None and not isinstance(data[k], Mapping):
             raise ConfigError(k, data[k], "a mapping", where)
     kw = {k: v for k, v in data.items() if v is not None}
@@ -124,7 +131,21 @@ def validate(spec: RunSpec) -> ValidatedRun:
     acfg = build(AuditConfig, spec.audit_values(), where="audit")
     if spec.executor not in EXECUTORS:
         raise ConfigError("executor", spec.executor, " | ".join(EXECUTORS))
+    if is_federated(spec.method):
+        from veil.platform.fed.runner import FederationOptions, resolve_runtime
+
+        resolve_runtime(spec.runtime)
+        build(FederationOptions, dict(spec.federation), where="federation")
+        return ValidatedRun(spec, mcfg, dcfg, acfg, f"federated:{resolve_runtime(spec.runtime)}")
+    for key, default in (("partition", "iid"), ("runtime", "auto"), ("federation", {})):
+        if getattr(spec, key) != default:
+            raise ConfigError(key, getattr(spec, key), f"{default!r}: '{spec.method}' is not a federated method")
     return ValidatedRun(spec, mcfg, dcfg, acfg, choose_executor(spec.executor, spec.num_workers, spec.use_gpu))
+
+
+def is_federated(method: str) -> bool:
+    """Whether `method` trains by federation (its class says `federated = True`)."""
+    return bool(getattr(get_method(method), "federated", False))
 
 
 @dataclass
@@ -139,10 +160,15 @@ class RunResult:
     report: AuditReport
     history: list[dict[str, float]]
     seconds: float
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Federated runs: 'per_node' audit rows and 'federation' totals."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "experiment_id": self.experiment_id, "tracking_uri": self.tracking_uri,
-                "params": self.params, "metrics": self.metrics, "seconds": round(self.seconds, 3)}
+        out = {"run_id": self.run_id, "experiment_id": self.experiment_id, "tracking_uri": self.tracking_uri,
+               "params": self.params, "metrics": self.metrics, "seconds": round(self.seconds, 3)}
+        if self.extra.get("per_node"):
+            out["per_node"] = self.extra["per_node"]
+        return out
 
 
 def code_version() -> str:
@@ -197,6 +223,10 @@ def execute(spec: RunSpec, *, on_epoch: Callable[[int, dict[str, float]], None] 
     from veil.tracking.mlflow_run import TrackedRun
 
     v = validate(spec)
+    if is_federated(spec.method):
+        from veil.platform.fed.runner import execute_federated
+
+        return execute_federated(v, on_epoch=on_epoch, parent_run_id=parent_run_id)
     t0 = time.time()
     tracker = TrackedRun.start(spec.tracking_uri, spec.experiment, spec.run_name or f"{spec.method}-{spec.dataset}",
                                parent_run_id=parent_run_id,

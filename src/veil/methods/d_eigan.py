@@ -1,0 +1,295 @@
+"""D-EIGAN (seed 000, Alg. 1): EIGAN over K nodes, each with its own data, allies and adversaries.
+
+Per round, every selected node
+  1. overwrites the entries Q of its encoder that the server chose after the previous aggregation
+     (theta_E(k)(q) = theta_E(q) for q in Q, |Q| = phi * |theta_E|; nothing in the first round, where
+     the node has just downloaded the whole initial theta_E),
+  2. runs `delta` local epochs of EIGAN's Alg. A1 (one encoder step on eq. 4, then one step of each of
+     its own allies and adversaries, per minibatch), and
+  3. uploads a random fraction phi of its encoder entries, Q_k.
+The server aggregates
+  - `paper`:       theta_E = sum_k (N_k / N) * theta~_k, with theta~_k = theta_k on Q_k and 0 elsewhere
+                   (N = rows of the nodes whose update arrived);
+  - `masked-mean`: each entry is the N_k-weighted mean over the nodes that sent it; entries nobody
+                   sent keep their previous global value.
+Rounds = ceil(epochs / delta): `epochs` counts every node's local passes, as in Alg. 1.
+
+Wire format (Veil): an upload or downlink is sparse, {seed, values}: the receiver regenerates the
+sorted index set Q from the 31-bit seed, so a message carries round(phi * |theta_E|) float32 values
+plus a constant envelope, instead of the paper's dense vector with zeros. The aggregate is exactly
+the paper's (a missing entry counts as 0 in `paper`).
+
+Per-node objectives: `node_sensitive` / `node_utility` list label sets ("a" or "a+b"), dealt to the
+nodes in contiguous blocks (two entries and K = 4: nodes 0-1 take the first, nodes 2-3 the second).
+By default a node keeps every utility label and hides every sensitive label of the dataset; a node
+that hides a utility label keeps the others. The released model is the global encoder theta_E."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from veil.config import param
+from veil.errors import ConfigError
+from veil.methods.eigan import EIGAN, EIGANConfig
+from veil.methods.nets import mlp
+from veil.methods.registry import register_method
+from veil.platform.fed.core import (ClientUpdate, Failure, FederatedMethod, Node, Objective, derive_seed, index_set,
+                                    sparse_count)
+from veil.platform.fed.ensemble import (ShardStack, Stack, StackedOptimizer, copy_ce, copy_uniform_ce, flat_module,
+                                        load_flat_module, seeded_modules, step_all)
+
+AGGREGATIONS = ("paper", "masked-mean")
+
+
+@dataclass(frozen=True)
+class DEIGANConfig(EIGANConfig):
+    """EIGAN's fields plus the federation: nodes, sync period, sparsification, aggregation, objectives."""
+
+    K: int = param(4, "number of nodes", ge=1)
+    delta: int = param(1, "local epochs between synchronisations (rounds = ceil(epochs / delta))", ge=1)
+    phi: float = param(1.0, "fraction of encoder entries uploaded by each node and downloaded each round", gt=0, le=1)
+    aggregation: str = param("paper", "server rule: 'paper' (sum_k N_k/N * sparse theta_k, unsent entries count as 0) "
+                             "or 'masked-mean' (each entry averaged over the nodes that sent it)", choices=AGGREGATIONS)
+    fraction: float = param(1.0, "fraction of nodes sampled (seeded) to take part in each round", gt=0, le=1)
+    node_utility: tuple[str, ...] = param((), "per-node ally labels ('a' or 'a+b'), dealt to nodes in contiguous "
+                                          "blocks; empty = the dataset's utility labels not hidden by the node")
+    node_sensitive: tuple[str, ...] = param((), "per-node adversary labels ('a' or 'a+b'), dealt to nodes in "
+                                            "contiguous blocks; empty = the dataset's sensitive labels")
+
+
+def aggregate_sparse(size: int, previous: np.ndarray, updates: Sequence[tuple[np.ndarray, np.ndarray, int]],
+                     mode: str) -> np.ndarray:
+    """D-EIGAN's server rule on sparse uploads (indices, values, N_k); float64 accumulation.
+
+    paper:       sum_k (N_k / N) * theta~_k, theta~_k zero off its indices, N = sum of the senders' N_k.
+    masked-mean: per entry, sum_{k sent q} N_k theta_k(q) / sum_{k sent q} N_k; unsent entries keep `previous`."""
+    if not updates:
+        return previous.copy()
+    if mode == "paper":
+        total = float(sum(n for _, _, n in updates))
+        acc = np.zeros(size, dtype=np.float64)
+        for idx, vals, n in updates:
+            acc[idx] += (n / total) * vals.astype(np.float64)
+        return acc.astype(np.float32)
+    if mode == "masked-mean":
+        num = np.zeros(size, dtype=np.float64)
+        den = np.zeros(size, dtype=np.float64)
+        for idx, vals, n in updates:
+            num[idx] += n * vals.astype(np.float64)
+            den[idx] += n
+        out = previous.astype(np.float64).copy()
+        sent = den > 0
+        out[sent] = num[sent] / den[sent]
+        return out.astype(np.float32)
+    raise ConfigError("aggregation", mode, " | ".join(AGGREGATIONS))
+
+
+def deal(field: str, entries: Sequence[str], k: int, labels: Sequence[str]) -> list[tuple[str, ...]] | None:
+    """Parse per-node label sets and deal them to k nodes in contiguous blocks (None when not given)."""
+    if not entries:
+        return None
+    if len(entries) > k:
+        raise ConfigError(field, list(entries), f"at most K={k} entries (dealt to the nodes in contiguous blocks)")
+    parsed = []
+    for e in entries:
+        names = tuple(n.strip() for n in str(e).split("+") if n.strip())
+        unknown = [n for n in names if n not in labels]
+        if not names or unknown:
+            raise ConfigError(field, list(entries), f"label sets 'a' or 'a+b' of the dataset's labels {sorted(labels)}"
+                              + (f"; unknown: {unknown}" if unknown else ""))
+        parsed.append(names)
+    return [parsed[i * len(parsed) // k] for i in range(k)]
+
+
+class _Group:
+    """The nodes of one host that share an objective, as one ensemble."""
+
+    def __init__(self, m: "DEIGAN", nodes: Sequence[Node], obj: Objective) -> None:
+        c, t = m.config, m.task
+        classes = {**t.utility, **t.sensitive}
+        self.nodes = [n.id for n in nodes]
+        self.obj = obj
+        self.enc = Stack(seeded_modules(lambda: mlp(t.d_in, c.encoder_hidden, c.d_z, out="tanh"),
+                                        [derive_seed(c.seed, n.id, 10) for n in nodes]))
+        self.allies = [Stack(seeded_modules(lambda lab=lab: mlp(c.d_z, c.head_hidden, classes[lab]),
+                                            [derive_seed(c.seed, n.id, 11, j) for n in nodes]))
+                       for j, lab in enumerate(obj.utility)]
+        self.advs = [Stack(seeded_modules(lambda lab=lab: mlp(c.d_z, c.head_hidden, classes[lab]),
+                                          [derive_seed(c.seed, n.id, 12, j) for n in nodes]))
+                     for j, lab in enumerate(obj.sensitive)]
+        self.opt_e = StackedOptimizer(self.enc.tensors(), c.lr_encoder, c.optimizer)
+        self.opt_a = StackedOptimizer(_tensors(self.allies), c.lr_ally, c.optimizer)
+        self.opt_v = StackedOptimizer(_tensors(self.advs), c.lr_adversary, c.optimizer)
+        self.shards = ShardStack(nodes, obj.utility + obj.sensitive)
+
+
+def _tensors(stacks: Sequence[Stack]) -> list[torch.Tensor]:
+    return [p for s in stacks for p in s.tensors()]
+
+
+@register_method
+class DEIGAN(FederatedMethod, EIGAN):
+    name = "d-eigan"
+    Config = DEIGANConfig
+    description = ("EIGAN over K nodes: delta local epochs, phi-sparse encoder upload/download, N_k/N weighting "
+                   "('paper') or masked mean, per-node allies/adversaries; releases the global encoder")
+    paper = "seed 000 (EIGAN), Alg. 1 (D-EIGAN)"
+    config: DEIGANConfig
+
+    def build(self) -> None:
+        super().build()
+        self.objectives = self._resolve_objectives()
+        self.groups: dict[Any, _Group] = {}
+        self._downlink: dict[str, Any] | None = None
+
+    def make_optimizers(self) -> None:  # the server trains nothing; nodes keep their own optimizers
+        pass
+
+    def modules(self):
+        return {"encoder": self.encoder}
+
+    @classmethod
+    def deviations(cls, config: DEIGANConfig) -> dict[str, str]:
+        out = dict(EIGAN.deviations(config))
+        if config.phi < 1:
+            out["wire"] = ("sparse messages: phi*|theta| float32 values plus a seed regenerating the index set "
+                           "(the paper sends the dense vector with zeros; the aggregate is the same)")
+        if config.aggregation == "masked-mean":
+            out["aggregation"] = "each entry averaged over the nodes that sent it (the paper counts unsent entries as 0)"
+        if config.fraction < 1:
+            out["fraction"] = f"{config.fraction} of the nodes take part in each round (the paper uses every node)"
+        return out
+
+    # -- shape ----------------------------------------------------------------------------------
+    def _resolve_objectives(self) -> list[Objective]:
+        c, t = self.config, self.task
+        labels = list(t.utility) + list(t.sensitive)
+        sens = deal("node_sensitive", c.node_sensitive, c.K, labels) or [tuple(t.sensitive)] * c.K
+        util = deal("node_utility", c.node_utility, c.K, labels)
+        out = []
+        for k in range(c.K):
+            u = util[k] if util else tuple(n for n in t.utility if n not in sens[k])
+            if not u:
+                raise ConfigError("node_utility", list(c.node_utility), f"at least one ally label for node {k} "
+                                  f"(it hides {list(sens[k])}; the dataset's utility labels are {list(t.utility)})")
+            clash = set(u) & set(sens[k])
+            if clash:
+                raise ConfigError("node_sensitive", list(c.node_sensitive),
+                                  f"label sets disjoint from node {k}'s allies (both name {sorted(clash)})")
+            out.append(Objective(tuple(u), tuple(sens[k])))
+        return out
+
+    def node_objectives(self) -> list[Objective]:
+        return list(self.objectives)
+
+    def num_rounds(self, sizes: Sequence[int]) -> int:
+        return math.ceil(self.config.epochs / self.config.delta)
+
+    # -- client role ----------------------------------------------------------------------------
+    def init_nodes(self, nodes: Sequence[Node]) -> None:
+        by_obj: dict[Objective, list[Node]] = {}
+        for n in nodes:
+            by_obj.setdefault(n.objective, []).append(n)
+        for obj, members in by_obj.items():
+            key = obj.signature()
+            self.groups[key] = _Group(self, members, obj)
+            for i, n in enumerate(members):
+                n.slot = (key, i)
+
+    def join(self, nodes: Sequence[Node], message: Any) -> None:
+        theta = torch.as_tensor(np.asarray(message["theta"]))
+        for n in nodes:
+            key, i = n.slot
+            self.groups[key].enc.set_flat(i, theta)
+            n.joined = True
+
+    def client_update_many(self, nodes: Sequence[Node], messages: Mapping[int, Any], round: int) -> dict[int, ClientUpdate]:
+        c = self.config
+        out: dict[int, ClientUpdate] = {}
+        by_group: dict[Any, list[Node]] = {}
+        for n in nodes:
+            by_group.setdefault(n.slot[0], []).append(n)
+        for key, members_nodes in by_group.items():
+            g = self.groups[key]
+            members = torch.tensor([n.slot[1] for n in members_nodes])
+            enc, allies, advs = g.enc.take(members), [a.take(members) for a in g.allies], [v.take(members) for v in g.advs]
+            opt_e = g.opt_e.take(members, enc.tensors())
+            opt_a = g.opt_a.take(members, _tensors(allies))
+            opt_v = g.opt_v.take(members, _tensors(advs))
+            for i, n in enumerate(members_nodes):  # 1. downlink: overwrite the server's chosen entries
+                msg = messages.get(n.id)
+                if msg is not None:
+                    idx = index_set(int(msg["seed"]), enc.size, len(msg["values"]))
+                    enc.set_entries(i, idx, torch.as_tensor(np.asarray(msg["values"])))
+            plan, steps = ShardStack.epoch_plan(members_nodes, c.delta, c.batch_size)  # 2. delta local epochs
+            sums = torch.zeros(len(members_nodes), 3)
+            for t in range(plan.shape[1]):
+                active = t < steps
+                x, y, w = g.shards.gather(plan[:, t], members)
+                z = enc(x)
+                la = [copy_ce(a(z), y[lab], w) for a, lab in zip(allies, g.obj.utility)]
+                lv = [copy_ce(v(z), y[lab], w) for v, lab in zip(advs, g.obj.sensitive)]
+                if c.privacy_loss == "uniform":
+                    privacy = sum(copy_uniform_ce(v(z), w) for v in advs)
+                else:
+                    privacy = -sum(lv)
+                loss_e = (c.alpha / len(la)) * sum(la) + ((1 - c.alpha) / len(lv)) * privacy
+                step_all(loss_e.sum(), enc.tensors(), opt_e, active)
+                with torch.no_grad():
+                    z = enc(x)
+                la = sum(copy_ce(a(z), y[lab], w) for a, lab in zip(allies, g.obj.utility))
+                lv = sum(copy_ce(v(z), y[lab], w) for v, lab in zip(advs, g.obj.sensitive))
+                step_all(la.sum(), _tensors(allies), opt_a, active)
+                step_all(lv.sum(), _tensors(advs), opt_v, active)
+                sums += active.unsqueeze(1) * torch.stack([loss_e.detach(), la.detach(), lv.detach()], dim=1)
+            g.enc.put(members, enc)
+            for full, sub in zip(g.allies + g.advs, allies + advs):
+                full.put(members, sub)
+            g.opt_e.put(members, opt_e)
+            g.opt_a.put(members, opt_a)
+            g.opt_v.put(members, opt_v)
+            count = sparse_count(c.phi, enc.size)
+            for i, n in enumerate(members_nodes):  # 3. upload a random fraction phi of the entries
+                seed = derive_seed(c.seed, n.id, round, 20)
+                idx = index_set(seed, enc.size, count)
+                values = enc.flat(i)[torch.as_tensor(idx)].numpy().astype(np.float32)
+                mean = (sums[i] / max(int(steps[i]), 1)).tolist()
+                out[n.id] = ClientUpdate(n.id, round, n.num_examples, {"seed": seed, "values": values}, "parameters",
+                                         {"loss/encoder": mean[0], "loss/ally": mean[1], "loss/adversary": mean[2]})
+        return out
+
+    # -- server role ----------------------------------------------------------------------------
+    def server_start(self, sizes: Mapping[int, int]) -> None:
+        super().server_start(sizes)
+        self.theta = flat_module(self.encoder).numpy().astype(np.float32)
+        self._downlink = None
+
+    def join_message(self) -> Any:
+        return {"theta": self.theta.copy()}
+
+    def configure(self, round: int, nodes: Sequence[int]) -> dict[int, Any]:
+        return {k: self._downlink for k in nodes}
+
+    def aggregate(self, round: int, updates: Sequence[ClientUpdate], failures: Sequence[Failure]) -> Any:
+        c = self.config
+        size = self.theta.size
+        sparse = [(index_set(int(u.payload["seed"]), size, len(u.payload["values"])), np.asarray(u.payload["values"]),
+                   u.num_examples) for u in updates]
+        if sparse:
+            self.theta = aggregate_sparse(size, self.theta, sparse, c.aggregation)
+            load_flat_module(self.encoder, self.theta)
+            seed = derive_seed(c.seed, round, 30)  # the server's downlink choice Q for the next round
+            idx = index_set(seed, size, sparse_count(c.phi, size))
+            self._downlink = {"seed": seed, "values": self.theta[idx].copy()}
+        return {"encoder": self.theta}
+
+    def global_state(self) -> dict[str, np.ndarray]:
+        return {"encoder": self.theta.copy()}
+
+    def assemble(self, global_state: Mapping[str, np.ndarray], node_states: Mapping[int, Any]) -> None:
+        self.theta = np.asarray(global_state["encoder"], dtype=np.float32).copy()
+        load_flat_module(self.encoder, self.theta)

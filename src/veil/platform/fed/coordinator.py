@@ -1,0 +1,253 @@
+"""The coordinator: the round loop of a federation (plain class; runs in the driver for the in-process
+runtime and inside a coordinator actor for the Ray runtimes).
+
+Per round r:
+  1. sample the participants: max(1, round(fraction * K)) of the live nodes, from a generator seeded
+     by (seed, r), so the same seed selects the same nodes whatever the runtime;
+  2. (re)join the selected nodes that need it (first contact, or back after a failure): they receive
+     the full global state (`join_message`), counted as bytes down;
+  3. send each selected node the round's downlink (`configure`), collect the uploads; a node that
+     answers "not joined" (its process was restarted between rounds) is joined and asked again once;
+  4. every selected node that delivered nothing is a `Failure` (died / error / unavailable / dead);
+     failures are passed to `aggregate` with the updates, recorded, and the node rejoins from the
+     global state when next selected. A node whose host is gone for good ('dead') is not selected again;
+  5. `aggregate(r, updates, failures)`.
+Every message is serialized once by `dumps` and its length is what is counted: bytes down per node
+(join + downlink) and bytes up per node (the serialized update). `tap(direction, round, node, kind,
+blob)` sees every blob that crosses the transport, for tests and audits of the protocol."""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+import numpy as np
+
+from veil.platform.fed.core import (NOT_JOINED, ClientUpdate, Failure, FederatedMethod, FederationError, derive_seed,
+                                    dumps, loads)
+
+Tap = Callable[[str, int, int, str, bytes], None]
+
+
+class Pool(Protocol):
+    """Where the nodes live; every call is keyed by node id and returns per node a result or a Failure."""
+
+    node_ids: list[int]
+    sizes: dict[int, int]
+
+    def join(self, rnd: int, blobs: Mapping[int, bytes]) -> dict[int, Any]: ...
+    def run_round(self, rnd: int, blobs: Mapping[int, bytes]) -> dict[int, Any]: ...
+    def finalize(self, rnd: int, blobs: Mapping[int, bytes]) -> dict[int, Any]: ...
+    def export(self, rnd: int, node_ids: Sequence[int]) -> dict[int, Any]: ...
+    def restarts(self) -> int: ...
+    def shutdown(self) -> None: ...
+
+
+@dataclass
+class RoundRecord:
+    """What happened in one round."""
+
+    round: int
+    selected: list[int]
+    completed: list[int]
+    failures: list[Failure]
+    joined: list[int]
+    bytes_up: dict[int, int]
+    bytes_down: dict[int, int]
+    payload_up: dict[int, int]
+    metrics: dict[str, float]
+    seconds: float
+    final_bytes_down: dict[int, int] = field(default_factory=dict)
+
+    def row(self) -> dict[str, float]:
+        """Scalars for MLflow (step = round) and the progress bar."""
+        out = {"participants": float(len(self.completed)), "selected": float(len(self.selected)),
+               "failures": float(len(self.failures)), "rejoined": float(len(self.joined)),
+               "bytes_up": float(sum(self.bytes_up.values())), "bytes_down": float(sum(self.bytes_down.values())),
+               "round_seconds": self.seconds}
+        out.update(self.metrics)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["failures"] = [f.to_dict() for f in self.failures]
+        for k in ("bytes_up", "bytes_down", "payload_up", "final_bytes_down"):
+            d[k] = {str(n): v for n, v in d[k].items()}
+        return d
+
+
+class Coordinator:
+    """Runs the rounds of `method` (server role) over the nodes in `pool`."""
+
+    def __init__(self, method: FederatedMethod, pool: Pool, *, seed: int, tap: Tap | None = None,
+                 max_empty_rounds: int = 3) -> None:
+        self.method, self.pool, self.seed, self.tap = method, pool, int(seed), tap
+        self.nodes = list(pool.node_ids)
+        self.needs_join = set(self.nodes)
+        self.dead: set[int] = set()
+        self.records: list[RoundRecord] = []
+        self.join_bytes: dict[int, int] = {}
+        self.max_empty_rounds = max_empty_rounds
+        self._empty = 0
+        self._started = False
+
+    # -- transport ------------------------------------------------------------------------------
+    def _encode_all(self, direction: str, rnd: int, kind: str, msgs: Mapping[int, Any]) -> dict[int, bytes]:
+        cache: dict[int, bytes] = {}
+        out = {}
+        for k, m in msgs.items():
+            blob = cache.get(id(m))
+            if blob is None:
+                blob = cache[id(m)] = dumps(m)
+            out[k] = blob
+            if self.tap:
+                self.tap(direction, rnd, k, kind, blob)
+        return out
+
+    def _receive(self, rnd: int, k: int, blob: bytes, kind: str) -> Any:
+        if self.tap:
+            self.tap("up", rnd, k, kind, blob)
+        return loads(blob)
+
+    # -- joining --------------------------------------------------------------------------------
+    def _join(self, rnd: int, nodes: Sequence[int], bytes_down: dict[int, int]) -> list[Failure]:
+        if not nodes:
+            return []
+        msg = self.method.join_message()
+        blobs = self._encode_all("down", rnd, "join", {k: msg for k in nodes})
+        failures = []
+        for k, res in self.pool.join(rnd, blobs).items():
+            bytes_down[k] = bytes_down.get(k, 0) + len(blobs[k])
+            if isinstance(res, Failure):
+                failures.append(res)
+                if res.kind == "dead":
+                    self.dead.add(k)
+            else:
+                self.needs_join.discard(k)
+        return failures
+
+    def start(self) -> None:
+        """Every node downloads the initial global state (Alg. 1, l. 14)."""
+        self.method.server_start(dict(self.pool.sizes))
+        self._started = True
+        failures = self._join(0, sorted(self.needs_join), self.join_bytes)
+        for f in failures:  # a node that cannot join now tries again when it is next selected
+            self.needs_join.add(f.node)
+
+    # -- rounds ---------------------------------------------------------------------------------
+    def select(self, rnd: int) -> list[int]:
+        alive = [k for k in self.nodes if k not in self.dead]
+        if not alive:
+            raise FederationError(f"round {rnd}: every node is dead ({len(self.nodes)} nodes, restarts exhausted)")
+        m = max(1, int(round(self.method.participation() * len(self.nodes))))
+        rng = np.random.default_rng(derive_seed(self.seed, rnd, 3))
+        return sorted(int(k) for k in rng.choice(alive, min(m, len(alive)), replace=False))
+
+    def run_round(self, rnd: int) -> RoundRecord:
+        if not self._started:
+            self.start()
+        t0 = time.time()
+        selected = self.select(rnd)
+        bytes_down: dict[int, int] = {}
+        to_join = [k for k in selected if k in self.needs_join]
+        failures = self._join(rnd, to_join, bytes_down)
+        joined = [k for k in to_join if k not in self.needs_join]
+        failed = {f.node for f in failures}
+        ready = [k for k in selected if k not in failed]
+        results: dict[int, Any] = {}
+        if ready:
+            blobs = self._encode_all("down", rnd, "round", self.method.configure(rnd, ready))
+            for k in ready:
+                bytes_down[k] = bytes_down.get(k, 0) + len(blobs[k])
+            results = self.pool.run_round(rnd, blobs)
+            again = [k for k, r in results.items() if isinstance(r, str) and r == NOT_JOINED]
+            if again:  # restarted between rounds: join, then ask once more
+                self.needs_join.update(again)
+                jf = self._join(rnd, again, bytes_down)
+                failures += jf
+                jfailed = {f.node for f in jf}
+                joined += [k for k in again if k not in jfailed]
+                retry = [k for k in again if k not in jfailed]
+                for k in jfailed:
+                    results.pop(k, None)
+                if retry:
+                    blobs2 = {k: blobs[k] for k in retry}
+                    for k in retry:
+                        bytes_down[k] += len(blobs2[k])
+                    results.update(self.pool.run_round(rnd, blobs2))
+        updates: list[ClientUpdate] = []
+        bytes_up: dict[int, int] = {}
+        for k in sorted(results):
+            res = results[k]
+            if isinstance(res, Failure):
+                failures.append(res)
+            elif isinstance(res, (bytes, bytearray)):
+                u = ClientUpdate.from_wire(k, rnd, self._receive(rnd, k, bytes(res), "update"), len(res))
+                updates.append(u)
+                bytes_up[k] = u.nbytes
+            else:
+                failures.append(Failure(k, rnd, "unavailable", f"node did not answer the round ({res!r})"))
+        for f in failures:
+            self.needs_join.add(f.node)
+            if f.kind == "dead":
+                self.dead.add(f.node)
+        self.method.aggregate(rnd, updates, failures)
+        if updates:
+            self._empty = 0
+        else:
+            self._empty += 1
+            if self._empty >= self.max_empty_rounds:
+                detail = "; ".join(f"node {f.node}: {f.kind} {f.message[:200]}" for f in failures[:5])
+                raise FederationError(f"{self._empty} rounds in a row without a single update (round {rnd}): {detail}")
+        rec = RoundRecord(rnd, selected, sorted(u.node for u in updates), failures, sorted(joined), bytes_up, bytes_down,
+                          {k: u.payload_bytes for k, u in ((u.node, u) for u in updates)}, _weighted(updates),
+                          time.time() - t0)
+        self.records.append(rec)
+        return rec
+
+    def finish(self) -> dict[int, int]:
+        """The method's last broadcast (if any) to every live, joined node; returns bytes per node."""
+        msg = self.method.finalize_message()
+        sent: dict[int, int] = {}
+        if msg is None:
+            return sent
+        nodes = [k for k in self.nodes if k not in self.dead and k not in self.needs_join]
+        if not nodes:
+            return sent
+        rnd = self.records[-1].round if self.records else 0
+        blobs = self._encode_all("down", rnd, "finalize", {k: msg for k in nodes})
+        for k, res in self.pool.finalize(rnd, blobs).items():
+            sent[k] = len(blobs[k])
+            if isinstance(res, Failure):
+                self.needs_join.add(k)
+        if self.records:
+            self.records[-1].final_bytes_down = sent
+        return sent
+
+    def snapshot(self) -> tuple[dict[str, np.ndarray], dict[int, Any]]:
+        """The global state and, for methods with private per-node models, every reachable node's export."""
+        gs = self.method.global_state()
+        ns: dict[int, Any] = {}
+        if self.method.needs_node_states():
+            nodes = [k for k in self.nodes if k not in self.dead]
+            rnd = self.records[-1].round if self.records else 0
+            for k, res in self.pool.export(rnd, nodes).items():
+                if isinstance(res, (bytes, bytearray)):
+                    ns[k] = self._receive(rnd, k, bytes(res), "export")
+        return gs, ns
+
+    def all_failures(self) -> list[Failure]:
+        return [f for r in self.records for f in r.failures]
+
+
+def _weighted(updates: Sequence[ClientUpdate]) -> dict[str, float]:
+    """Example-weighted mean of the clients' metrics."""
+    total = sum(u.num_examples for u in updates)
+    keys = sorted({k for u in updates for k in u.metrics})
+    out = {}
+    for key in keys:
+        have = [(u.metrics[key], u.num_examples) for u in updates if key in u.metrics]
+        w = sum(n for _, n in have)
+        if w:
+            out[key] = float(sum(v * n for v, n in have) / w)
+    return out if total else {}

@@ -1,0 +1,277 @@
+"""Many nodes' copies of one network as one vectorised ensemble (torch.func).
+
+`Stack` holds P copies of a module with every parameter stacked on a leading axis
+(`torch.func.stack_module_state`) and runs them with `vmap(functional_call)`. `StackedOptimizer` is
+Adam (or SGD) over the stacked tensors with a per-copy step count and a per-copy mask: copies that
+do not step this iteration (a node with fewer minibatches, or that is not taking part) are left
+exactly as they are, moments included. Per-copy losses are SUMMED before differentiating, so each
+copy's gradient is its own loss's gradient (STACK-NOTES: averaging rescales Adam's epsilon).
+
+A host with one node (one actor per node) runs the very same code with P = 1, so a virtual host
+and one-node-per-actor differ only in floating-point order inside the batched kernels.
+
+`ShardStack` pads the nodes' shards to one (P, N_max, d) tensor and builds each round's minibatch
+plan from every node's own generator (same draws whatever else the host holds)."""
+from __future__ import annotations
+
+import copy
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+from torch.func import functional_call, stack_module_state, vmap
+from torch.nn import functional as F
+
+from veil.platform.fed.core import Node
+
+
+def seeded_modules(factory: Callable[[], nn.Module], seeds: Sequence[int]) -> list[nn.Module]:
+    """One module per seed, each built right after `torch.manual_seed(seed)`; the global RNG is restored."""
+    state = torch.get_rng_state()
+    try:
+        out = []
+        for s in seeds:
+            torch.manual_seed(int(s))
+            out.append(factory())
+        return out
+    finally:
+        torch.set_rng_state(state)
+
+
+class Stack:
+    """P copies of one architecture, parameters stacked on axis 0, called as one vmapped function."""
+
+    def __init__(self, modules: Sequence[nn.Module] | None = None, *, base: nn.Module | None = None,
+                 params: Mapping[str, torch.Tensor] | None = None, buffers: Mapping[str, torch.Tensor] | None = None) -> None:
+        if modules is not None:
+            p, b = stack_module_state(list(modules))
+            base = copy.deepcopy(modules[0]).to("meta")
+            params, buffers = p, b
+        assert base is not None and params is not None
+        self.base = base
+        self.params = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
+        self.buffers = {k: v.detach().clone() for k, v in (buffers or {}).items()}
+        self.names = list(self.params)
+        self.sizes = [int(self.params[n][0].numel()) for n in self.names]
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
+        self.size = int(self.offsets[-1])
+
+    @property
+    def copies(self) -> int:
+        return int(self.params[self.names[0]].shape[0])
+
+    def tensors(self) -> list[torch.Tensor]:
+        return [self.params[n] for n in self.names]
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        """Run every copy on its own input: x has shape (P, ...)."""
+        base = self.base
+
+        def one(p, b, xi):
+            return functional_call(base, (p, b), (xi,))
+
+        return vmap(one)(self.params, self.buffers, x)
+
+    # -- selecting and writing back copies ------------------------------------------------------
+    def take(self, members: torch.Tensor) -> "Stack":
+        """A new stack of copies `members` (fresh leaves, so training it leaves this one untouched)."""
+        return Stack(base=self.base, params={n: p.detach()[members] for n, p in self.params.items()},
+                     buffers={n: b[members] for n, b in self.buffers.items()})
+
+    @torch.no_grad()
+    def put(self, members: torch.Tensor, sub: "Stack") -> None:
+        for n in self.names:
+            self.params[n][members] = sub.params[n].detach()
+
+    # -- flat views (the order of named_parameters, as parameters_to_vector) ---------------------
+    @torch.no_grad()
+    def flat(self, copy_index: int) -> torch.Tensor:
+        return torch.cat([self.params[n][copy_index].reshape(-1) for n in self.names])
+
+    @torch.no_grad()
+    def set_flat(self, copy_index: int, vec: torch.Tensor) -> None:
+        for n, o, s in zip(self.names, self.offsets[:-1], self.sizes):
+            p = self.params[n]
+            p[copy_index] = vec[o:o + s].view_as(p[copy_index]).to(p.dtype)
+
+    @torch.no_grad()
+    def set_entries(self, copy_index: int, idx: np.ndarray, values: torch.Tensor) -> None:
+        """Overwrite flat entries `idx` (sorted) of copy `copy_index` with `values`."""
+        for n, o, s in zip(self.names, self.offsets[:-1], self.sizes):
+            lo, hi = np.searchsorted(idx, [o, o + s])
+            if hi <= lo:
+                continue
+            local = torch.as_tensor(idx[lo:hi] - o)
+            self.params[n][copy_index].view(-1)[local] = values[lo:hi].to(self.params[n].dtype)
+
+    def state_dict(self, copy_index: int) -> dict[str, torch.Tensor]:
+        out = {n: self.params[n][copy_index].detach().clone() for n in self.names}
+        out.update({n: b[copy_index].clone() for n, b in self.buffers.items()})
+        return out
+
+
+def flat_module(module: nn.Module) -> torch.Tensor:
+    """A module's parameters as one vector (named_parameters order)."""
+    return torch.nn.utils.parameters_to_vector(module.parameters()).detach().clone()
+
+
+@torch.no_grad()
+def load_flat_module(module: nn.Module, vec: torch.Tensor | np.ndarray) -> None:
+    v = torch.as_tensor(np.asarray(vec)) if isinstance(vec, np.ndarray) else vec
+    torch.nn.utils.vector_to_parameters(v.to(next(module.parameters()).dtype), module.parameters())
+
+
+class StackedOptimizer:
+    """Adam (torch's update rule) or plain SGD over stacked tensors, stepping only the copies in `active`."""
+
+    def __init__(self, tensors: Sequence[torch.Tensor], lr: float, kind: str = "adam",
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
+        if kind not in ("adam", "sgd"):
+            raise ValueError(f"unknown optimizer {kind!r}; use 'adam' or 'sgd'")
+        self.tensors = list(tensors)
+        self.lr, self.kind, self.betas, self.eps = float(lr), kind, betas, eps
+        p0 = self.tensors[0]
+        self.t = torch.zeros(p0.shape[0], dtype=p0.dtype)
+        self.m = [torch.zeros_like(p) for p in self.tensors] if kind == "adam" else []
+        self.v = [torch.zeros_like(p) for p in self.tensors] if kind == "adam" else []
+
+    def take(self, members: torch.Tensor, tensors: Sequence[torch.Tensor]) -> "StackedOptimizer":
+        sub = StackedOptimizer.__new__(StackedOptimizer)
+        sub.tensors, sub.lr, sub.kind, sub.betas, sub.eps = list(tensors), self.lr, self.kind, self.betas, self.eps
+        sub.t = self.t[members].clone()
+        sub.m = [m[members].clone() for m in self.m]
+        sub.v = [v[members].clone() for v in self.v]
+        return sub
+
+    def put(self, members: torch.Tensor, sub: "StackedOptimizer") -> None:
+        self.t[members] = sub.t
+        for mine, theirs in zip(self.m, sub.m):
+            mine[members] = theirs
+        for mine, theirs in zip(self.v, sub.v):
+            mine[members] = theirs
+
+    @torch.no_grad()
+    def step(self, grads: Sequence[torch.Tensor | None], active: torch.Tensor) -> None:
+        if not bool(active.any()):
+            return
+        self.t += active.to(self.t.dtype)
+        b1, b2 = self.betas
+        for i, (p, g) in enumerate(zip(self.tensors, grads)):
+            if g is None:
+                g = torch.zeros_like(p)
+            shape = (p.shape[0],) + (1,) * (p.dim() - 1)
+            act = active.view(shape)
+            if self.kind == "sgd":
+                p.copy_(torch.where(act, p - self.lr * g, p))
+                continue
+            m, v = self.m[i], self.v[i]
+            m.copy_(torch.where(act, m + (g - m) * (1 - b1), m))
+            v.copy_(torch.where(act, v * b2 + (1 - b2) * g * g, v))
+            t = self.t.clamp(min=1).view(shape)
+            bc1 = 1 - b1 ** t
+            bc2_sqrt = (1 - b2 ** t).sqrt()
+            upd = (self.lr / bc1) * m / (v.sqrt() / bc2_sqrt + self.eps)
+            p.copy_(torch.where(act, p - upd, p))
+
+
+def step_all(loss: torch.Tensor, tensors: Sequence[torch.Tensor], opt: StackedOptimizer, active: torch.Tensor) -> None:
+    """Gradient of the summed per-copy loss w.r.t. `tensors`, then a masked optimizer step."""
+    grads = torch.autograd.grad(loss, list(tensors), allow_unused=True)
+    opt.step(grads, active)
+
+
+# -- per-copy losses (rows weighted by w: 1 for real rows, 0 for padding) -------------------------
+def copy_ce(logits: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of each copy over its own rows: logits (P, b, C), y and w (P, b) -> (P,)."""
+    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="none").view(y.shape)
+    return (ce * w).sum(1) / w.sum(1).clamp_min(1.0)
+
+
+def copy_uniform_ce(logits: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """CE against the uniform distribution per copy (`nets.uniform_ce`, one value per copy)."""
+    ce = -F.log_softmax(logits, dim=-1).mean(dim=-1)
+    return (ce * w).sum(1) / w.sum(1).clamp_min(1.0)
+
+
+def copy_mean(rows: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Weighted mean over rows of a (P, b) tensor."""
+    return (rows * w).sum(1) / w.sum(1).clamp_min(1.0)
+
+
+class ShardStack:
+    """The training shards of P nodes padded into one tensor, and each round's minibatch plan."""
+
+    def __init__(self, nodes: Sequence[Node], labels: Sequence[str]) -> None:
+        self.sizes = torch.tensor([n.num_examples for n in nodes], dtype=torch.long)
+        n_max = int(self.sizes.max())
+        d = nodes[0].train.x.shape[1]
+        self.x = torch.zeros(len(nodes), n_max, d)
+        self.y = {lab: torch.zeros(len(nodes), n_max, dtype=torch.long) for lab in labels}
+        for i, node in enumerate(nodes):
+            k = node.num_examples
+            self.x[i, :k] = torch.tensor(np.asarray(node.train.x), dtype=torch.float32)
+            labs = node.train.labels()
+            for lab in labels:
+                self.y[lab][i, :k] = torch.tensor(np.asarray(labs[lab]), dtype=torch.long)
+
+    @staticmethod
+    def batch_size(n: int, batch_size: int) -> int:
+        return min(batch_size, n)
+
+    @staticmethod
+    def epoch_plan(nodes: Sequence[Node], epochs: int, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Row indices (P, T, b_max), -1 padded, for `epochs` shuffled passes of full minibatches per node
+        (as `BatchSampler.epoch`), and each node's number of steps (P,)."""
+        plans, steps = [], []
+        for node in nodes:
+            n = node.num_examples
+            b = min(batch_size, n)
+            spe = max(1, n // b)
+            rows = []
+            for _ in range(epochs):
+                perm = torch.randperm(n, generator=node.batch_gen)
+                rows += [perm[i * b:(i + 1) * b] for i in range(spe)]
+            plans.append(rows)
+            steps.append(len(rows))
+        return _pad_plan(plans, steps), torch.tensor(steps)
+
+    @staticmethod
+    def sample_plan(nodes: Sequence[Node], count: int, batch_size: int) -> torch.Tensor:
+        """`count` random minibatches per node (as `BatchSampler.sample`): (P, count, b_max), -1 padded."""
+        plans = []
+        for node in nodes:
+            n = node.num_examples
+            b = min(batch_size, n)
+            plans.append([torch.randperm(n, generator=node.batch_gen)[:b] for _ in range(count)])
+        return _pad_plan(plans, [count] * len(nodes))
+
+    def gather(self, idx: torch.Tensor, members: torch.Tensor | None = None):
+        """x (P, b, d), labels {name: (P, b)}, weights (P, b) for row indices idx (P, b) (-1 = padding)."""
+        w = (idx >= 0).to(torch.float32)
+        safe = idx.clamp(min=0)
+        rows = torch.arange(idx.shape[0]).unsqueeze(1) if members is None else members.unsqueeze(1)
+        x = self.x[rows, safe]
+        y = {k: v[rows, safe] for k, v in self.y.items()}
+        return x, y, w
+
+
+def _pad_plan(plans: list[list[torch.Tensor]], steps: list[int]) -> torch.Tensor:
+    t_max = max(steps) if steps else 0
+    b_max = max((len(r) for rows in plans for r in rows), default=1)
+    out = torch.full((len(plans), t_max, b_max), -1, dtype=torch.long)
+    for i, rows in enumerate(plans):
+        for t, r in enumerate(rows):
+            out[i, t, :len(r)] = r
+    return out
+
+
+def noise_like(nodes: Sequence[Node], idx: torch.Tensor, width: int, draw: Callable[[tuple[int, ...], torch.Generator], torch.Tensor]) -> torch.Tensor:
+    """Per-node noise (P, b_max, width) drawn from each node's own generator for its real rows only,
+    zero on padding, so a node's draws do not depend on which other nodes share its host."""
+    out = torch.zeros(idx.shape[0], idx.shape[1], width)
+    for i, node in enumerate(nodes):
+        b = int((idx[i] >= 0).sum())
+        if b:
+            out[i, :b] = draw((b, width), node.noise_gen)
+    return out

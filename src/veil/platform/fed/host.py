@@ -1,0 +1,74 @@
+"""A node host: one process-resident object holding one or many long-lived `Node`s of a federated method.
+
+The host is a plain class; `runtime.HostActor` is its thin Ray actor wrapper. Every call takes and
+returns serialized messages (bytes) keyed by node id, so what crosses the process boundary is exactly
+what the coordinator counted. With several nodes, `client_update_many` runs them as one vectorised
+ensemble; with one node (one actor per node) it is the same code with P = 1."""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Mapping, Sequence
+
+import torch
+
+from veil.datasets.base import TaskSpec
+from veil.platform.fed.core import NOT_JOINED, InjectedFault, Node, NodeData, dumps, loads
+
+
+class NodeHost:
+    """Hosts the nodes in `shards` for method `method_name` (client role)."""
+
+    def __init__(self, method_name: str, method_values: Mapping[str, Any], task: TaskSpec, shards: Sequence[NodeData],
+                 *, host_id: int = 0, faults: Mapping[int, int] | None = None, hard_faults: bool = False,
+                 threads: int | None = None) -> None:
+        from veil.methods.registry import create_method
+
+        if threads:
+            torch.set_num_threads(threads)
+        self.host_id = host_id
+        self.method = create_method(method_name, dict(method_values), task)
+        seed = int(method_values.get("seed", 0))
+        self.nodes = {d.node: Node(d, seed) for d in shards}
+        self.method.init_nodes(list(self.nodes.values()))
+        self.faults = {int(k): int(v) for k, v in (faults or {}).items()}
+        self.hard_faults = hard_faults
+        self.pid = os.getpid()
+
+    def info(self) -> dict[str, Any]:
+        return {"host": self.host_id, "pid": self.pid, "nodes": sorted(self.nodes),
+                "joined": sorted(k for k, n in self.nodes.items() if n.joined)}
+
+    def _maybe_fail(self, rnd: int, node_ids: Sequence[int]) -> None:
+        hit = [k for k in node_ids if self.faults.get(k) == rnd]
+        if not hit:
+            return
+        if self.hard_faults:  # a real process death, as a crashed machine
+            print(f"[veil] fault plan: node host {self.host_id} (nodes {sorted(self.nodes)}) exits in round {rnd}",
+                  file=sys.stderr, flush=True)
+            os._exit(17)
+        raise InjectedFault(f"fault plan: node(s) {hit} fail in round {rnd}")
+
+    def join(self, blobs: Mapping[int, bytes]) -> dict[int, str]:
+        for k, blob in blobs.items():
+            self.method.join([self.nodes[k]], loads(blob))
+        return {k: "ok" for k in blobs}
+
+    def run_round(self, rnd: int, blobs: Mapping[int, bytes]) -> dict[int, Any]:
+        self._maybe_fail(rnd, list(blobs))
+        ready = [self.nodes[k] for k in sorted(blobs) if self.nodes[k].joined]
+        out: dict[int, Any] = {k: NOT_JOINED for k in blobs if not self.nodes[k].joined}
+        if ready:
+            msgs = {n.id: loads(blobs[n.id]) for n in ready}
+            ups = self.method.client_update_many(ready, msgs, rnd)
+            out.update({k: dumps(u.wire()) for k, u in ups.items()})
+        return out
+
+    def finalize(self, blobs: Mapping[int, bytes]) -> dict[int, str]:
+        ready = [self.nodes[k] for k in sorted(blobs) if self.nodes[k].joined]
+        if ready:
+            self.method.finalize(ready, loads(blobs[ready[0].id]))
+        return {k: "ok" for k in blobs}
+
+    def export(self, node_ids: Sequence[int]) -> dict[int, bytes]:
+        return {k: dumps(self.method.export_node_state(self.nodes[k])) for k in node_ids}

@@ -1,0 +1,48 @@
+"""A node dies mid-run and the run completes: the round finishes with the other nodes, the failure is
+recorded (per-round `failures` metric and `federation/failures.json`), the node's actor is restarted by
+Ray (max_restarts) and the node rejoins from the global state. The death is real: the fault plan makes
+the node's actor process exit (os._exit) at the start of its round."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from veil.datasets import load_dataset
+from veil.methods import create_method
+from veil.platform.fed.runner import FederationOptions, run_in_process
+from veil.run import RunSpec, execute
+
+
+@pytest.mark.ray
+def test_actor_death_is_recorded_and_the_node_rejoins(ray_local, in_tmp):
+    spec = RunSpec(method="d-eigan", dataset="gaussian-quadrant", params={"K": 3, "epochs": 4, "d_z": 2},
+                   dataset_params={"n": 600}, audit={"epochs": 3}, runtime="ray-actors",
+                   federation={"faults": ["1@2"], "max_restarts": 2})
+    result = execute(spec)
+    client = MlflowClient(tracking_uri=result.tracking_uri)
+    run = client.get_run(result.run_id)
+    assert run.info.status == "FINISHED"
+    failures = {m.step: m.value for m in client.get_metric_history(result.run_id, "failures")}
+    participants = {m.step: m.value for m in client.get_metric_history(result.run_id, "participants")}
+    assert failures == {1: 0.0, 2: 1.0, 3: 0.0, 4: 0.0}  # every round recorded, the failure in round 2
+    assert participants == {1: 3.0, 2: 2.0, 3: 3.0, 4: 3.0}  # round 2 completed with the others
+    path = client.download_artifacts(result.run_id, "federation/failures.json", str(in_tmp))
+    recorded = json.loads(open(path).read())
+    assert [(f["node"], f["round"], f["kind"]) for f in recorded] == [(1, 2, "died")]
+    rounds = json.loads(open(client.download_artifacts(result.run_id, "federation/rounds.json", str(in_tmp))).read())
+    assert rounds[2]["joined"] == [1] and 1 in rounds[2]["completed"]  # rejoined in round 3
+    assert str(1) in rounds[2]["bytes_down"] and rounds[2]["bytes_down"]["1"] > rounds[2]["bytes_down"]["0"]
+    assert result.metrics["failures_total"] == 1 and result.metrics["restarts"] >= 1
+    assert result.metrics["rounds"] == 4 and 0 <= result.metrics["adversary_auc"] <= 1
+
+
+def test_in_process_host_is_rebuilt_after_a_fault():
+    ds = load_dataset("gaussian-quadrant", {"n": 300})
+    m = create_method("d-eigan", {"K": 3, "epochs": 3, "d_z": 2}, ds.task())
+    out = run_in_process(m, ds.train, options=FederationOptions(nodes_per_host=1, faults=("2@2",)))
+    assert [len(r.failures) for r in out.records] == [0, 1, 0]
+    assert out.records[1].failures[0].node == 2 and out.records[1].failures[0].kind == "died"
+    assert out.records[2].joined == [2] and out.records[2].completed == [0, 1, 2]
+    assert out.restarts == 1
