@@ -34,8 +34,7 @@ def split_assignments(items: Sequence[str], method: str, dataset: str) -> dict[s
 
     sections = {
         "method": {f.name for f in dataclasses.fields(get_method(method).Config)},
-        "dataset": {f.name for f in dataclasses.fields(get_dataset_entry(dataset).params_cls)}
-        if not _is_path(dataset) else set(),
+        "dataset": {f.name for f in dataclasses.fields(get_dataset_entry(dataset).params_cls)},
         "audit": {f.name for f in dataclasses.fields(AuditConfig)},
         "fed": {f.name for f in dataclasses.fields(FederationOptions)},
     }
@@ -51,9 +50,8 @@ def split_assignments(items: Sequence[str], method: str, dataset: str) -> dict[s
         prefix = next((p for p in PREFIXES if key.startswith(p)), None)
         if prefix:
             sec, name = prefix[:-1], key[len(prefix):]
-            if sec != "dataset" or sections["dataset"]:
-                if name not in sections[sec]:
-                    raise UnknownNameError(f"{sec} parameter", name, sorted(sections[sec]), where="--set")
+            if name not in sections[sec]:
+                raise UnknownNameError(f"{sec} parameter", name, sorted(sections[sec]), where="--set")
             out[sec][name] = value
             continue
         owners = [s for s in ("method", "dataset") if key in sections[s]]  # audit keys need 'audit.'
@@ -65,10 +63,6 @@ def split_assignments(items: Sequence[str], method: str, dataset: str) -> dict[s
             raise ConfigError(key, raw, f"a prefixed key ({', '.join(o + '.' + key for o in owners)}): the name is ambiguous", "--set")
         out[owners[0]][key] = value
     return out
-
-
-def _is_path(name: str) -> bool:
-    return name.endswith((".csv", ".parquet")) or os.sep in name
 
 
 def build_run_spec(args: argparse.Namespace):

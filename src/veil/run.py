@@ -254,6 +254,7 @@ def execute(spec: RunSpec, *, on_epoch: Callable[[int, dict[str, float]], None] 
         metrics = report.metrics()
         metrics.update(extra_audits(v, ds, z_train, z_test, tracker))
         metrics["train_seconds"] = outcome.seconds
+        metrics["train_rows"] = len(ds.train)
         metrics["total_seconds"] = time.time() - t0
         tracker.log_metrics(metrics)
         tracker.log_torch_state(outcome.method.state(), "model/state.pt")
