@@ -1,0 +1,462 @@
+"""A sweep's results, read back from MLflow: one row per trial (each trial counted once), the Pareto front
+over the seed means, its hypervolume and convex-hull AUC, and the report files (Parquet, CSV, PNG, HTML).
+
+Layout in MLflow (see docs/sweeps.md):
+- parent run: tags veil.role=sweep, veil.sweep=<name>, veil.storage=<Tune experiment dir>; spec as
+  `sweep/spec.yaml` + `sweep/spec.json`; at the end the front, the plots, hypervolume and chull_auc.
+- one child run per trial: tags veil.role=trial, veil.sweep, veil.trial_id (Tune's trial id),
+  veil.config (JSON of the searched values), veil.seed (one seed) or veil.seeds; metrics are the means
+  over seeds, `std/<metric>` their standard deviations (seeds > 1).
+- seeds > 1: each seed's run is nested under its trial run (veil.role=seed).
+- a trial that Tune ran again (in flight when the driver died, or retried) supersedes its earlier
+  attempt: the earlier run is tagged veil.superseded=true (and set KILLED if it was still RUNNING)."""
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+from veil.errors import VeilError
+from veil.sweeps.pareto import convex_hull_auc, hypervolume, pareto_front
+from veil.sweeps.spec import SweepSpec, decode_value, format_value, sweep_from_mapping
+
+TAG_ROLE = "veil.role"
+TAG_SWEEP = "veil.sweep"
+TAG_TRIAL = "veil.trial_id"
+TAG_CONFIG = "veil.config"
+TAG_SEED = "veil.seed"
+TAG_SEEDS = "veil.seeds"
+TAG_PARETO = "veil.pareto"
+TAG_SUPERSEDED = "veil.superseded"
+TAG_STORAGE = "veil.storage"
+TAG_SPEC = "veil.spec_name"
+PARENT_TAG = "mlflow.parentRunId"
+STD_PREFIX = "std/"
+SPEC_ARTIFACT = "sweep/spec.json"
+STATE_FILE = "veil-sweep.json"
+DEFAULT_ROOT = Path(".veil") / "sweeps"
+
+
+class SweepNotFound(VeilError, LookupError):
+    """No sweep matches the name or run id."""
+
+
+# ----------------------------------------------------------------------------------------------
+# MLflow helpers
+
+
+def client(uri: str):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def _q(v: str) -> str:
+    return "'" + str(v).replace("'", "\\'") + "'"
+
+
+def search_runs(uri: str, filter_string: str, experiment_ids: Iterable[str] | None = None) -> list[Any]:
+    """Every run matching `filter_string` (all pages), in every experiment unless given."""
+    c = client(uri)
+    if experiment_ids is None:
+        experiment_ids = [e.experiment_id for e in c.search_experiments()]
+    experiment_ids = list(experiment_ids)
+    if not experiment_ids:
+        return []
+    out, token = [], None
+    while True:
+        page = c.search_runs(experiment_ids, filter_string, max_results=1000, page_token=token)
+        out.extend(page)
+        token = page.token
+        if not token:
+            return out
+
+
+def search_child_runs(uri: str, parent_run_id: str, experiment_id: str | None = None) -> list[Any]:
+    """The direct children of a run."""
+    return search_runs(uri, f"tags.`{PARENT_TAG}` = {_q(parent_run_id)}",
+                       [experiment_id] if experiment_id else None)
+
+
+def supersede_attempts(uri: str, experiment_id: str, sweep: str, trial_id: str) -> int:
+    """Mark every earlier run of this Tune trial (an attempt cut off by a driver kill, or a retried crash)
+    as superseded, and KILLED if it was left RUNNING. Returns how many were marked."""
+    from mlflow.entities import RunTag
+
+    c = client(uri)
+    runs = search_runs(uri, f"tags.`{TAG_SWEEP}` = {_q(sweep)} and tags.`{TAG_TRIAL}` = {_q(trial_id)}", [experiment_id])
+    n = 0
+    for r in runs:
+        if r.data.tags.get(TAG_SUPERSEDED) == "true":
+            continue
+        c.log_batch(r.info.run_id, tags=[RunTag(TAG_SUPERSEDED, "true")])
+        if r.info.status == "RUNNING":
+            c.set_terminated(r.info.run_id, status="KILLED")
+        n += 1
+    return n
+
+
+def supersede_orphans(uri: str, experiment_id: str, parent_run_id: str, known_trial_ids: Iterable[str]) -> int:
+    """Mark child runs of trials Tune does not know as superseded (KILLED if RUNNING): trials created after
+    Tune's last experiment snapshot before a driver kill. Tune's restored state never runs them again under
+    that id; their configuration is suggested afresh under a new id. Returns how many were marked."""
+    from mlflow.entities import RunTag
+
+    known = set(known_trial_ids)
+    c = client(uri)
+    n = 0
+    for r in search_child_runs(uri, parent_run_id, experiment_id):
+        t = r.data.tags
+        if t.get(TAG_ROLE) != "trial" or t.get(TAG_SUPERSEDED) == "true" or t.get(TAG_TRIAL) in known:
+            continue
+        c.log_batch(r.info.run_id, tags=[RunTag(TAG_SUPERSEDED, "true"), RunTag("veil.superseded_reason",
+                                                                                 "unknown to Tune after resume")])
+        if r.info.status == "RUNNING":
+            c.set_terminated(r.info.run_id, status="KILLED")
+        n += 1
+    return n
+
+
+# ----------------------------------------------------------------------------------------------
+# finding a sweep
+
+
+@dataclass
+class SweepRef:
+    """Where a sweep lives: its parent run and the Tune experiment directory."""
+
+    name: str
+    parent_run_id: str
+    experiment_id: str
+    tracking_uri: str
+    storage: str | None
+    status: str
+
+
+_RUN_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+def find_sweep(ref: str, tracking_uri: str) -> SweepRef:
+    """A sweep by name (tag veil.sweep), parent run id, or spec name (the latest sweep of that spec)."""
+    c = client(tracking_uri)
+    run = None
+    if _RUN_ID.match(ref):
+        try:
+            run = c.get_run(ref)
+        except Exception:
+            run = None
+        if run is not None and run.data.tags.get(TAG_ROLE) != "sweep":
+            raise SweepNotFound(f"run {ref} is not a sweep's parent run (tag {TAG_ROLE}={run.data.tags.get(TAG_ROLE)!r})")
+    if run is None:
+        for key in (TAG_SWEEP, TAG_SPEC):
+            runs = search_runs(tracking_uri, f"tags.`{TAG_ROLE}` = 'sweep' and tags.`{key}` = {_q(ref)}")
+            if runs:
+                run = max(runs, key=lambda r: r.info.start_time)
+                break
+    if run is None:
+        raise SweepNotFound(f"no sweep named {ref!r} (nor a parent run id, nor a spec name) in the MLflow store at "
+                            f"{tracking_uri} (pass --tracking-uri if it was logged elsewhere)")
+    t = run.data.tags
+    return SweepRef(t.get(TAG_SWEEP, ref), run.info.run_id, run.info.experiment_id, tracking_uri, t.get(TAG_STORAGE),
+                    run.info.status)
+
+
+def load_spec(sweep: SweepRef) -> SweepSpec:
+    """The spec stored on the parent run (read back without registry checks)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        try:
+            p = client(sweep.tracking_uri).download_artifacts(sweep.parent_run_id, SPEC_ARTIFACT, d)
+        except Exception as e:
+            raise SweepNotFound(f"sweep {sweep.name!r} (run {sweep.parent_run_id}) has no {SPEC_ARTIFACT} artifact: {e}") from None
+        data = json.loads(Path(p).read_text())
+    return sweep_from_mapping(data["spec"], where=data.get("source", "stored spec"), check_names=False)
+
+
+# ----------------------------------------------------------------------------------------------
+# trials -> table
+
+
+def dedupe_attempts(runs: list[Any]) -> tuple[list[Any], int]:
+    """One run per Tune trial id: superseded attempts never count (a trial whose every attempt is superseded
+    was orphaned by a driver kill and re-suggested under another id); among the rest FINISHED comes first,
+    then the latest started. Returns the kept runs and how many were dropped."""
+    by_trial: dict[str, list[Any]] = {}
+    for r in runs:
+        by_trial.setdefault(r.data.tags.get(TAG_TRIAL, r.info.run_id), []).append(r)
+    keep, dropped = [], 0
+    rank = {"FINISHED": 0, "RUNNING": 1, "FAILED": 2, "KILLED": 3, "SCHEDULED": 4}
+    for attempts in by_trial.values():
+        live = [r for r in attempts if r.data.tags.get(TAG_SUPERSEDED) != "true"]
+        if not live:
+            dropped += len(attempts)
+            continue
+        best = min(live, key=lambda r: (rank.get(r.info.status, 9), -(r.info.start_time or 0)))
+        keep.append(best)
+        dropped += len(attempts) - 1
+    return sorted(keep, key=lambda r: (r.info.start_time or 0, r.info.run_id)), dropped
+
+
+def trials_frame(runs: list[Any], spec: SweepSpec) -> pd.DataFrame:
+    """One row per trial run: ids, status, searched values, metric means (and std/ columns)."""
+    metrics = spec.tracked_metrics()
+    rows = []
+    for i, r in enumerate(runs, 1):
+        t, m = r.data.tags, r.data.metrics
+        config = json.loads(t.get(TAG_CONFIG, "{}"))
+        row: dict[str, Any] = {"trial": i, "trial_id": t.get(TAG_TRIAL, ""), "run_id": r.info.run_id,
+                               "status": r.info.status}
+        for sp in spec.space:
+            v = decode_value(config.get(sp.canonical))
+            row[sp.key] = json.dumps(v) if isinstance(v, list) else v
+        for name in metrics:
+            row[name] = m.get(name, np.nan)
+        if len(spec.seeds) > 1:
+            for name in metrics:
+                row[STD_PREFIX + name] = m.get(STD_PREFIX + name, np.nan)
+        row["seeds"] = t.get(TAG_SEEDS, t.get(TAG_SEED, ""))
+        end = r.info.end_time or 0
+        row["seconds"] = (end - r.info.start_time) / 1000.0 if end and r.info.start_time else np.nan
+        row["started"] = pd.Timestamp(r.info.start_time, unit="ms", tz="UTC") if r.info.start_time else pd.NaT
+        row["error"] = t.get("error", "")
+        rows.append(row)
+    cols = ["trial", "trial_id", "run_id", "status", *[sp.key for sp in spec.space], *metrics]
+    if len(spec.seeds) > 1:
+        cols += [STD_PREFIX + n for n in metrics]
+    cols += ["seeds", "seconds", "started", "error"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+# ----------------------------------------------------------------------------------------------
+# analysis
+
+
+@dataclass
+class SweepResults:
+    """Every trial once, the front over the seed means, hypervolume and convex-hull AUC."""
+
+    spec: SweepSpec
+    trials: pd.DataFrame
+    hypervolume: float
+    chull_auc: float | None
+    name: str = ""
+    parent_run_id: str = ""
+    tracking_uri: str = ""
+    experiment_id: str = ""
+    superseded: int = 0
+    axes: tuple[str, str] | None = None
+    """(leakage, utility) metrics behind chull_auc, when the objectives have that shape."""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def front(self) -> pd.DataFrame:
+        f = self.trials[self.trials["pareto"]]
+        return f.sort_values(list(self.spec.metrics)[:1], ascending=self.spec.directions[0] == "min") if len(f) else f
+
+    @property
+    def counts(self) -> dict[str, int]:
+        s = self.trials["status"]
+        return {"trials": int(len(self.trials)), "finished": int((s == "FINISHED").sum()),
+                "failed": int((s == "FAILED").sum()), "running": int((s == "RUNNING").sum()),
+                "killed": int((s == "KILLED").sum()), "front": int(self.trials["pareto"].sum()),
+                "infeasible": int(((s == "FINISHED") & ~self.trials["feasible"]).sum())}
+
+    def summary(self) -> dict[str, Any]:
+        return {"sweep": self.name, "parent_run_id": self.parent_run_id, "tracking_uri": self.tracking_uri,
+                "method": self.spec.method, "dataset": self.spec.dataset,
+                "objectives": [{"metric": o.metric, "direction": o.direction} for o in self.spec.objectives],
+                "reference": list(self.spec.reference), "constraints": [str(c) for c in self.spec.constraints],
+                "hypervolume": self.hypervolume, "chull_auc": self.chull_auc, "chull_axes": list(self.axes or ()),
+                "chull_origin": self.spec.chull_origin, **self.counts, "superseded_attempts": self.superseded,
+                "notes": self.notes}
+
+
+def chull_axes(spec: SweepSpec) -> tuple[str, str] | None:
+    """(leakage, utility): the first 'min' and the first 'max' objective."""
+    mx = next((o.metric for o in spec.objectives if o.direction == "max"), None)
+    mn = next((o.metric for o in spec.objectives if o.direction == "min"), None)
+    return (mn, mx) if mx and mn else None
+
+
+def analyze(trials: pd.DataFrame, spec: SweepSpec, **info: Any) -> SweepResults:
+    """Mark feasible and Pareto trials; compute hypervolume and convex-hull AUC over the front."""
+    t = trials.copy()
+    metrics = list(spec.metrics)
+    ok = (t["status"] == "FINISHED") if len(t) else pd.Series([], dtype=bool)
+    for m in metrics:
+        ok &= np.isfinite(pd.to_numeric(t[m], errors="coerce"))
+    feasible = ok.copy()
+    for c in spec.constraints:
+        feasible &= t[c.metric].map(lambda x, c=c: c.holds(float(x)) if x is not None else False).astype(bool)
+    t["feasible"] = feasible.astype(bool)
+    t["pareto"] = False
+    notes: list[str] = []
+    hv, auc, axes = 0.0, None, chull_axes(spec)
+    if feasible.any():
+        pts = t.loc[feasible, metrics].to_numpy(dtype=float)
+        mask = pareto_front(pts, list(spec.directions))
+        t.loc[t.index[feasible.to_numpy()][mask], "pareto"] = True
+        hv = hypervolume(pts, list(spec.directions), list(spec.reference))
+        if axes:
+            leak = t.loc[t["pareto"], axes[0]].to_numpy(dtype=float)
+            util = t.loc[t["pareto"], axes[1]].to_numpy(dtype=float)
+            if np.all((leak >= 0) & (leak <= 1)) and np.all((util >= 0) & (util <= 1)):
+                auc = convex_hull_auc(util, leak, spec.chull_origin)
+            else:
+                notes.append(f"no convex-hull AUC: {axes[0]} / {axes[1]} are not both in [0, 1]")
+    else:
+        notes.append("no finished feasible trial: empty front")
+    if not axes:
+        notes.append("no convex-hull AUC: it needs one 'max' (utility) and one 'min' (leakage) objective")
+    t["pareto"] = t["pareto"].astype(bool)
+    return SweepResults(spec, t, float(hv), auc, axes=axes, notes=notes, **info)
+
+
+def collect(sweep: SweepRef, spec: SweepSpec | None = None) -> SweepResults:
+    """Read a sweep's trial runs from MLflow and analyse them."""
+    spec = spec or load_spec(sweep)
+    runs = [r for r in search_child_runs(sweep.tracking_uri, sweep.parent_run_id, sweep.experiment_id)
+            if r.data.tags.get(TAG_ROLE) == "trial"]
+    kept, dropped = dedupe_attempts(runs)
+    return analyze(trials_frame(kept, spec), spec, name=sweep.name, parent_run_id=sweep.parent_run_id,
+                   tracking_uri=sweep.tracking_uri, experiment_id=sweep.experiment_id, superseded=dropped)
+
+
+def tag_front(results: SweepResults) -> None:
+    """Tag every trial run veil.pareto=true|false."""
+    from mlflow.entities import RunTag
+
+    c = client(results.tracking_uri)
+    for _, row in results.trials.iterrows():
+        c.log_batch(row["run_id"], tags=[RunTag(TAG_PARETO, "true" if row["pareto"] else "false")])
+
+
+# ----------------------------------------------------------------------------------------------
+# text and files
+
+
+def fmt_metric(v: float) -> str:
+    """0.9862 for scores, 35,060 for counts such as bytes."""
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4f}"
+
+
+def param_label(row: pd.Series, spec: SweepSpec) -> str:
+    return " ".join(f"{sp.key}={format_value(row[sp.key])}" for sp in spec.space)
+
+
+def _cell(row: pd.Series, metric: str, seeds: int) -> str:
+    v = row.get(metric)
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    s = fmt_metric(v)
+    sd = row.get(STD_PREFIX + metric)
+    if seeds > 1 and sd is not None and not (isinstance(sd, float) and math.isnan(sd)):
+        s += f"±{sd:.3f}"
+    return s
+
+
+def format_table(df: pd.DataFrame, spec: SweepSpec, metrics: list[str] | None = None, *, status: bool = False) -> str:
+    """A plain-text table: trial, searched values, metrics (mean ± std over seeds)."""
+    metrics = metrics or list(spec.metrics)
+    heads = ["trial", *[sp.key for sp in spec.space], *metrics] + (["status"] if status else [])
+    rows = []
+    for _, r in df.iterrows():
+        rows.append([str(r["trial"]), *[format_value(r[sp.key]) for sp in spec.space],
+                     *[_cell(r, m, len(spec.seeds)) for m in metrics]] + ([str(r["status"])] if status else []))
+    widths = [max(len(h), *(len(x[i]) for x in rows)) if rows else len(h) for i, h in enumerate(heads)]
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    return "\n".join([line(heads), line(["-" * w for w in widths]), *(line(r) for r in rows)])
+
+
+def format_report(results: SweepResults) -> str:
+    spec, c = results.spec, results.counts
+    objs = ", ".join(f"{o.metric} ({o.direction})" for o in spec.objectives)
+    lines = [f"sweep {results.name}: {spec.method} on {spec.dataset}, sampler {spec.sampler}, objectives {objs}",
+             f"trials {c['trials']}: {c['finished']} finished, {c['failed']} failed"
+             + (f", {c['running']} still running" if c["running"] else "")
+             + (f", {c['killed']} killed" if c["killed"] else "")
+             + (f", {c['infeasible']} infeasible ({'; '.join(map(str, spec.constraints))})" if spec.constraints else "")
+             + (f"; {results.superseded} superseded attempt(s) not counted" if results.superseded else ""),
+             f"Pareto front ({c['front']} trials, mean over {len(spec.seeds)} seed(s)):",
+             format_table(results.front, spec, spec.tracked_metrics()[:max(len(spec.metrics), 4)]),
+             f"hypervolume {results.hypervolume:.6f} (reference {dict(zip(spec.metrics, spec.reference))})"]
+    if results.chull_auc is not None and results.axes:
+        lines.append(f"convex-hull AUC {results.chull_auc:.4f} ({results.axes[1]} over {results.axes[0]}, "
+                     f"origin {spec.chull_origin})")
+    lines += [f"note: {n}" for n in results.notes]
+    return "\n".join(lines)
+
+
+def _parquet_safe(df: pd.DataFrame) -> pd.DataFrame:
+    """Object columns holding more than one Python type (a categorical over [2, 'a']) become strings."""
+    out = df.copy()
+    for col in out.columns:
+        if out[col].dtype == object:
+            kinds = {type(v) for v in out[col] if v is not None and not (isinstance(v, float) and math.isnan(v))}
+            if len(kinds) > 1:
+                out[col] = out[col].map(lambda v: None if v is None else str(v))
+    return out
+
+
+def write_report(results: SweepResults, out_dir: str | Path) -> dict[str, Path]:
+    """trials.parquet, trials.csv, front.csv, summary.json, front.png and front.html under `out_dir`."""
+    from veil.sweeps.plots import front_html, front_png
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files = {"trials.parquet": out / "trials.parquet", "trials.csv": out / "trials.csv", "front.csv": out / "front.csv",
+             "summary.json": out / "summary.json", "front.png": out / "front.png", "front.html": out / "front.html"}
+    t = _parquet_safe(results.trials)
+    t.to_parquet(files["trials.parquet"], index=False)
+    t.to_csv(files["trials.csv"], index=False)
+    results.front.to_csv(files["front.csv"], index=False)
+    files["summary.json"].write_text(json.dumps(results.summary(), indent=2, default=str) + "\n")
+    front_png(results, files["front.png"])
+    front_html(results, files["front.html"])
+    return files
+
+
+# ----------------------------------------------------------------------------------------------
+# finding a sweep from the command line
+
+
+def _state_path(exp_dir: Path) -> Path:
+    return Path(exp_dir) / STATE_FILE
+
+
+def locate(ref: str, *, tracking_uri: str | None = None, storage_root: str | Path = DEFAULT_ROOT) -> tuple[SweepRef, dict | None]:
+    """A sweep by local storage (directory, or name under storage_root) or by MLflow (name, run id, spec
+    name); returns its SweepRef and its state file's contents when the Tune storage is reachable."""
+    from veil.tracking.mlflow_run import resolve_tracking_uri
+
+    state = None
+    for cand in (Path(ref), Path(storage_root) / ref):
+        if _state_path(cand).is_file():
+            state = json.loads(_state_path(cand).read_text())
+            break
+    if state is not None:
+        uri = tracking_uri or state["tracking_uri"]
+        sref = find_sweep(state["parent_run_id"], uri)
+        return sref, state
+    uri = resolve_tracking_uri(tracking_uri)
+    sref = find_sweep(ref, uri)
+    if sref.storage and _state_path(Path(sref.storage)).is_file():
+        state = json.loads(_state_path(Path(sref.storage)).read_text())
+    return sref, state
+
+
+def report(ref: str, *, tracking_uri: str | None = None, out_dir: str | Path | None = None,
+           storage_root: str | Path = DEFAULT_ROOT) -> tuple[SweepResults, dict[str, Path]]:
+    """Read a sweep back from MLflow (any process) and write its report files."""
+    sref, state = locate(ref, tracking_uri=tracking_uri, storage_root=storage_root)
+    results = collect(sref)
+    if out_dir is None:
+        out_dir = (Path(state["storage"]) / "report") if state else (Path(storage_root) / sref.name / "report")
+    return results, write_report(results, out_dir)

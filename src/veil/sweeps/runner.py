@@ -1,0 +1,580 @@
+"""Run a sweep: Ray Tune runs the trials, Optuna suggests them (multi-objective), MLflow records them.
+
+- Trials: a Tune function trainable (`sweep_trial`) wrapped by `tune.with_resources`; it runs every seed
+  of its configuration sequentially through `veil.run.execute` (inline by default: seconds per trial; or
+  under Ray Train with `executor: ray-train`, the trial itself then reserving only 0.1 CPU) and reports
+  the mean and std of each metric over the seeds.
+- Suggestions: `OptunaSearch(space, metric=[...], mode=[...], sampler=NSGAII|TPE|Random)` inside a
+  `ConcurrencyLimiter`. The grid sampler uses Tune's own `grid_search` instead (every point exactly
+  once, whatever the concurrency; Optuna's GridSampler may hand a running point out again under
+  parallel ask/tell).
+- Failures: a crashed trial is recorded (child run FAILED with its error; Tune trial ERROR) and the
+  sweep goes on; `max_failures` stops it once more trials than that have failed.
+- Storage: Tune's experiment under ./.veil/sweeps/<name>/ (plus `veil-sweep.json`, which `veil resume`
+  reads); `Tuner.restore` continues a sweep whose driver was killed (see `resume_sweep`).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from ray.tune import Callback
+from ray.tune.stopper import Stopper
+
+from veil.errors import ConfigError, VeilError
+from veil.sweeps.results import (DEFAULT_ROOT, SPEC_ARTIFACT, STD_PREFIX, TAG_CONFIG, TAG_ROLE, TAG_SEED, TAG_SEEDS,
+                                 TAG_SPEC, TAG_STORAGE, TAG_SWEEP, TAG_TRIAL, SweepNotFound, SweepRef, SweepResults,
+                                 _state_path, analyze, collect, fmt_metric, format_report, format_table, locate,
+                                 supersede_attempts, supersede_orphans, tag_front, write_report)
+from veil.sweeps.spec import SweepSpec, decode_value, encode_value, format_value, spec_yaml, sweep_from_mapping
+
+CTX_KEY = "_veil"
+THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+def tune_key(metric: str) -> str:
+    """Metric name as reported to Tune/Optuna ('/' would read as nesting there)."""
+    return metric.replace("/", "__")
+
+
+def absolute_uri(uri: str) -> str:
+    """Trials run with Tune's trial directory as their working directory: relative sqlite / file stores
+    must become absolute so every trial writes where the driver reads."""
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        return "sqlite:///" + str(Path(uri[len("sqlite:///"):]).resolve())
+    if uri.startswith("file:") and not uri.startswith("file:///"):
+        return Path(uri[len("file:"):]).resolve().as_uri()
+    if "://" not in uri and not uri.startswith("file:"):
+        return str(Path(uri).resolve())
+    return uri
+
+
+def default_name(spec: SweepSpec) -> str:
+    return f"{spec.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+# ----------------------------------------------------------------------------------------------
+# one trial (runs in a Ray worker; `run_trial` itself needs no Ray)
+
+
+def _aggregate(per_seed: list[Mapping[str, float]]) -> dict[str, float]:
+    """Mean and (population) std over seeds of every metric all seeds have."""
+    import numpy as np
+
+    keys = set(per_seed[0])
+    for m in per_seed[1:]:
+        keys &= set(m)
+    out: dict[str, float] = {}
+    for k in sorted(keys):
+        vals = np.array([float(m[k]) for m in per_seed], dtype=float)
+        out[k] = float(vals.mean())
+        if len(per_seed) > 1:
+            out[STD_PREFIX + k] = float(vals.std())
+    return out
+
+
+def _failed_run(uri: str, spec: SweepSpec, run_name: str, parent: str | None, tags: Mapping[str, str],
+                values: Mapping[str, Any], error: BaseException) -> str:
+    from veil.tracking.mlflow_run import TrackedRun
+
+    run = TrackedRun.start(uri, spec.experiment, run_name, parent_run_id=parent, tags=tags)
+    run.log_params({f"sweep.{k}": v for k, v in values.items()})
+    run.fail(error)
+    return run.run_id
+
+
+def run_trial(spec: SweepSpec, values: Mapping[str, Any], trial_id: str, *, sweep: str, parent_run_id: str | None,
+              tracking_uri: str, storage: Path | None = None) -> dict[str, Any]:
+    """Run every seed of one configuration, log the trial's child run, return the metrics to report
+    (means over seeds, 'std/<metric>' stds, 'mlflow_run_id'). Raises when a seed crashes or an objective
+    is not a finite number; the child run is then FAILED with the error."""
+    from veil.run import execute, validate
+    from veil.tracking.mlflow_run import TrackedRun, experiment_id
+
+    t0 = time.time()
+    exp_id = experiment_id(tracking_uri, spec.experiment)
+    supersede_attempts(tracking_uri, exp_id, sweep, trial_id)
+    tags = {TAG_SWEEP: sweep, TAG_TRIAL: trial_id, TAG_ROLE: "trial",
+            TAG_CONFIG: json.dumps({k: v for k, v in values.items()}, default=str)}
+    label = " ".join(f"{k.split('.', 1)[1]}={format_value(v)}" for k, v in values.items())
+    run_name = f"{sweep}/{trial_id} {label}"[:200]
+    seeds = list(spec.seeds)
+
+    if len(seeds) == 1:
+        rtags = {**tags, TAG_SEED: str(seeds[0])}
+        rs = spec.run_spec(values, seeds[0], tracking_uri=tracking_uri, run_name=run_name, tags=rtags)
+        try:
+            validate(rs)
+        except VeilError as e:
+            _failed_run(tracking_uri, spec, run_name, parent_run_id, rtags, values, e)
+            raise
+        res = execute(rs, parent_run_id=parent_run_id, storage=storage)
+        run = TrackedRun(tracking_uri, res.run_id)
+        metrics = _aggregate([res.metrics])
+    else:
+        run = TrackedRun.start(tracking_uri, spec.experiment, run_name, parent_run_id=parent_run_id,
+                               tags={**tags, TAG_SEEDS: ",".join(map(str, seeds))})
+        try:
+            run.log_params({**{k: json.dumps(v) if isinstance(v, list) else v for k, v in values.items()},
+                            "seeds": seeds, "method": spec.method, "dataset": spec.dataset})
+            per_seed = []
+            for s in seeds:
+                rs = spec.run_spec(values, s, tracking_uri=tracking_uri, run_name=f"{run_name} seed={s}",
+                                   tags={**tags, TAG_ROLE: "seed", TAG_SEED: str(s)})
+                per_seed.append(execute(rs, parent_run_id=run.run_id, storage=storage).metrics)
+            metrics = _aggregate(per_seed)
+            run.log_metrics(metrics)
+        except BaseException as e:
+            run.fail(e)
+            raise
+    bad = [m for m in spec.metrics if not math.isfinite(metrics.get(m, float("nan")))]
+    if bad:
+        err = ValueError(f"objective {bad[0]!r} is {metrics.get(bad[0], 'missing')} (not a finite number); "
+                         "the trial counts as failed")
+        run.fail(err)
+        raise err
+    if len(seeds) > 1:
+        run.finish()
+    out: dict[str, Any] = {}
+    for m in spec.tracked_metrics():
+        if m in metrics:
+            out[tune_key(m)] = metrics[m]
+        if STD_PREFIX + m in metrics:
+            out[tune_key(STD_PREFIX + m)] = metrics[STD_PREFIX + m]
+    out["mlflow_run_id"] = run.run_id
+    out["trial_seconds"] = time.time() - t0
+    return out
+
+
+def sweep_trial(config: dict[str, Any]) -> None:
+    """The Tune function trainable: one configuration, all its seeds, one report."""
+    import torch
+    from ray import tune
+
+    ctx = config[CTX_KEY]
+    torch.set_num_threads(int(ctx.get("threads", 1)))
+    spec = sweep_from_mapping(ctx["spec"], where=ctx["source"])
+    values = {k: decode_value(v) for k, v in config.items() if k != CTX_KEY}
+    trial_id = tune.get_context().get_trial_id()
+    tune.report(run_trial(spec, values, trial_id, sweep=ctx["sweep"], parent_run_id=ctx["parent_run_id"],
+                          tracking_uri=ctx["tracking_uri"], storage=Path(ctx["storage"]) / "train"))
+
+
+def trial_dirname(trial: Any) -> str:
+    return f"trial_{trial.trial_id}"
+
+
+def trainable(spec: SweepSpec):
+    """`sweep_trial` with the trial's Ray resources attached."""
+    from ray import tune
+
+    if spec.executor == "ray-train" or (spec.federated and (spec.runtime or "in-process") != "in-process"):
+        res = {"cpu": 0.1}  # the TorchTrainer's workers / the federation's node actors reserve the real resources
+    else:
+        res = {"cpu": spec.resources.cpus}
+        if spec.resources.gpu:
+            res["gpu"] = spec.resources.gpu
+    return tune.with_resources(sweep_trial, res)
+
+
+# ----------------------------------------------------------------------------------------------
+# live progress (driver side) + stopping after too many failures
+
+
+def _front_mask(points: list[list[float]], directions: list[str]) -> list[bool]:
+    from veil.sweeps.pareto import pareto_front
+
+    return list(pareto_front(points, directions)) if points else []
+
+
+class SweepMonitor(Callback, Stopper):
+    """A Tune Callback (progress lines and the current front) that is also a Stopper (max_failures).
+    Picklable: Tune stores it with the experiment, and `veil resume` gets it back."""
+
+    def __init__(self, spec: SweepSpec, total: int, quiet: bool = False) -> None:
+        self.metrics = list(spec.metrics)
+        self.directions = list(spec.directions)
+        self.keys = [(sp.canonical, sp.key) for sp in spec.space]
+        self.total = total
+        self.max_failures = spec.max_failures
+        self.quiet = quiet
+        self.failed = 0
+        self.done: dict[str, tuple[list[float], str]] = {}
+        self.front_ids: set[str] = set()
+        self.t0 = time.time()
+        self.stopped_for_failures = False
+
+    def _say(self, text: str) -> None:
+        if not self.quiet:
+            print(text, flush=True)
+
+    def _label(self, trial: Any) -> str:
+        cfg = trial.config or {}
+        return " ".join(f"{key}={format_value(cfg.get(canon))}" for canon, key in self.keys)
+
+    def _elapsed(self) -> str:
+        s = int(time.time() - self.t0)
+        return f"{s // 60:02d}:{s % 60:02d}"
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._say(f"[{self._elapsed()}] start  {trial.trial_id}  {self._label(trial)}")
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        r = trial.last_result or {}
+        vals = [r.get(tune_key(m)) for m in self.metrics]
+        if any(v is None for v in vals):
+            return
+        self.done[trial.trial_id] = ([float(v) for v in vals], self._label(trial))
+        ids = list(self.done)
+        mask = _front_mask([self.done[i][0] for i in ids], self.directions)
+        front = {i for i, keep in zip(ids, mask) if keep}
+        cells = "  ".join(f"{m} {fmt_metric(v)}" for m, v in zip(self.metrics, vals))
+        star = "  * front" if trial.trial_id in front else ""
+        self._say(f"[{self._elapsed()}] done   {trial.trial_id}  {self._label(trial)}  {cells}  "
+                  f"({r.get('trial_seconds', 0):.1f} s){star}   [{len(self.done)}/{self.total} finished]")
+        if front != self.front_ids:
+            self.front_ids = front
+            self._print_front()
+
+    def _print_front(self) -> None:
+        rows = sorted((self.done[i] for i in self.front_ids), key=lambda x: x[0][0],
+                      reverse=self.directions[0] == "max")
+        lines = [f"    current front ({len(rows)}):"]
+        for vals, label in rows:
+            lines.append("      " + "  ".join(fmt_metric(v) for v in vals) + f"   {label}")
+        self._say("\n".join(lines))
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self.failed = sum(1 for t in trials if t.status == "ERROR")
+        msg = ""
+        try:
+            if trial.error_file and os.path.exists(trial.error_file):
+                lines = [ln for ln in Path(trial.error_file).read_text().strip().splitlines() if ln.strip()]
+                msg = lines[-1][:200] if lines else ""
+        except Exception:
+            pass
+        self._say(f"[{self._elapsed()}] FAILED {trial.trial_id}  {self._label(trial)}  {msg}")
+        if self.max_failures is not None and self.failed > self.max_failures:
+            self.stopped_for_failures = True
+            self._say(f"[{self._elapsed()}] {self.failed} trials failed (max_failures {self.max_failures}): "
+                      "stopping the sweep")
+
+    def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
+        self.failed = sum(1 for t in trials if t.status == "ERROR")
+
+    # Stopper
+    def __call__(self, trial_id: str, result: dict) -> bool:
+        return False
+
+    def stop_all(self) -> bool:
+        return self.max_failures is not None and self.failed > self.max_failures
+
+
+# ----------------------------------------------------------------------------------------------
+# building the Tuner
+
+
+def search_algorithm(spec: SweepSpec):
+    """(ConcurrencyLimiter(OptunaSearch), OptunaSearch) for nsga2 | tpe | random; (None, None) for grid."""
+    if spec.sampler == "grid":
+        return None, None
+    import optuna
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+    from ray.tune.search import ConcurrencyLimiter
+    from ray.tune.search.optuna import OptunaSearch
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    dists: dict[str, Any] = {}
+    for sp in spec.space:
+        if sp.type == "categorical":
+            dists[sp.canonical] = CategoricalDistribution([encode_value(v) for v in sp.values])
+        elif sp.type == "int":
+            dists[sp.canonical] = IntDistribution(int(sp.low), int(sp.high), step=int(sp.step or 1))
+        elif sp.type == "log":
+            dists[sp.canonical] = FloatDistribution(float(sp.low), float(sp.high), log=True)
+        else:
+            dists[sp.canonical] = FloatDistribution(float(sp.low), float(sp.high), step=sp.step)
+    opts = dict(spec.sampler_options)
+    if spec.sampler == "nsga2":
+        opts.setdefault("population_size", max(4, min(50, spec.trials // 2)))
+        sampler = optuna.samplers.NSGAIISampler(seed=spec.sampler_seed, **opts)
+    elif spec.sampler == "tpe":
+        sampler = optuna.samplers.TPESampler(seed=spec.sampler_seed, **opts)
+    else:
+        sampler = optuna.samplers.RandomSampler(seed=spec.sampler_seed)
+    searcher = OptunaSearch(dists, metric=[tune_key(m) for m in spec.metrics], mode=list(spec.directions),
+                            sampler=sampler)
+    return ConcurrencyLimiter(searcher, max_concurrent=spec.concurrency), searcher
+
+
+def param_space(spec: SweepSpec, ctx: Mapping[str, Any]) -> dict[str, Any]:
+    space: dict[str, Any] = {CTX_KEY: dict(ctx)}
+    if spec.sampler == "grid":
+        from ray import tune
+
+        for sp in spec.space:
+            space[sp.canonical] = tune.grid_search([encode_value(v) for v in sp.grid_values()])
+    return space
+
+
+def build_tuner(spec: SweepSpec, ctx: Mapping[str, Any], exp_dir: Path, monitor: Any):
+    from ray import tune
+
+    limiter, searcher = search_algorithm(spec)
+    if spec.sampler == "grid":
+        tune_cfg = tune.TuneConfig(num_samples=1, max_concurrent_trials=spec.concurrency, reuse_actors=True,
+                                   trial_dirname_creator=trial_dirname)
+    else:
+        tune_cfg = tune.TuneConfig(search_alg=limiter, num_samples=spec.trials, reuse_actors=True,
+                                   trial_dirname_creator=trial_dirname)
+    run_cfg = tune.RunConfig(name=exp_dir.name, storage_path=str(exp_dir.parent.resolve()), verbose=0,
+                             callbacks=[monitor], stop=monitor,
+                             failure_config=tune.FailureConfig(max_failures=spec.retries, fail_fast=False))
+    tuner = tune.Tuner(trainable(spec), param_space=param_space(spec, ctx), tune_config=tune_cfg, run_config=run_cfg)
+    return tuner, searcher
+
+
+# ----------------------------------------------------------------------------------------------
+# Ray
+
+
+def tune_defaults() -> None:
+    """Driver-side Tune settings (an explicit environment variable wins)."""
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # the legacy reporter honours verbose=0: our monitor prints
+    # Tune snapshots the experiment every 10 s or more by default; trials here take seconds, so snapshot
+    # every 2 s: after a driver kill fewer finished trials have to run again.
+    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "2")
+
+
+def ensure_ray(address: str | None = None) -> bool:
+    """Join `address` (or $RAY_ADDRESS), else start a fresh local Ray (never someone else's). Trial workers
+    get one BLAS/OpenMP thread each. Returns True when this call started/joined Ray."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    ray.init(address=address or os.environ.get("RAY_ADDRESS") or "local", include_dashboard=False,
+             configure_logging=False, log_to_driver=False, runtime_env={"env_vars": dict(THREAD_ENV)})
+    return True
+
+
+# ----------------------------------------------------------------------------------------------
+# sweep / resume / finish
+
+
+def fit_to_cluster(spec: SweepSpec) -> SweepSpec:
+    """Refuse per-trial requests the cluster can never grant (Ray would leave the trial PENDING forever), and
+    drop a GPU request on a cluster without GPUs (trials then train on CPU), with a warning."""
+    import dataclasses
+    import sys
+
+    import ray
+
+    from veil.sweeps.spec import Resources
+
+    res = ray.cluster_resources()
+    cpus, gpus = float(res.get("CPU", 0)), float(res.get("GPU", 0))
+    want = 0.1 if spec.executor == "ray-train" else spec.resources.cpus
+    if want > cpus:
+        raise ConfigError("resources.cpus", spec.resources.cpus, f"at most the cluster's {cpus:g} CPUs (a trial that "
+                          "does not fit would wait forever)", spec.source)
+    if spec.resources.gpu > 0 and gpus == 0:
+        print(f"[veil] warning: {spec.source}: resources.gpu = {spec.resources.gpu:g} but the cluster has no GPU; "
+              "trials train on CPU", file=sys.stderr, flush=True)
+        raw = {**spec.raw, "resources": {"cpus": spec.resources.cpus, "gpu": 0}}
+        return dataclasses.replace(spec, resources=Resources(spec.resources.cpus, 0.0), raw=raw)
+    if spec.resources.gpu > gpus:
+        raise ConfigError("resources.gpu", spec.resources.gpu, f"at most the cluster's {gpus:g} GPUs", spec.source)
+    return spec
+
+
+@dataclass
+class SweepOutcome:
+    """What `run_sweep` / `resume_sweep` hand back."""
+
+    name: str
+    parent_run_id: str
+    tracking_uri: str
+    experiment_dir: Path
+    results: SweepResults
+    report_dir: Path
+    files: dict[str, Path]
+    seconds: float
+    stopped_for_failures: bool
+    incomplete: bool = False
+    """Interrupted before every trial ran (continue it with `veil resume`)."""
+    searcher: Any = None
+    """The OptunaSearch object (its `_ot_study` is the Optuna study), None for grid sweeps."""
+
+
+def run_sweep(spec: SweepSpec, *, name: str | None = None, address: str | None = None,
+              tracking_uri: str | None = None, trials: int | None = None, storage_root: str | Path = DEFAULT_ROOT,
+              quiet: bool = False) -> SweepOutcome:
+    """Start a sweep: parent MLflow run, Tune + Optuna trials, then the front, plots and parent metrics."""
+    import dataclasses
+
+    from veil.tracking.mlflow_run import TrackedRun, resolve_tracking_uri
+
+    if trials is not None:
+        if spec.sampler == "grid" and trials != spec.trials:
+            raise ConfigError("--trials", trials, f"the grid's size {spec.trials} (a grid runs every point once)")
+        if trials < 1:
+            raise ConfigError("--trials", trials, "an integer >= 1")
+        raw = {**spec.raw, "trials": trials}
+        spec = dataclasses.replace(spec, trials=trials, raw=raw)
+    name = name or default_name(spec)
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", name):
+        raise ConfigError("--name", name, "letters, digits, '_', '-', '.' (it names a directory and an MLflow run)")
+    exp_dir = (Path(storage_root) / name).resolve()
+    if exp_dir.exists():
+        raise ConfigError("--name", name, f"a new sweep name: {exp_dir} exists (continue it with `veil resume {name}`)")
+    uri = absolute_uri(resolve_tracking_uri(tracking_uri))
+    t0 = time.time()
+    tune_defaults()
+    started = ensure_ray(address)
+    try:
+        spec = fit_to_cluster(spec)
+    except BaseException:
+        if started:
+            import ray
+
+            ray.shutdown()
+        raise
+    parent = TrackedRun.start(uri, spec.experiment, name, tags={
+        TAG_ROLE: "sweep", TAG_SWEEP: name, TAG_SPEC: spec.stem, TAG_STORAGE: str(exp_dir),
+        "veil.method": spec.method, "veil.dataset": spec.dataset, "veil.sampler": spec.sampler})
+    try:
+        parent.log_params(spec.flat_params())
+        parent.log_dict({"spec": dict(spec.raw), "source": spec.source}, SPEC_ARTIFACT)
+        parent.log_text(spec_yaml(spec), "sweep/spec.yaml")
+        ctx = {"spec": dict(spec.raw), "source": spec.source, "sweep": name, "parent_run_id": parent.run_id,
+               "tracking_uri": uri, "storage": str(exp_dir), "threads": max(1, int(spec.resources.cpus))}
+        exp_dir.mkdir(parents=True)
+        _state_path(exp_dir).write_text(json.dumps({**ctx, "created": time.time()}, indent=2))
+        total = spec.trials
+        monitor = SweepMonitor(spec, total, quiet)
+        if not quiet:
+            print(f"sweep {name}: {spec.method} on {spec.dataset}, {total} trials x {len(spec.seeds)} seed(s), "
+                  f"sampler {spec.sampler}, concurrency {spec.concurrency}\n  MLflow parent run {parent.run_id} at {uri}"
+                  f"\n  Tune storage {exp_dir}", flush=True)
+        tuner, searcher = build_tuner(spec, ctx, exp_dir, monitor)
+        grid = tuner.fit()
+        outcome = finish_sweep(spec, SweepRef(name, parent.run_id, parent.experiment_id, uri, str(exp_dir), "RUNNING"),
+                               exp_dir, monitor.stopped_for_failures, time.time() - t0, tune_trial_ids(grid))
+        outcome.searcher = searcher
+        return outcome
+    except BaseException as e:
+        parent.fail(e)
+        raise
+    finally:
+        if started:
+            import ray
+
+            ray.shutdown()
+
+
+def tune_trial_ids(grid: Any) -> set[str]:
+    """Ids of every trial in a Tune ResultGrid (its directories are named trial_<id>, see trial_dirname)."""
+    ids = set()
+    for r in grid:
+        name = Path(r.path).name if getattr(r, "path", None) else ""
+        tid = name[len("trial_"):] if name.startswith("trial_") else (r.metrics or {}).get("trial_id")
+        if tid:
+            ids.add(tid)
+    return ids
+
+
+def finish_sweep(spec: SweepSpec, ref: SweepRef, exp_dir: Path, stopped: bool, seconds: float,
+                 known_trial_ids: set[str] | None = None) -> SweepOutcome:
+    """Reconcile orphaned child runs, read the trials back from MLflow, tag the front, log the report files
+    and metrics to the parent."""
+    from veil.tracking.mlflow_run import TrackedRun
+
+    if known_trial_ids is not None:
+        supersede_orphans(ref.tracking_uri, ref.experiment_id, ref.parent_run_id, known_trial_ids)
+    results = collect(ref, spec)
+    tag_front(results)
+    report_dir = exp_dir / "report"
+    files = write_report(results, report_dir)
+    parent = TrackedRun(ref.tracking_uri, ref.parent_run_id)
+    c = results.counts
+    metrics = {"hypervolume": results.hypervolume, "n_trials": c["trials"], "n_finished": c["finished"],
+               "n_failed": c["failed"], "n_front": c["front"], "sweep_seconds": seconds}
+    if results.chull_auc is not None:
+        metrics["chull_auc"] = results.chull_auc
+    parent.log_metrics(metrics)
+    for key in ("front.csv", "trials.csv", "trials.parquet", "summary.json"):
+        parent.log_file(files[key], "results")
+    for key in ("front.png", "front.html"):
+        parent.log_file(files[key], "plots")
+    # Interrupted (Ctrl-C: Tune stops gracefully and returns) when trials are missing or still running.
+    incomplete = not stopped and ((known_trial_ids is not None and len(known_trial_ids) < spec.trials)
+                                  or c["running"] > 0)
+    if stopped:
+        parent.set_tags({"veil.stopped": "max_failures"})
+    if incomplete:
+        parent.set_tags({"veil.incomplete": "true"})
+    parent.finish("FAILED" if stopped or c["finished"] == 0 else "KILLED" if incomplete else "FINISHED")
+    return SweepOutcome(ref.name, ref.parent_run_id, ref.tracking_uri, exp_dir, results, report_dir, files, seconds,
+                        stopped, incomplete=incomplete)
+
+
+def _restored_monitor(tuner: Any) -> "SweepMonitor | None":
+    try:
+        cbs = tuner._local_tuner.get_run_config().callbacks or []  # noqa: SLF001 (no public accessor)
+    except Exception:
+        return None
+    return next((cb for cb in cbs if isinstance(cb, SweepMonitor)), None)
+
+
+def resume_sweep(ref: str, *, address: str | None = None, tracking_uri: str | None = None,
+                 storage_root: str | Path = DEFAULT_ROOT, retry_failed: bool = False, quiet: bool = False) -> SweepOutcome:
+    """Continue a sweep whose driver died: `Tuner.restore(..., resume_unfinished=True)`. Finished trials are
+    kept; trials in flight at the kill run again from scratch and supersede their earlier MLflow child run,
+    so each trial is counted once. `retry_failed` also re-runs trials that had crashed."""
+    from ray import tune
+
+    from veil.tracking.mlflow_run import TrackedRun
+
+    sref, state = locate(ref, tracking_uri=tracking_uri, storage_root=storage_root)
+    if state is None:
+        raise SweepNotFound(f"sweep {sref.name!r}: its Tune storage {sref.storage} is not reachable from here "
+                            f"(run `veil resume` where the sweep ran, or pass the experiment directory)")
+    exp_dir = Path(state["storage"])
+    if not tune.Tuner.can_restore(str(exp_dir)):
+        raise SweepNotFound(f"sweep {sref.name!r}: {exp_dir} holds no Tune experiment to restore (the driver died "
+                            "before Tune's first snapshot; start it again with `veil sweep`)")
+    spec = sweep_from_mapping(state["spec"], where=state["source"])
+    t0 = time.time()
+    tune_defaults()
+    started = ensure_ray(address)
+    try:
+        TrackedRun(sref.tracking_uri, sref.parent_run_id).client.update_run(sref.parent_run_id, status="RUNNING")
+        if not quiet:
+            print(f"resuming sweep {sref.name} from {exp_dir} (MLflow parent run {sref.parent_run_id})", flush=True)
+        tuner = tune.Tuner.restore(str(exp_dir), trainable=trainable(spec), resume_unfinished=True,
+                                   resume_errored=False, restart_errored=retry_failed)
+        monitor = _restored_monitor(tuner)
+        if monitor is not None:  # it comes back as pickled at the start: this process's settings instead
+            monitor.quiet, monitor.t0 = quiet, time.time()
+        grid = tuner.fit()
+        stopped = bool(getattr(monitor, "stopped_for_failures", False))
+        return finish_sweep(spec, sref, exp_dir, stopped, time.time() - t0, tune_trial_ids(grid))
+    except BaseException as e:
+        TrackedRun(sref.tracking_uri, sref.parent_run_id).fail(e)
+        raise
+    finally:
+        if started:
+            import ray
+
+            ray.shutdown()
+
+
+__all__ = ["run_sweep", "resume_sweep", "run_trial", "sweep_trial", "SweepOutcome", "SweepMonitor", "tune_key",
+           "format_report", "format_table", "analyze"]

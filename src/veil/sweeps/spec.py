@@ -1,0 +1,830 @@
+"""Sweep specs: a YAML file under `sweeps/` -> a validated, frozen SweepSpec.
+
+Everything is checked before a single trial starts: unknown keys, the method, every fixed and searched
+parameter (against the method's Config fields and the dataset's params fields, including each range's end
+points and every categorical value), the objectives and constraints (metrics a run actually produces), the
+sampler and its options, the hypervolume reference point, resources and executor. Each error names the
+file, the key and the value.
+
+    method: gpp
+    dataset: gaussian-correlated
+    dataset_params: {n: 3000, rho: 0.5}
+    params: {epochs: 15, lr: 1.0e-3}
+    space:
+      beta: {type: log, low: 0.05, high: 10}       # float | int | log | categorical
+    objectives:
+      - {metric: utility_auc, direction: max}
+      - {metric: adversary_auc, direction: min}
+    sampler: nsga2                                 # nsga2 | tpe | random | grid
+    trials: 14
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from veil.errors import ConfigError, UnknownNameError, VeilError
+from veil.sweeps.pareto import AUC_ORIGINS, DIRECTIONS
+
+# ----------------------------------------------------------------------------------------------
+# vocabulary
+
+SPEC_KEYS = (
+    "description", "name", "method", "dataset", "dataset_params", "partition", "runtime", "federation", "params",
+    "space", "objectives", "sampler", "sampler_options", "sampler_seed", "trials", "seeds", "concurrency",
+    "resources", "reference", "constraints", "max_failures", "retries", "audit", "executor", "num_workers",
+    "experiment", "chull_origin",
+)
+SAMPLERS = ("nsga2", "tpe", "random", "grid")
+#: Optuna constructor options a spec may set per sampler (seed comes from `sampler_seed`)
+SAMPLER_OPTIONS: dict[str, tuple[str, ...]] = {
+    "nsga2": ("population_size", "mutation_prob", "crossover_prob", "swapping_prob"),
+    "tpe": ("n_startup_trials", "n_ei_candidates", "multivariate", "consider_endpoints"),
+    "random": (),
+    "grid": (),
+}
+PARAM_TYPES = ("float", "int", "log", "categorical")
+_TYPE_ALIASES = {"float": "float", "uniform": "float", "int": "int", "integer": "int", "log": "log",
+                 "log-float": "log", "loguniform": "log", "categorical": "categorical", "choice": "categorical"}
+EXECUTORS = ("inline", "ray-train")
+RESOURCE_KEYS = ("cpus", "gpu")
+
+#: metrics every audited run logs (veil.run.execute: the fresh-probe audit plus timings)
+RUN_METRICS = ("utility_acc", "utility_auc", "adversary_acc", "adversary_auc", "privacy_gap",
+               "train_seconds", "total_seconds")
+#: per-label variants '<prefix>/<label>' (label: a utility or sensitive label of the dataset)
+PER_LABEL_METRICS = ("utility_acc", "utility_auc", "adversary_acc", "adversary_auc", "privacy_gap", "majority")
+#: the adversary-capacity sweep's summary metrics (logged when `audit: {capacity: true}`), plus
+#: 'capacity/<role>_<acc|auc>/<label>/<probe>' per label and probe
+CAPACITY_METRICS = ("adversary_auc_max", "adversary_acc_max", "adversary_auc_mean", "adversary_auc_std",
+                    "privacy_gap_max", "utility_auc_max", "utility_acc_max")
+#: seed 003's weak/strong adversary and utility-provider scenarios (methods that release records in the
+#: input's format, e.g. adjustable-ae): '<scenario>_<acc|auc>' and '<scenario>_<acc|auc>/<label>'
+OBFUSCATION_SCENARIOS = ("weak_adversary", "strong_adversary", "original_adversary", "provider_utility",
+                         "original_utility")
+#: metrics only federated runs log (veil.platform.fed.runner)
+FEDERATED_METRICS = ("rounds", "bytes_up_total", "bytes_down_total", "bytes_join_initial", "bytes_down_final",
+                     "failures_total", "restarts", "federation_seconds", "startup_seconds", "rounds_per_second",
+                     "per_node/utility_auc_min", "per_node/utility_auc_mean", "per_node/adversary_auc_max",
+                     "per_node/adversary_auc_mean", "per_node/utility_acc_mean", "per_node/adversary_acc_max")
+#: metrics shown in trial tables besides the objectives
+SUMMARY_METRICS = ("utility_acc", "utility_auc", "adversary_acc", "adversary_auc", "privacy_gap", "total_seconds")
+#: hypervolume reference used when the spec gives none: the worst sensible value of each bounded metric
+DEFAULT_REFERENCE = {"utility_auc": 0.5, "utility_acc": 0.0, "adversary_auc": 1.0, "adversary_acc": 1.0,
+                     "privacy_gap": 0.5, "utility_auc_max": 0.5, "utility_acc_max": 0.0, "adversary_auc_max": 1.0,
+                     "adversary_acc_max": 1.0, "adversary_auc_mean": 1.0, "privacy_gap_max": 0.5,
+                     **{f"{s}_auc": (1.0 if "adversary" in s else 0.5) for s in OBFUSCATION_SCENARIOS},
+                     **{f"{s}_acc": (1.0 if "adversary" in s else 0.0) for s in OBFUSCATION_SCENARIOS}}
+CONSTRAINT_OPS = (">=", "<=", ">", "<")
+_CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z0-9_./-]+)\s*(>=|<=|>|<)\s*([-+0-9.eE]+|inf|-inf)\s*$")
+_LABEL_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+def is_federated(method_cls: Any) -> bool:
+    """Whether a registered method trains by federation (its class sets `federated = True`)."""
+    return bool(getattr(method_cls, "federated", False))
+
+
+@dataclass(frozen=True)
+class MetricContext:
+    """What decides which metrics a trial's run logs."""
+
+    method: str
+    federated: bool = False
+    capacity: bool = False
+    obfuscation: bool = False
+    everything: bool = False
+    """Accept every known metric (specs read back without the registry)."""
+
+    def known(self) -> list[str]:
+        """Metric names a run produces (per-label variants as '<prefix>/<label>')."""
+        names = list(RUN_METRICS) + [f"{p}/<label>" for p in PER_LABEL_METRICS]
+        if self.capacity or self.everything:
+            names += list(CAPACITY_METRICS) + ["capacity/<role>_<acc|auc>/<label>/<probe>"]
+        if self.obfuscation or self.everything:
+            names += [f"{s}_{m}" for s in OBFUSCATION_SCENARIOS for m in ("acc", "auc")]
+            names += [f"{s}_{m}/<label>" for s in OBFUSCATION_SCENARIOS for m in ("acc", "auc")]
+        if self.federated or self.everything:
+            names += list(FEDERATED_METRICS)
+        return names
+
+
+def known_metrics(federated: bool = False, capacity: bool = False, obfuscation: bool = False) -> list[str]:
+    """Metric names a run produces (per-label variants as '<prefix>/<label>')."""
+    return MetricContext("", federated, capacity, obfuscation).known()
+
+
+def _family(metric: str) -> str | None:
+    """'run' | 'capacity' | 'obfuscation' | 'federated' for a known metric name, else None."""
+    if metric in RUN_METRICS:
+        return "run"
+    if metric in CAPACITY_METRICS:
+        return "capacity"
+    if metric in FEDERATED_METRICS:
+        return "federated"
+    prefix, sep, label = metric.partition("/")
+    scen = {f"{s}_{m}" for s in OBFUSCATION_SCENARIOS for m in ("acc", "auc")}
+    if not sep and metric in scen:
+        return "obfuscation"
+    if sep and _LABEL_RE.match(label.replace("/", "")):
+        if prefix in PER_LABEL_METRICS:
+            return "run"
+        if prefix in scen:
+            return "obfuscation"
+        if prefix == "capacity" and re.match(r"^(utility|adversary)_(acc|auc)/[^/]+/[^/]+(/std)?$", label):
+            return "capacity"
+    return None
+
+
+def check_metric(metric: Any, key: str, where: str, ctx: MetricContext) -> str:
+    """`metric` if the trial's run logs it, else an error naming the key and the value."""
+    if not isinstance(metric, str) or not metric:
+        raise ConfigError(key, metric, "a metric name: " + ", ".join(ctx.known()), where)
+    family = _family(metric)
+    if family is None:
+        raise UnknownNameError("metric", metric, ctx.known(), where=f"{where}: key '{key}'")
+    if ctx.everything or family == "run":
+        return metric
+    why = {"capacity": (ctx.capacity, "set `audit: {capacity: true}` to run the adversary-capacity sweep"),
+           "obfuscation": (ctx.obfuscation, "only methods that release records in the input's format log it "
+                                            "(e.g. adjustable-ae)"),
+           "federated": (ctx.federated, "federated runs only log it")}[family]
+    if not why[0]:
+        raise ConfigError(key, metric, f"a metric that method {ctx.method!r} produces here ({why[1]}): "
+                          + ", ".join(ctx.known()), where)
+    return metric
+
+
+# ----------------------------------------------------------------------------------------------
+# parts of a spec
+
+
+@dataclass(frozen=True)
+class SearchParam:
+    """One searched parameter."""
+
+    key: str
+    """The key as written under `space:` (e.g. 'beta' or 'dataset.rho')."""
+    section: str
+    """'method' or 'dataset'."""
+    name: str
+    """Field name in that section's config (e.g. 'beta')."""
+    type: str
+    """float | int | log | categorical."""
+    low: float | int | None = None
+    high: float | int | None = None
+    step: float | int | None = None
+    values: tuple[Any, ...] = ()
+
+    @property
+    def canonical(self) -> str:
+        """'method.beta' / 'dataset.rho': the key trials carry in their config."""
+        return f"{self.section}.{self.name}"
+
+    def grid_values(self) -> list[Any]:
+        """Every value a grid visits (categorical values, or every int from low to high by step)."""
+        if self.type == "categorical":
+            return list(self.values)
+        if self.type == "int":
+            return list(range(int(self.low), int(self.high) + 1, int(self.step or 1)))
+        raise ConfigError(f"space.{self.key}.type", self.type, "categorical | int for the grid sampler")
+
+
+@dataclass(frozen=True)
+class Objective:
+    """A metric to optimise."""
+
+    metric: str
+    direction: str
+    """'max' or 'min'."""
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A feasibility condition 'metric op value' (infeasible trials never join the front)."""
+
+    metric: str
+    op: str
+    value: float
+
+    def holds(self, x: float) -> bool:
+        if x is None or (isinstance(x, float) and math.isnan(x)):
+            return False
+        return {">=": x >= self.value, "<=": x <= self.value, ">": x > self.value, "<": x < self.value}[self.op]
+
+    def __str__(self) -> str:
+        return f"{self.metric} {self.op} {self.value:g}"
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one trial reserves from the Ray cluster."""
+
+    cpus: float = 1.0
+    gpu: float = 0.0
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A validated sweep: what to train, what to search, what to optimise, how to run it."""
+
+    method: str
+    dataset: str
+    objectives: tuple[Objective, ...]
+    space: tuple[SearchParam, ...]
+    reference: tuple[float, ...]
+    params: Mapping[str, Any] = field(default_factory=dict)
+    dataset_params: Mapping[str, Any] = field(default_factory=dict)
+    audit: Mapping[str, Any] = field(default_factory=dict)
+    partition: str | None = None
+    """Federated methods: how rows are split over the nodes (default: the run's 'iid')."""
+    runtime: str | None = None
+    """Federated methods: where nodes run; sweeps default to 'in-process' (no actors competing with trials)."""
+    federation: Mapping[str, Any] = field(default_factory=dict)
+    """Federated methods: FederationOptions (see `veil run --help`, fed.NAME)."""
+    federated: bool = False
+    sampler: str = "nsga2"
+    sampler_options: Mapping[str, Any] = field(default_factory=dict)
+    sampler_seed: int = 0
+    trials: int = 20
+    seeds: tuple[int, ...] = (0,)
+    concurrency: int = 2
+    resources: Resources = Resources()
+    constraints: tuple[Constraint, ...] = ()
+    max_failures: int | None = None
+    """Stop the sweep once more than this many trials have failed (None: never stop for failures)."""
+    retries: int = 0
+    """Tune re-runs of a crashed trial (FailureConfig.max_failures); 0 records the crash and moves on."""
+    executor: str = "inline"
+    num_workers: int = 1
+    experiment: str = "veil"
+    chull_origin: str = "zero"
+    name: str | None = None
+    description: str = ""
+    source: str = "sweep spec"
+    """The file the spec came from (used in error messages)."""
+    raw: Mapping[str, Any] = field(default_factory=dict)
+    """The mapping it was built from (shipped to trials and stored in MLflow)."""
+
+    # -- derived ---------------------------------------------------------------------------------
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        return tuple(o.metric for o in self.objectives)
+
+    @property
+    def directions(self) -> tuple[str, ...]:
+        return tuple(o.direction for o in self.objectives)
+
+    @property
+    def stem(self) -> str:
+        return self.name or (Path(self.source).stem if self.source.endswith((".yaml", ".yml")) else self.method)
+
+    def tracked_metrics(self) -> list[str]:
+        """Objectives, constraint metrics and the summary metrics, in that order, without repeats."""
+        out: list[str] = []
+        for m in [*self.metrics, *(c.metric for c in self.constraints), *SUMMARY_METRICS]:
+            if m not in out:
+                out.append(m)
+        return out
+
+    def grid_size(self) -> int:
+        return math.prod(len(p.grid_values()) for p in self.space)
+
+    def run_spec(self, values: Mapping[str, Any], seed: int, *, tracking_uri: str | None = None,
+                 run_name: str | None = None, tags: Mapping[str, str] | None = None, use_gpu: bool | None = None):
+        """The RunSpec of one seed of one trial: fixed params overlaid with the trial's searched `values`
+        (keyed 'method.NAME' / 'dataset.NAME')."""
+        from veil.run import RunSpec
+
+        params, dparams = dict(self.params), dict(self.dataset_params)
+        for key, v in values.items():
+            section, _, name = key.partition(".")
+            (params if section == "method" else dparams)[name] = v
+        fed: dict[str, Any] = {}
+        if self.federated:
+            fed = {"partition": self.partition or "iid", "runtime": self.runtime or "in-process",
+                   "federation": dict(self.federation)}
+        return RunSpec(method=self.method, dataset=self.dataset, params=params, dataset_params=dparams,
+                       audit=dict(self.audit), seed=int(seed), executor=self.executor, num_workers=self.num_workers,
+                       use_gpu=self.resources.gpu > 0 if use_gpu is None else use_gpu, experiment=self.experiment,
+                       run_name=run_name, tracking_uri=tracking_uri, tags=dict(tags or {}), **fed)
+
+    def flat_params(self) -> dict[str, Any]:
+        """What the parent MLflow run records as params."""
+        out: dict[str, Any] = {
+            "sweep.method": self.method, "sweep.dataset": self.dataset, "sweep.sampler": self.sampler,
+            "sweep.trials": self.trials, "sweep.seeds": list(self.seeds), "sweep.concurrency": self.concurrency,
+            "sweep.objectives": [f"{o.metric}:{o.direction}" for o in self.objectives],
+            "sweep.reference": list(self.reference), "sweep.executor": self.executor,
+            "sweep.resources": dataclasses.asdict(self.resources), "sweep.sampler_seed": self.sampler_seed,
+        }
+        if self.federated:
+            out["sweep.partition"] = self.partition or "iid"
+            out["sweep.runtime"] = self.runtime or "in-process"
+            out.update({f"fixed.federation.{k}": v for k, v in self.federation.items()})
+        if self.constraints:
+            out["sweep.constraints"] = [str(c) for c in self.constraints]
+        for p in self.space:
+            desc = list(p.values) if p.type == "categorical" else [p.low, p.high]
+            out[f"space.{p.canonical}"] = {"type": p.type, "range": desc}
+        out.update({f"fixed.method.{k}": v for k, v in self.params.items()})
+        out.update({f"fixed.dataset.{k}": v for k, v in self.dataset_params.items()})
+        out.update({f"fixed.audit.{k}": v for k, v in self.audit.items()})
+        return out
+
+
+# ----------------------------------------------------------------------------------------------
+# encoding of categorical values (Optuna's categorical choices must be None/bool/int/float/str)
+
+
+def encode_value(v: Any) -> Any:
+    """Lists/tuples/dicts become JSON strings so Optuna and Tune can carry them; scalars pass through."""
+    if isinstance(v, (list, tuple, dict)):
+        return json.dumps(list(v) if isinstance(v, tuple) else v)
+    return v
+
+
+def decode_value(v: Any) -> Any:
+    if isinstance(v, str) and v[:1] in "[{":
+        try:
+            return json.loads(v)
+        except ValueError:
+            return v
+    return v
+
+
+def format_value(v: Any) -> str:
+    """Short display of a parameter value."""
+    v = decode_value(v)
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, list):
+        return "[" + ",".join(format_value(x) for x in v) + "]"
+    return str(v)
+
+
+# ----------------------------------------------------------------------------------------------
+# loading
+
+
+def load_sweep(path: str | Path, *, check_names: bool = True) -> SweepSpec:
+    """Read and validate a YAML sweep spec (yaml.safe_load)."""
+    p = Path(path)
+    if not p.exists():
+        raise ConfigError("sweep file", str(p), "an existing YAML file (see sweeps/*.yaml)")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        raise ConfigError("sweep file", str(p), f"valid YAML ({e})") from None
+    return sweep_from_mapping(data if data is not None else {}, where=str(p), check_names=check_names)
+
+
+def _num(v: Any, key: str, where: str, *, integer: bool = False) -> float | int:
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+    if integer:
+        ok = ok and (isinstance(v, int) or float(v).is_integer())
+    if not ok or not math.isfinite(float(v)):
+        raise ConfigError(key, v, "an integer" if integer else "a finite number", where)
+    return int(v) if integer else float(v)
+
+
+def _int(data: Mapping[str, Any], key: str, default: Any, where: str, lo: int) -> Any:
+    v = data.get(key, default)
+    if v is None:
+        return None
+    if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+        raise ConfigError(key, v, f"an integer >= {lo}", where)
+    return v
+
+
+def _mapping(data: Mapping[str, Any], key: str, where: str) -> dict[str, Any]:
+    v = data.get(key)
+    if v is None:
+        return {}
+    if not isinstance(v, Mapping):
+        raise ConfigError(key, v, "a mapping of name: value", where)
+    return dict(v)
+
+
+class _Sections:
+    """Field names of the method, dataset and audit configs, for routing and checking keys."""
+
+    def __init__(self, method: str, dataset: str, where: str, check: bool) -> None:
+        self.check = check
+        self.method_cls = None
+        self.method: set[str] | None = None
+        self.dataset: set[str] | None = None
+        self.audit: set[str] | None = None
+        if not check:
+            return
+        from veil.audit.probes import AuditConfig
+        from veil.datasets.registry import get_dataset_entry
+        from veil.methods.registry import METHODS
+
+        if method not in METHODS:
+            raise UnknownNameError("method", method, list(METHODS), where=f"{where}: key 'method'")
+        self.method_cls = METHODS[method]
+        self.method = {f.name for f in dataclasses.fields(self.method_cls.Config)}
+        try:
+            entry = get_dataset_entry(dataset)
+        except UnknownNameError as e:
+            raise UnknownNameError("dataset", dataset, e.valid, where=f"{where}: key 'dataset'") from None
+        self.dataset = {f.name for f in dataclasses.fields(entry.params_cls)}
+        self.audit = {f.name for f in dataclasses.fields(AuditConfig)}
+
+    def route(self, key: str, where: str) -> tuple[str, str]:
+        """'beta' -> ('method', 'beta'); 'dataset.rho' -> ('dataset', 'rho'); unknown names raise."""
+        section, dot, name = key.partition(".")
+        if dot and section in ("method", "dataset"):
+            if self.check:
+                names = self.method if section == "method" else self.dataset
+                if name not in names:
+                    raise UnknownNameError(f"{section} parameter", name, sorted(names), where=f"{where}: key 'space.{key}'")
+            return section, name
+        if dot:
+            raise ConfigError(f"space.{key}", key, "NAME, method.NAME or dataset.NAME (audit parameters are not searched)",
+                              where)
+        if not self.check:
+            return "method", key
+        if key == "seed":
+            raise ConfigError("space.seed", key, "a method or dataset parameter (seeds are set by 'seeds:')", where)
+        owners = [s for s, names in (("method", self.method), ("dataset", self.dataset)) if key in names]
+        if not owners:
+            valid = sorted({*self.method, *("dataset." + d for d in self.dataset)} - {"seed", "dataset.seed"})
+            raise UnknownNameError("parameter", key, valid, where=f"{where}: key 'space'")
+        if len(owners) > 1:
+            raise ConfigError(f"space.{key}", key, "a prefixed key (method.NAME or dataset.NAME): both have it", where)
+        return owners[0], key
+
+
+def _parse_param(key: str, body: Any, sections: _Sections, where: str) -> SearchParam:
+    k = f"space.{key}"
+    if not isinstance(body, Mapping):
+        raise ConfigError(k, body, "a mapping {type: float|int|log|categorical, low, high} or {type: categorical, "
+                          "values: [...]}", where)
+    section, name = sections.route(str(key), where)
+    allowed_keys = ("type", "low", "high", "step", "values")
+    for bk in body:
+        if bk not in allowed_keys:
+            raise UnknownNameError("search-space key", bk, list(allowed_keys), where=f"{where}: key '{k}'")
+    typ = body.get("type")
+    if typ is None and "values" in body:
+        typ = "categorical"
+    if typ not in _TYPE_ALIASES:
+        raise ConfigError(f"{k}.type", typ, " | ".join(PARAM_TYPES), where)
+    typ = _TYPE_ALIASES[typ]
+    if typ == "categorical":
+        for bad in ("low", "high", "step"):
+            if bad in body:
+                raise ConfigError(f"{k}.{bad}", body[bad], "no range for a categorical parameter (use values: [...])", where)
+        values = body.get("values")
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"{k}.values", values, "a non-empty list of values", where)
+        enc = [json.dumps(v, sort_keys=True) for v in values]
+        dup = next((values[i] for i, e in enumerate(enc) if enc.index(e) != i), None)
+        if len(set(enc)) != len(enc):
+            raise ConfigError(f"{k}.values", values, f"distinct values ({dup!r} appears twice)", where)
+        for v in values:
+            if not isinstance(v, (str, int, float, bool, list)) and v is not None:
+                raise ConfigError(f"{k}.values", v, "scalars or lists of scalars", where)
+        return SearchParam(str(key), section, name, typ, values=tuple(tuple(v) if isinstance(v, list) else v for v in values))
+    if "values" in body:
+        raise ConfigError(f"{k}.values", body["values"], f"no values list for a {typ} range (use low/high, or type: categorical)",
+                          where)
+    for need in ("low", "high"):
+        if need not in body:
+            raise ConfigError(f"{k}.{need}", None, "a number (required for a range)", where)
+    integer = typ == "int"
+    low, high = _num(body["low"], f"{k}.low", where, integer=integer), _num(body["high"], f"{k}.high", where, integer=integer)
+    if low > high:
+        raise ConfigError(f"{k}.high", high, f"a value above low = {low} (the range is inverted)", where)
+    if low == high:
+        raise ConfigError(f"{k}.high", high, f"a value above low = {low} (the range is empty; a single value belongs "
+                          "under params:)", where)
+    if typ == "log" and low <= 0:
+        raise ConfigError(f"{k}.low", low, "a number > 0 for a log range", where)
+    step = body.get("step")
+    if step is not None:
+        if typ == "log":
+            raise ConfigError(f"{k}.step", step, "no step for a log range", where)
+        step = _num(step, f"{k}.step", where, integer=integer)
+        if step <= 0 or step > high - low:
+            raise ConfigError(f"{k}.step", step, f"a number > 0 and <= high - low ({high - low})", where)
+    return SearchParam(str(key), section, name, typ, low, high, step)
+
+
+def _check_values(spec_fields: dict[str, Any], sp: SearchParam, where: str) -> None:
+    """Every end point / categorical value must build a valid method or dataset config."""
+    from veil.datasets.registry import dataset_params
+    from veil.methods.registry import method_config
+
+    probes = list(sp.values) if sp.type == "categorical" else [sp.low, sp.high]
+    for i, v in enumerate(probes):
+        label = f"space.{sp.key}.values" if sp.type == "categorical" else f"space.{sp.key}.{('low', 'high')[i]}"
+        try:
+            if sp.section == "method":
+                method_config(spec_fields["method"], {**spec_fields["params"], "seed": 0, sp.name: v})
+            else:
+                dataset_params(spec_fields["dataset"], {**spec_fields["dataset_params"], sp.name: v})
+        except ConfigError as e:
+            if e.field != sp.name:
+                fixed = "dataset_params" if sp.section == "dataset" else "params"
+                raise ConfigError(f"{fixed}.{e.field}", e.value, f"{e.allowed} (with {label} = {v!r})", where) from None
+            raise ConfigError(label, v, f"{e.allowed} ({sp.section} field {sp.name!r})", where) from None
+
+
+def _parse_objectives(raw: Any, where: str, ctx: MetricContext) -> tuple[Objective, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise ConfigError("objectives", raw, "a non-empty list of {metric: NAME, direction: max|min}", where)
+    out: list[Objective] = []
+    for i, item in enumerate(raw):
+        k = f"objectives[{i}]"
+        if isinstance(item, str) and ":" in item:  # shorthand 'utility_auc: max' read as a one-key mapping below
+            m, _, d = item.partition(":")
+            item = {"metric": m.strip(), "direction": d.strip()}
+        if isinstance(item, Mapping) and len(item) == 1 and "metric" not in item:
+            (m, d), = item.items()
+            item = {"metric": m, "direction": d}
+        if not isinstance(item, Mapping):
+            raise ConfigError(k, item, "{metric: NAME, direction: max|min}", where)
+        for ik in item:
+            if ik not in ("metric", "direction"):
+                raise UnknownNameError("objective key", ik, ["metric", "direction"], where=f"{where}: key '{k}'")
+        metric = check_metric(item.get("metric"), f"{k}.metric", where, ctx)
+        d = item.get("direction")
+        if d not in DIRECTIONS:
+            raise ConfigError(f"{k}.direction", d, "max | min", where)
+        if any(o.metric == metric for o in out):
+            raise ConfigError(f"{k}.metric", metric, "each metric once", where)
+        out.append(Objective(metric, DIRECTIONS[d]))
+    return tuple(out)
+
+
+def _parse_reference(raw: Any, objectives: tuple[Objective, ...], where: str) -> tuple[float, ...]:
+    metrics = [o.metric for o in objectives]
+    if raw is None:
+        missing = [m for m in metrics if m not in DEFAULT_REFERENCE]
+        if missing:
+            raise ConfigError("reference", None, f"a hypervolume reference point (no default for {', '.join(missing)}): "
+                              "{METRIC: value, ...} or a list, one value per objective", where)
+        return tuple(DEFAULT_REFERENCE[m] for m in metrics)
+    if isinstance(raw, Mapping):
+        for k in raw:
+            if k not in metrics:
+                raise UnknownNameError("reference metric", k, metrics, where=f"{where}: key 'reference'")
+        missing = [m for m in metrics if m not in raw]
+        if missing:
+            raise ConfigError("reference", dict(raw), f"a value for every objective (missing {', '.join(missing)})", where)
+        return tuple(_num(raw[m], f"reference.{m}", where) for m in metrics)
+    if isinstance(raw, list):
+        if len(raw) != len(metrics):
+            raise ConfigError("reference", raw, f"{len(metrics)} values, one per objective ({', '.join(metrics)})", where)
+        return tuple(_num(v, f"reference[{i}]", where) for i, v in enumerate(raw))
+    raise ConfigError("reference", raw, "{METRIC: value, ...} or a list, one value per objective", where)
+
+
+def _parse_constraints(raw: Any, where: str, ctx: MetricContext) -> tuple[Constraint, ...]:
+    if raw is None:
+        return ()
+    if isinstance(raw, str):
+        raw = [raw]
+    if not isinstance(raw, list):
+        raise ConfigError("constraints", raw, "a list like ['utility_auc >= 0.9']", where)
+    out = []
+    for i, item in enumerate(raw):
+        m = _CONSTRAINT_RE.match(item) if isinstance(item, str) else None
+        if not m:
+            raise ConfigError(f"constraints[{i}]", item, "'METRIC >= | <= | > | < NUMBER', e.g. 'utility_auc >= 0.9'", where)
+        metric = check_metric(m.group(1), f"constraints[{i}]", where, ctx)
+        try:
+            value = float(m.group(3))
+        except ValueError:
+            raise ConfigError(f"constraints[{i}]", item, "a number on the right-hand side", where) from None
+        out.append(Constraint(metric, m.group(2), value))
+    return tuple(out)
+
+
+def _parse_seeds(raw: Any, where: str) -> tuple[int, ...]:
+    if raw is None:
+        return (0,)
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        if raw < 1:
+            raise ConfigError("seeds", raw, "a count >= 1 (seeds 0..n-1) or a list of distinct integers >= 0", where)
+        return tuple(range(raw))
+    if isinstance(raw, list) and raw and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in raw) \
+            and len(set(raw)) == len(raw):
+        return tuple(raw)
+    raise ConfigError("seeds", raw, "a count >= 1 (seeds 0..n-1) or a list of distinct integers >= 0", where)
+
+
+def _parse_resources(raw: Any, where: str) -> Resources:
+    if raw is None:
+        return Resources()
+    if not isinstance(raw, Mapping):
+        raise ConfigError("resources", raw, "a mapping {cpus: N, gpu: FRACTION}", where)
+    for k in raw:
+        if k not in RESOURCE_KEYS:
+            raise UnknownNameError("resource", k, list(RESOURCE_KEYS), where=f"{where}: key 'resources'")
+    cpus = _num(raw.get("cpus", 1), "resources.cpus", where)
+    gpu = _num(raw.get("gpu", 0), "resources.gpu", where)
+    if cpus <= 0:
+        raise ConfigError("resources.cpus", cpus, "a number > 0 (fractions allowed)", where)
+    if gpu < 0:
+        raise ConfigError("resources.gpu", gpu, "a number >= 0 (a fraction of one GPU, or whole GPUs)", where)
+    return Resources(cpus, gpu)
+
+
+def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: bool = True) -> SweepSpec:
+    """Validate a YAML mapping into a SweepSpec. `check_names=False` skips the registry checks (method,
+    parameter names and ranges), for reading back a stored spec whose method is not importable here."""
+    if not isinstance(data, Mapping):
+        raise ConfigError("sweep spec", type(data).__name__, "a mapping of keys " + ", ".join(SPEC_KEYS), where)
+    for k in data:
+        if k not in SPEC_KEYS:
+            raise UnknownNameError("sweep key", k, list(SPEC_KEYS), where)
+    for k in ("method", "dataset"):
+        if not isinstance(data.get(k), str) or not data.get(k):
+            raise ConfigError(k, data.get(k), "a name (required)", where)
+    method, dataset = data["method"], data["dataset"]
+    sections = _Sections(method, dataset, where, check_names)
+    federated = is_federated(sections.method_cls) if check_names else bool(data.get("partition") or data.get("runtime")
+                                                                           or data.get("federation"))
+
+    params = _mapping(data, "params", where)
+    dparams = _mapping(data, "dataset_params", where)
+    audit = _mapping(data, "audit", where)
+    if check_names:
+        for key, names, kind in (("params", sections.method, "method parameter"),
+                                 ("dataset_params", sections.dataset, "dataset parameter"),
+                                 ("audit", sections.audit, "audit parameter")):
+            for name in _mapping(data, key, where):
+                if name not in names:
+                    raise UnknownNameError(kind, name, sorted(names), where=f"{where}: key '{key}'")
+        if "seed" in params or "seed" in dparams:
+            raise ConfigError("params.seed" if "seed" in params else "dataset_params.seed", "seed",
+                              "no fixed seed: a sweep sets seeds with 'seeds:'", where)
+
+    partition = data.get("partition")
+    if partition is not None:
+        if not isinstance(partition, str) or not partition:
+            raise ConfigError("partition", partition, "a partition scheme string such as 'iid' or 'dirichlet:0.3'", where)
+        if check_names:
+            from veil.datasets.partition import parse_scheme
+
+            try:
+                parse_scheme(partition)
+            except VeilError as e:
+                raise ConfigError("partition", partition, f"a valid scheme ({e})", where) from None
+    runtime = data.get("runtime")
+    if runtime is not None and (not isinstance(runtime, str) or not runtime):
+        raise ConfigError("runtime", runtime, "auto | in-process | ray-actors | virtual", where)
+    federation = _mapping(data, "federation", where)
+    if check_names and not federated:
+        for key, val in (("partition", partition), ("runtime", runtime), ("federation", federation or None)):
+            if val is not None:
+                raise ConfigError(key, val, f"nothing: method {method!r} is centralized ({key} is for federated "
+                                  "methods)", where)
+    metric_ctx = MetricContext(method, federated, bool(audit.get("capacity")),
+                               bool(getattr(sections.method_cls, "releases_input_format", False)),
+                               everything=not check_names)
+
+    raw_space = data.get("space")
+    if not isinstance(raw_space, Mapping) or not raw_space:
+        raise ConfigError("space", raw_space, "a non-empty mapping PARAM: {type, low, high} | {type: categorical, values}",
+                          where)
+    space = tuple(_parse_param(str(k), v, sections, where) for k, v in raw_space.items())
+    seen: dict[str, str] = {}
+    for sp in space:
+        if sp.canonical in seen:
+            raise ConfigError(f"space.{sp.key}", sp.key, f"each parameter once (same as space.{seen[sp.canonical]})", where)
+        seen[sp.canonical] = sp.key
+        fixed = params if sp.section == "method" else dparams
+        if sp.name in fixed:
+            raise ConfigError(f"space.{sp.key}", sp.key, f"a parameter not also fixed under "
+                              f"{'params' if sp.section == 'method' else 'dataset_params'}:", where)
+
+    objectives = _parse_objectives(data.get("objectives"), where, metric_ctx)
+    reference = _parse_reference(data.get("reference"), objectives, where)
+    constraints = _parse_constraints(data.get("constraints"), where, metric_ctx)
+
+    sampler = data.get("sampler", "nsga2")
+    if sampler not in SAMPLERS:
+        raise ConfigError("sampler", sampler, " | ".join(SAMPLERS), where)
+    sopts = _mapping(data, "sampler_options", where)
+    for k in sopts:
+        if k not in SAMPLER_OPTIONS[sampler]:
+            raise UnknownNameError(f"{sampler} sampler option", k, list(SAMPLER_OPTIONS[sampler]),
+                                   where=f"{where}: key 'sampler_options'")
+    if sampler == "nsga2" and "population_size" in sopts:
+        _int(sopts, "population_size", None, where, 2)
+    if len(objectives) == 1 and sampler == "nsga2":
+        pass  # NSGA-II works with one objective too (it degenerates to a GA)
+
+    if sampler == "grid":
+        for sp in space:
+            if sp.type not in ("categorical", "int"):
+                raise ConfigError(f"space.{sp.key}.type", sp.type, "categorical | int for the grid sampler (list the "
+                                  "grid's values with type: categorical)", where)
+        grid = math.prod(len(sp.grid_values()) for sp in space)
+        trials = data.get("trials", grid)
+        if trials != grid:
+            raise ConfigError("trials", trials, f"the grid's size {grid} (or leave it out): a grid runs every point once",
+                              where)
+    else:
+        trials = _int(data, "trials", 20, where, 1)
+
+    seeds = _parse_seeds(data.get("seeds"), where)
+    concurrency = _int(data, "concurrency", 2, where, 1)
+    resources = _parse_resources(data.get("resources"), where)
+    max_failures = _int(data, "max_failures", None, where, 0)
+    retries = _int(data, "retries", 0, where, 0)
+    sampler_seed = _int(data, "sampler_seed", 0, where, 0)
+    executor = data.get("executor", "inline")
+    if executor not in EXECUTORS:
+        raise ConfigError("executor", executor, " | ".join(EXECUTORS), where)
+    num_workers = _int(data, "num_workers", 1, where, 1)
+    if num_workers > 1 and executor != "ray-train":
+        raise ConfigError("num_workers", num_workers, "1 unless executor is ray-train", where)
+    experiment = data.get("experiment", "veil")
+    if not isinstance(experiment, str) or not experiment:
+        raise ConfigError("experiment", experiment, "an MLflow experiment name", where)
+    chull_origin = data.get("chull_origin", "zero")
+    if chull_origin not in AUC_ORIGINS:
+        raise ConfigError("chull_origin", chull_origin, " | ".join(AUC_ORIGINS), where)
+    name = data.get("name")
+    if name is not None and (not isinstance(name, str) or not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", name)):
+        raise ConfigError("name", name, "letters, digits, '_', '-', '.'", where)
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise ConfigError("description", description, "a string", where)
+
+    spec = SweepSpec(method=method, dataset=dataset, objectives=objectives, space=space, reference=reference,
+                     params=params, dataset_params=dparams, audit=audit, partition=partition, runtime=runtime,
+                     federation=federation, federated=federated, sampler=sampler,
+                     sampler_options=sopts, sampler_seed=sampler_seed, trials=trials, seeds=seeds,
+                     concurrency=concurrency, resources=resources, constraints=constraints, max_failures=max_failures,
+                     retries=retries, executor=executor, num_workers=num_workers, experiment=experiment,
+                     chull_origin=chull_origin, name=name, description=description, source=where,
+                     raw=json.loads(json.dumps(dict(data), default=str)))
+    if check_names:
+        _check_run(spec, where)
+    return spec
+
+
+def _check_run(spec: SweepSpec, where: str) -> None:
+    """Fixed params, every range end point and categorical value, audit and executor all validate."""
+    from veil.run import validate
+
+    fields = {"method": spec.method, "dataset": spec.dataset, "params": spec.params,
+              "dataset_params": spec.dataset_params}
+    first = {sp.canonical: (sp.values[0] if sp.type == "categorical" else sp.low) for sp in spec.space}
+    try:
+        validate(spec.run_spec({}, spec.seeds[0]))  # fixed params, audit and executor on their own first
+        for sp in spec.space:
+            _check_values(fields, sp, where)
+        validate(spec.run_spec(first, spec.seeds[0]))
+    except ConfigError as e:
+        if e.where == where:
+            raise
+        key = _section_key(e.where) or e.field
+        raise ConfigError(f"{key}.{e.field}" if key != e.field else key, e.value, e.allowed, where) from None
+    except UnknownNameError as e:
+        if e.where and e.where.startswith(where):
+            raise
+        key = _section_key(e.where)
+        raise UnknownNameError(e.kind, e.name, e.valid, where=f"{where}: key '{key}'" if key else where) from None
+
+
+def _section_key(inner_where: str | None) -> str | None:
+    """The spec key a config's own error location ('method \'gpp\'', 'audit', ...) corresponds to."""
+    w = inner_where or ""
+    if w in ("audit", "federation"):
+        return w
+    if w.startswith("method"):
+        return "params"
+    if w.startswith("dataset"):
+        return "dataset_params"
+    return None
+
+
+def spec_yaml(spec: SweepSpec) -> str:
+    """The spec's source mapping as YAML (what the parent run stores)."""
+    return yaml.safe_dump(dict(spec.raw), sort_keys=False)
+
+
+def grid_points(spec: SweepSpec) -> list[dict[str, Any]]:
+    """Every point of a grid spec, as trial configs."""
+    keys = [sp.canonical for sp in spec.space]
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(sp.grid_values() for sp in spec.space))]
+
+
+load_sweep_spec = load_sweep  # the name veil.nightly imports

@@ -1,0 +1,323 @@
+"""Sweep spec validation: every shipped spec loads (or fails for the documented reason), and every kind of
+bad input is rejected before any trial starts, naming the file, the key and the value. No Ray here."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from veil.errors import ConfigError, UnknownNameError, VeilError
+from veil.sweeps.spec import (SAMPLERS, decode_value, encode_value, grid_points, known_metrics, load_sweep,
+                              sweep_from_mapping)
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = sorted((ROOT / "sweeps").glob("*.yaml"))
+
+BASE = {
+    "method": "gpp",
+    "dataset": "gaussian-correlated",
+    "dataset_params": {"n": 400},
+    "params": {"epochs": 2},
+    "space": {"beta": {"type": "log", "low": 0.1, "high": 8}},
+    "objectives": [{"metric": "utility_auc", "direction": "max"}, {"metric": "adversary_auc", "direction": "min"}],
+    "trials": 4,
+}
+
+
+def write(tmp_path: Path, data: dict, name: str = "spec.yaml") -> Path:
+    p = tmp_path / name
+    p.write_text(yaml.safe_dump(data, sort_keys=False))
+    return p
+
+
+def with_(**changes) -> dict:
+    d = {k: (dict(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v) for k, v in BASE.items()}
+    for k, v in changes.items():
+        if v is None:
+            d.pop(k, None)
+        else:
+            d[k] = v
+    return d
+
+
+def rejected(tmp_path: Path, data: dict, *needles: str, err: type = VeilError) -> str:
+    path = write(tmp_path, data)
+    with pytest.raises(err) as info:
+        load_sweep(path)
+    msg = str(info.value)
+    assert str(path) in msg, msg
+    for n in needles:
+        assert n in msg, f"{n!r} not in {msg!r}"
+    return msg
+
+
+# --- shipped specs --------------------------------------------------------------------------------
+
+
+def test_shipped_specs_exist():
+    names = {p.name for p in SHIPPED}
+    for want in ("quickstart.yaml", "gpp_beta.yaml", "gpp_dz.yaml", "eigan_alpha.yaml", "ldp_frl_eps_beta.yaml",
+                 "deigan_k_phi_delta.yaml", "adjustable_ae_noise_lam.yaml"):
+        assert want in names
+    assert not list((ROOT / "sweeps").glob("*.py")), "sweeps/ holds YAML only"
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_shipped_spec_loads(path: Path):
+    from veil.methods import METHODS
+
+    method = yaml.safe_load(path.read_text())["method"]
+    if method not in METHODS:  # d-eigan lands with the federation code: until then a clear error
+        with pytest.raises(UnknownNameError, match=f"unknown method '{method}'") as info:
+            load_sweep(path)
+        assert str(path) in str(info.value)
+        return
+    spec = load_sweep(path)
+    assert spec.objectives and spec.space and spec.trials >= 1
+    assert len(spec.reference) == len(spec.objectives)
+
+
+def test_quickstart_shape():
+    spec = load_sweep(ROOT / "sweeps" / "quickstart.yaml")
+    assert spec.method == "gpp" and spec.sampler in ("nsga2", "tpe") and spec.concurrency == 2
+    assert spec.metrics == ("utility_auc", "adversary_auc") and spec.directions == ("max", "min")
+    assert 12 <= spec.trials <= 16 and spec.executor == "inline"
+
+
+def test_gpp_beta_is_table_iv_grid():
+    spec = load_sweep(ROOT / "sweeps" / "gpp_beta.yaml")
+    beta = next(sp for sp in spec.space if sp.name == "beta")
+    assert spec.sampler == "grid" and list(beta.values) == [0.1, 0.5, 1, 2, 4, 8]
+    assert spec.trials == spec.grid_size() == 6
+
+
+# --- a valid spec and its derived pieces -----------------------------------------------------------
+
+
+def test_valid_spec_routes_and_builds_run_specs(tmp_path):
+    data = with_(space={"beta": {"type": "log", "low": 0.1, "high": 8}, "k": {"type": "int", "low": 0, "high": 10},
+                        "d_z": {"type": "categorical", "values": [2, 4, 8]},
+                        "encoder_hidden": {"type": "categorical", "values": [[16], [16, 16]]},
+                        "dataset.rho": {"type": "float", "low": 0.1, "high": 0.9}},
+                 seeds=3, constraints=["utility_auc >= 0.6"], resources={"cpus": 0.5, "gpu": 0.25})
+    spec = load_sweep(write(tmp_path, data))
+    assert [sp.canonical for sp in spec.space] == ["method.beta", "method.k", "method.d_z", "method.encoder_hidden",
+                                                   "dataset.rho"]
+    assert spec.seeds == (0, 1, 2) and spec.reference == (0.5, 1.0)
+    assert str(spec.constraints[0]) == "utility_auc >= 0.6" and spec.constraints[0].holds(0.7)
+    rs = spec.run_spec({"method.beta": 2.0, "dataset.rho": 0.3, "method.encoder_hidden": [16, 16]}, seed=1)
+    assert rs.params["beta"] == 2.0 and rs.params["epochs"] == 2 and rs.dataset_params == {"n": 400, "rho": 0.3}
+    assert rs.seed == 1 and rs.use_gpu and rs.executor == "inline"
+    assert decode_value(encode_value((16, 16))) == [16, 16] and encode_value(3) == 3
+
+
+def test_grid_points_enumerate_int_and_categorical(tmp_path):
+    data = with_(sampler="grid", trials=None, space={"k": {"type": "int", "low": 0, "high": 4, "step": 2},
+                                                     "d_z": {"type": "categorical", "values": [2, 4]}})
+    spec = load_sweep(write(tmp_path, data))
+    assert spec.trials == 6 and len(grid_points(spec)) == 6
+    assert grid_points(spec)[0] == {"method.k": 0, "method.d_z": 2}
+
+
+def test_objective_shorthand_and_per_label_metric(tmp_path):
+    spec = load_sweep(write(tmp_path, with_(objectives=[{"utility_auc/u": "max"}, "adversary_auc/s: min"],
+                                            reference=[0.5, 1.0])))
+    assert spec.metrics == ("utility_auc/u", "adversary_auc/s")
+
+
+# --- rejections: file, key and value named ---------------------------------------------------------
+
+
+def test_unknown_top_level_key(tmp_path):
+    rejected(tmp_path, with_(trails=5), "sweep key", "'trails'", err=UnknownNameError)
+
+
+def test_unknown_method(tmp_path):
+    rejected(tmp_path, with_(method="gppp"), "key 'method'", "'gppp'", "gpp", err=UnknownNameError)
+
+
+def test_unknown_dataset(tmp_path):
+    rejected(tmp_path, with_(dataset="nope"), "key 'dataset'", "'nope'", err=UnknownNameError)
+
+
+def test_unknown_search_parameter(tmp_path):
+    rejected(tmp_path, with_(space={"betta": {"type": "float", "low": 0, "high": 1}}), "key 'space'", "'betta'",
+             err=UnknownNameError)
+
+
+def test_unknown_prefixed_dataset_parameter(tmp_path):
+    rejected(tmp_path, with_(space={"dataset.rhoo": {"type": "float", "low": 0, "high": 1}}), "space.dataset.rhoo",
+             "'rhoo'", err=UnknownNameError)
+
+
+def test_unknown_fixed_parameter(tmp_path):
+    rejected(tmp_path, with_(params={"epochz": 3}), "key 'params'", "'epochz'", err=UnknownNameError)
+
+
+def test_unknown_audit_parameter(tmp_path):
+    rejected(tmp_path, with_(audit={"epoch": 3}), "key 'audit'", "'epoch'", err=UnknownNameError)
+
+
+def test_unknown_metric(tmp_path):
+    rejected(tmp_path, with_(objectives=[{"metric": "utility_f1", "direction": "max"}]), "objectives[0].metric",
+             "'utility_f1'", "utility_auc", err=UnknownNameError)
+
+
+def test_metric_the_method_does_not_produce(tmp_path):
+    msg = rejected(tmp_path, with_(objectives=[{"metric": "utility_auc", "direction": "max"},
+                                               {"metric": "bytes_up_total", "direction": "min"}], reference=[0.5, 1e6]),
+                   "objectives[1].metric", "'bytes_up_total'", "'gpp'", err=ConfigError)
+    assert "federated" in msg
+
+
+def test_capacity_metric_needs_the_capacity_audit(tmp_path):
+    objs = [{"metric": "utility_auc", "direction": "max"}, {"metric": "adversary_auc_max", "direction": "min"}]
+    msg = rejected(tmp_path, with_(objectives=objs), "objectives[1].metric", "'adversary_auc_max'", err=ConfigError)
+    assert "capacity: true" in msg
+    spec = load_sweep(write(tmp_path, with_(objectives=objs, audit={"capacity": True}), "ok.yaml"))
+    assert spec.metrics[1] == "adversary_auc_max" and spec.reference == (0.5, 1.0)
+
+
+def test_obfuscation_metric_only_for_input_format_methods(tmp_path):
+    objs = [{"metric": "provider_utility_acc", "direction": "max"}, {"metric": "strong_adversary_acc", "direction": "min"}]
+    rejected(tmp_path, with_(objectives=objs), "objectives[0].metric", "'provider_utility_acc'", "input's format",
+             err=ConfigError)
+    data = with_(method="adjustable-ae", objectives=objs, space={"noise": {"type": "float", "low": 0, "high": 100}})
+    assert load_sweep(write(tmp_path, data, "ok.yaml")).reference == (0.0, 1.0)
+
+
+def test_federated_keys_rejected_for_centralized_methods(tmp_path):
+    rejected(tmp_path, with_(runtime="in-process"), "'runtime'", "centralized")
+    rejected(tmp_path, with_(federation={"hosts": 2}), "'federation'", "centralized")
+
+
+def test_federated_spec_builds_federated_runs():
+    spec = load_sweep(ROOT / "sweeps" / "deigan_k_phi_delta.yaml")
+    assert spec.federated and spec.metrics[2] == "bytes_up_total"
+    rs = spec.run_spec({"method.K": 3, "method.phi": 0.5, "method.delta": 2}, seed=1)
+    assert rs.partition == "silo:node" and rs.runtime == "in-process" and rs.params["K"] == 3
+
+
+def test_bad_direction(tmp_path):
+    rejected(tmp_path, with_(objectives=[{"metric": "utility_auc", "direction": "up"}]), "objectives[0].direction", "'up'")
+
+
+def test_no_objectives(tmp_path):
+    rejected(tmp_path, with_(objectives=[]), "'objectives'")
+
+
+@pytest.mark.parametrize("body,key,value", [
+    ({"type": "float", "low": 2.0, "high": 1.0}, "space.beta.high", "1.0"),  # inverted
+    ({"type": "log", "low": 1.0, "high": 1.0}, "space.beta.high", "1.0"),  # empty
+    ({"type": "log", "low": 0.0, "high": 1.0}, "space.beta.low", "0.0"),  # log of 0
+    ({"type": "categorical", "values": []}, "space.beta.values", "[]"),  # empty list
+    ({"type": "categorical", "values": [1, 1]}, "space.beta.values", "[1, 1]"),  # duplicates
+    ({"type": "float", "low": -1.0, "high": 2.0}, "space.beta.low", "-1.0"),  # outside GPP's beta >= 0
+    ({"type": "categorical", "values": [1, -2]}, "space.beta.values", "-2"),  # one bad value
+    ({"type": "exp", "low": 1, "high": 2}, "space.beta.type", "'exp'"),  # unknown type
+    ({"type": "float", "low": 1}, "space.beta.high", "None"),  # missing end
+    ({"type": "float", "low": "a", "high": 2}, "space.beta.low", "'a'"),  # not a number
+])
+def test_bad_ranges(tmp_path, body, key, value):
+    rejected(tmp_path, with_(space={"beta": body}), key, value)
+
+
+def test_int_range_must_hold_ints(tmp_path):
+    rejected(tmp_path, with_(space={"k": {"type": "int", "low": 0.5, "high": 3}}), "space.k.low", "0.5")
+
+
+def test_unknown_range_key(tmp_path):
+    rejected(tmp_path, with_(space={"beta": {"type": "float", "low": 0, "high": 1, "lo": 0}}), "space.beta", "'lo'",
+             err=UnknownNameError)
+
+
+def test_empty_space(tmp_path):
+    rejected(tmp_path, with_(space={}), "'space'")
+
+
+def test_bad_sampler(tmp_path):
+    msg = rejected(tmp_path, with_(sampler="cmaes"), "'sampler'", "'cmaes'", err=ConfigError)
+    for s in SAMPLERS:
+        assert s in msg
+
+
+def test_bad_sampler_option(tmp_path):
+    rejected(tmp_path, with_(sampler="tpe", sampler_options={"population_size": 4}), "'population_size'",
+             err=UnknownNameError)
+
+
+def test_grid_needs_enumerable_params(tmp_path):
+    rejected(tmp_path, with_(sampler="grid", trials=None), "space.beta.type", "'log'")
+
+
+def test_grid_trials_must_match(tmp_path):
+    rejected(tmp_path, with_(sampler="grid", trials=3, space={"d_z": {"type": "categorical", "values": [2, 4]}}),
+             "'trials'", "3")
+
+
+@pytest.mark.parametrize("changes,needles", [
+    ({"trials": 0}, ("'trials'", "0")),
+    ({"concurrency": -1}, ("'concurrency'", "-1")),
+    ({"seeds": 0}, ("'seeds'", "0")),
+    ({"seeds": [1, 1]}, ("'seeds'", "[1, 1]")),
+    ({"resources": {"cpus": 0}}, ("resources.cpus", "0")),
+    ({"resources": {"gpus": 1}}, ("'gpus'",)),
+    ({"executor": "spark"}, ("'executor'", "'spark'")),
+    ({"max_failures": -1}, ("'max_failures'", "-1")),
+    ({"reference": [0.5]}, ("'reference'", "[0.5]")),
+    ({"reference": {"utility_auc": 0.5, "leak": 1}}, ("'leak'",)),
+    ({"constraints": ["utility_auc ~ 0.9"]}, ("constraints[0]", "'utility_auc ~ 0.9'")),
+    ({"constraints": ["utility_f1 >= 0.9"]}, ("constraints[0]", "'utility_f1'")),
+    ({"chull_origin": "one"}, ("'chull_origin'", "'one'")),
+    ({"partition": "iid"}, ("'partition'", "'iid'", "centralized")),
+    ({"method": "d-eigan", "partition": "zipf:2", "space": {"phi": {"type": "float", "low": 0.1, "high": 1}}},
+     ("'partition'", "'zipf:2'")),
+    ({"method": "d-eigan", "federation": {"hostz": 1}, "space": {"phi": {"type": "float", "low": 0.1, "high": 1}}},
+     ("federation", "'hostz'")),
+    ({"params": {"epochs": -3}}, ("params.epochs", "-3")),
+    ({"params": {"seed": 3}}, ("params.seed",)),
+    ({"dataset_params": {"rho": 7}}, ("dataset_params.rho", "7")),
+    ({"audit": {"epochs": 0}}, ("audit.epochs", "0")),
+])
+def test_other_bad_values(tmp_path, changes, needles):
+    rejected(tmp_path, with_(**changes), *needles)
+
+
+def test_reference_required_when_no_default(tmp_path):
+    rejected(tmp_path, with_(objectives=[{"metric": "utility_auc", "direction": "max"},
+                                         {"metric": "total_seconds", "direction": "min"}]),
+             "'reference'", "total_seconds")
+
+
+def test_searched_and_fixed_at_once(tmp_path):
+    rejected(tmp_path, with_(params={"beta": 1.0}), "space.beta")
+
+
+def test_not_a_mapping(tmp_path):
+    p = tmp_path / "list.yaml"
+    p.write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match=str(p)):
+        load_sweep(p)
+
+
+def test_stored_spec_reads_back_without_registry():
+    spec = sweep_from_mapping(with_(method="not-yet-registered"), where="stored", check_names=False)
+    assert spec.method == "not-yet-registered" and spec.metrics == ("utility_auc", "adversary_auc")
+
+
+def test_known_metrics_lists_per_label_variants():
+    names = known_metrics()
+    assert "utility_auc" in names and "adversary_auc/<label>" in names and "bytes_up_total" not in names
+    assert "bytes_up_total" in known_metrics(federated=True) and "adversary_auc_max" in known_metrics(capacity=True)
+
+
+def test_cli_rejects_bad_spec_before_starting_anything(tmp_path):
+    path = write(tmp_path, with_(space={"beta": {"type": "float", "low": 3, "high": 1}}))
+    exe = Path(sys.executable).parent / "veil"
+    proc = subprocess.run([str(exe), "sweep", str(path)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: ") and str(path) in proc.stderr and "space.beta.high" in proc.stderr
+    assert not (tmp_path / ".veil").exists() and not (tmp_path / "mlflow.db").exists()
