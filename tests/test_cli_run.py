@@ -26,6 +26,7 @@ def test_run_from_flags_logs_everything(in_tmp, capsys):
     client = MlflowClient(tracking_uri=f"sqlite:///{in_tmp / 'mlflow.db'}")
     run = client.get_run(out["run_id"])
     assert run.info.status == "FINISHED"
+    assert client.get_experiment(run.info.experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"
     assert run.data.params["method.d_z"] == "8" and run.data.params["dataset.rho"] == "0.5"
     assert len(client.get_metric_history(run.info.run_id, "loss/encoder")) == 2  # one row per epoch
     arts = {a.path for a in client.list_artifacts(run.info.run_id)}

@@ -15,6 +15,9 @@ from typing import Any, Mapping
 
 DEFAULT_EXPERIMENT = "veil"
 PARENT_TAG = "mlflow.parentRunId"
+# MLflow 3's UI opens untagged experiments in its GenAI view; Veil's are model-training experiments,
+# whose page is the runs table (parent sweep runs with nested trials).
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
 
 
 def resolve_tracking_uri(uri: str | None = None) -> str:
@@ -39,12 +42,14 @@ def experiment_id(uri: str, name: str) -> str:
     client = _client(uri)
     exp = client.get_experiment_by_name(name)
     if exp is not None:
+        if "mlflow.experimentKind" not in exp.tags:
+            client.set_experiment_tag(exp.experiment_id, *next(iter(EXPERIMENT_KIND.items())))
         return exp.experiment_id
     location = None
     if uri.startswith("sqlite:///"):
         location = (Path(uri[len("sqlite:///"):]).parent / "mlartifacts").resolve().as_uri()
     try:
-        return client.create_experiment(name, artifact_location=location)
+        return client.create_experiment(name, artifact_location=location, tags=EXPERIMENT_KIND)
     except Exception:  # created concurrently by another trial
         exp = client.get_experiment_by_name(name)
         if exp is None:
