@@ -134,9 +134,14 @@ def validate(spec: RunSpec) -> ValidatedRun:
     if is_federated(spec.method):
         from veil.platform.fed.runner import FederationOptions, resolve_runtime
 
+        if acfg.mi != "none":
+            raise ConfigError("audit.mi", acfg.mi, "none: MI estimates are not wired into federated runs yet")
+
         resolve_runtime(spec.runtime)
         build(FederationOptions, dict(spec.federation), where="federation")
         return ValidatedRun(spec, mcfg, dcfg, acfg, f"federated:{resolve_runtime(spec.runtime)}")
+    if not get_method(spec.method).releases_input_format:
+        check_mi_case(acfg, mcfg.d_z)
     for key, default in (("partition", "iid"), ("runtime", "auto"), ("federation", {})):
         if getattr(spec, key) != default:
             raise ConfigError(key, getattr(spec, key), f"{default!r}: '{spec.method}' is not a federated method")
@@ -193,10 +198,30 @@ def run_params(v: ValidatedRun, ds_params: Mapping[str, Any], deviations: Mappin
     return out
 
 
+def check_mi_case(acfg: AuditConfig, release_width: int) -> None:
+    """Refuse, before training, an MI estimator asked for a release it cannot handle."""
+    from veil.audit.mi import DEFAULT_KNN_MAX_DIM
+
+    if acfg.mi == "ksg" and release_width > DEFAULT_KNN_MAX_DIM:
+        raise ConfigError("audit.mi", "ksg", f"variational or mine: the kNN estimator handles z of at most "
+                          f"{DEFAULT_KNN_MAX_DIM} columns and this run releases {release_width}")
+
+
 def extra_audits(v: ValidatedRun, ds: Any, z_train: Any, z_test: Any, tracker: Any) -> dict[str, float]:
     """The stronger audits a run asks for: the adversary-capacity sweep, and seed 003's weak/strong
     adversaries and utility provider for methods that release records in the input's format."""
     out: dict[str, float] = {}
+    if v.audit_config.mi != "none":
+        from veil.audit.mi import estimate_mi
+        from veil.audit.probes import label_tasks
+
+        estimates = {}
+        for _, name, _, y_tr, y_te, offset in label_tasks(ds.train, ds.test, ds.num_classes):
+            est = estimate_mi(z_train, y_tr, z_test, y_te, v.audit_config.mi, seed=v.audit_config.seed + offset)
+            out[f"mi/{v.audit_config.mi}/{name}"] = est.value
+            estimates[name] = est.as_dict()
+        tracker.log_dict(estimates, "audit/mi.json")  # names the estimator behind every figure
+        tracker.set_tags({"veil.mi_estimator": v.audit_config.mi})
     if v.audit_config.capacity:
         from veil.audit.capacity import CapacityConfig, capacity_audit
 
@@ -233,6 +258,8 @@ def execute(spec: RunSpec, *, on_epoch: Callable[[int, dict[str, float]], None] 
                                tags={"veil.method": spec.method, "veil.dataset": spec.dataset, **spec.tags})
     try:
         ds = load_dataset(spec.dataset, spec.dataset_values())
+        if get_method(spec.method).releases_input_format:  # release width is known only now
+            check_mi_case(v.audit_config, ds.d_in)
         params = run_params(v, ds.params, get_method(spec.method).deviations(v.method_config))
         tracker.log_params(params)
 

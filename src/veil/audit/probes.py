@@ -26,6 +26,9 @@ class AuditConfig:
     batch_size: int = param(128, "probe minibatch size", ge=1)
     standardize: bool = param(True, "z-score each column of z with train statistics before probing (invertible)")
     seed: int = param(0, "seed of probe initialisation and minibatch order", ge=0)
+    mi: str = param("none", "also estimate I(Z;label) in nats for every label with this estimator (variational: "
+                            "H(S) - CE bound; ksg: kNN, z of at most 16 columns; mine)",
+                    choices=("none", "variational", "ksg", "mine"))
     capacity: bool = param(False, "also run the adversary-capacity sweep (logistic, MLPs of growing size, random "
                                   "forest, boosting; 3 seeds) and report its worst case as adversary_auc_max")
 

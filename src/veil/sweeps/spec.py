@@ -103,6 +103,8 @@ class MetricContext:
     obfuscation: bool = False
     everything: bool = False
     """Accept every known metric (specs read back without the registry)."""
+    mi: str = "none"
+    """The run's `audit.mi` estimator ('none' = no MI metrics)."""
 
     def known(self) -> list[str]:
         """Metric names a run produces (per-label variants as '<prefix>/<label>')."""
@@ -114,6 +116,8 @@ class MetricContext:
             names += [f"{s}_{m}/<label>" for s in OBFUSCATION_SCENARIOS for m in ("acc", "auc")]
         if self.federated or self.everything:
             names += list(FEDERATED_METRICS)
+        if self.mi != "none" or self.everything:
+            names += [f"mi/{self.mi if self.mi != 'none' else '<estimator>'}/<label>"]
         return names
 
 
@@ -139,6 +143,8 @@ def _family(metric: str) -> str | None:
             return "run"
         if prefix in scen:
             return "obfuscation"
+        if prefix == "mi" and re.match(r"^(variational|ksg|mine)/[^/]+$", label):
+            return "mi"
         if prefix == "capacity" and re.match(r"^(utility|adversary)_(acc|auc)/[^/]+/[^/]+(/std)?$", label):
             return "capacity"
     return None
@@ -156,7 +162,9 @@ def check_metric(metric: Any, key: str, where: str, ctx: MetricContext) -> str:
     why = {"capacity": (ctx.capacity, "set `audit: {capacity: true}` to run the adversary-capacity sweep"),
            "obfuscation": (ctx.obfuscation, "only methods that release records in the input's format log it "
                                             "(e.g. adjustable-ae)"),
-           "federated": (ctx.federated, "federated runs only log it")}[family]
+           "federated": (ctx.federated, "federated runs only log it"),
+           "mi": (family == "mi" and ctx.mi == metric.split("/")[1],
+                  "set `audit: {mi: ESTIMATOR}` with the estimator it names")}[family]
     if not why[0]:
         raise ConfigError(key, metric, f"a metric that method {ctx.method!r} produces here ({why[1]}): "
                           + ", ".join(ctx.known()), where)
@@ -695,7 +703,7 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
                                   "methods)", where)
     metric_ctx = MetricContext(method, federated, bool(audit.get("capacity")),
                                bool(getattr(sections.method_cls, "releases_input_format", False)),
-                               everything=not check_names)
+                               everything=not check_names, mi=str(audit.get("mi", "none")))
 
     raw_space = data.get("space")
     if not isinstance(raw_space, Mapping) or not raw_space:
