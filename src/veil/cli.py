@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import sys
 from typing import Any, Sequence
 
@@ -66,7 +65,7 @@ def split_assignments(items: Sequence[str], method: str, dataset: str) -> dict[s
 
 
 def build_run_spec(args: argparse.Namespace):
-    from veil.run import RunSpec, load_run_file, spec_from_mapping
+    from veil.run import load_run_file, spec_from_mapping
 
     base = load_run_file(args.file) if args.file else None
     method = args.method or (base.method if base else None)

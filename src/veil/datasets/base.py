@@ -127,6 +127,23 @@ def split_indices(n: int, test_fraction: float, seed: int) -> tuple[np.ndarray, 
     return np.sort(perm[n_test:]), np.sort(perm[:n_test])
 
 
+def encode_labels(name: str, labels: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    """Labels as int64 class codes 0..C-1 (sorted class order) and their class counts; missing values
+    and single-class labels are refused, naming the dataset and the label."""
+    coded: dict[str, np.ndarray] = {}
+    num_classes: dict[str, int] = {}
+    for lab, col in labels.items():
+        col = np.asarray(col)
+        if pd.isna(col).any():
+            raise DataError(f"dataset '{name}': label '{lab}' has missing values")
+        classes, codes = np.unique(col, return_inverse=True)
+        if len(classes) < 2:
+            raise DataError(f"dataset '{name}': label '{lab}' has a single class {classes.tolist()}")
+        coded[lab] = codes.astype(np.int64)
+        num_classes[lab] = int(len(classes))
+    return coded, num_classes
+
+
 def make_dataset(
     name: str,
     x: np.ndarray,
@@ -144,17 +161,7 @@ def make_dataset(
     if not np.all(np.isfinite(x)):
         bad = np.argwhere(~np.isfinite(x))[0]
         raise DataError(f"dataset '{name}': non-finite feature value at row {bad[0]}, column {bad[1]}")
-    coded: dict[str, np.ndarray] = {}
-    num_classes: dict[str, int] = {}
-    for lab, col in {**utility, **sensitive}.items():
-        col = np.asarray(col)
-        if pd.isna(col).any() if col.dtype == object else (col.dtype.kind == "f" and np.isnan(col).any()):
-            raise DataError(f"dataset '{name}': label '{lab}' has missing values")
-        classes, codes = np.unique(col, return_inverse=True)
-        if len(classes) < 2:
-            raise DataError(f"dataset '{name}': label '{lab}' has a single class {classes.tolist()}")
-        coded[lab] = codes.astype(np.int64)
-        num_classes[lab] = int(len(classes))
+    coded, num_classes = encode_labels(name, {**utility, **sensitive})
     tr, te = split_indices(len(x), test_fraction, seed)
     extra = {k: np.asarray(v) for k, v in (extra or {}).items()}
 

@@ -9,7 +9,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from veil.datasets.base import Dataset, Split, split_indices
+from veil.datasets.base import Dataset, Split, encode_labels, split_indices
 from veil.datasets.registry import register_dataset
 from veil.errors import DataError
 
@@ -95,17 +95,7 @@ def assemble(
         bad = np.argwhere(~np.isfinite(x))[0]
         col = feature_names[bad[1]] if len(feature_names) > bad[1] else bad[1]
         raise DataError(f"dataset '{name}': non-finite feature value at row {bad[0]}, column {col}")
-    coded: dict[str, np.ndarray] = {}
-    num_classes: dict[str, int] = {}
-    for lab, col in {**utility, **sensitive}.items():
-        col = np.asarray(col)
-        if pd.isna(col).any():
-            raise DataError(f"dataset '{name}': label '{lab}' has missing values")
-        classes, codes = np.unique(col, return_inverse=True)
-        if len(classes) < 2:
-            raise DataError(f"dataset '{name}': label '{lab}' has a single class {classes.tolist()}")
-        coded[lab] = codes.astype(np.int64)
-        num_classes[lab] = int(len(classes))
+    coded, num_classes = encode_labels(name, {**utility, **sensitive})
     extra = {k: np.asarray(v) for k, v in (extra or {}).items()}
 
     def side(idx: np.ndarray) -> Split:

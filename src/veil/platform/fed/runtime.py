@@ -180,20 +180,11 @@ def plan_resources(hosts: int, *, cpus_per_host: float, cpus: float, actor_memor
     return ResourcePlan(hosts, per, budget, need, have_mem)
 
 
-class CoordinatorService:
-    """The coordinator's actor-side state: its `Coordinator`, and a `RayPool` of host actors it created
-    in the placement group's bundles 1..hosts."""
+class _Coordinated:
+    """A coordinator driving a pool of node hosts: the round calls every runtime exposes."""
 
-    def __init__(self, method_name: str, method_values: Mapping[str, Any], task: TaskSpec,
-                 shard_refs: list[Any], node_blocks: list[list[int]], sizes: Mapping[int, int], *, pg: Any,
-                 cpus_per_actor: float, max_restarts: int, faults: Mapping[int, int] | None, seed: int) -> None:
-        from veil.methods.registry import create_method
-        from veil.platform.fed.coordinator import Coordinator
-
-        self.method = create_method(method_name, dict(method_values), task)
-        self.pool = RayPool(method_name, method_values, task, shard_refs, node_blocks, sizes, pg=pg,
-                            cpus_per_actor=cpus_per_actor, max_restarts=max_restarts, faults=faults)
-        self.coordinator = Coordinator(self.method, self.pool, seed=seed)
+    coordinator: Any
+    pool: Any
 
     def start(self) -> dict[int, int]:
         self.coordinator.start()
@@ -211,11 +202,27 @@ class CoordinatorService:
     def restarts(self) -> int:
         return self.pool.restarts()
 
-    def host_info(self) -> list[Any]:
-        return self.pool.info()
-
     def shutdown(self) -> None:
         self.pool.shutdown()
+
+
+class CoordinatorService(_Coordinated):
+    """The coordinator's actor-side state: its `Coordinator`, and a `RayPool` of host actors it created
+    in the placement group's bundles 1..hosts."""
+
+    def __init__(self, method_name: str, method_values: Mapping[str, Any], task: TaskSpec,
+                 shard_refs: list[Any], node_blocks: list[list[int]], sizes: Mapping[int, int], *, pg: Any,
+                 cpus_per_actor: float, max_restarts: int, faults: Mapping[int, int] | None, seed: int) -> None:
+        from veil.methods.registry import create_method
+        from veil.platform.fed.coordinator import Coordinator
+
+        self.method = create_method(method_name, dict(method_values), task)
+        self.pool = RayPool(method_name, method_values, task, shard_refs, node_blocks, sizes, pg=pg,
+                            cpus_per_actor=cpus_per_actor, max_restarts=max_restarts, faults=faults)
+        self.coordinator = Coordinator(self.method, self.pool, seed=seed)
+
+    def host_info(self) -> list[Any]:
+        return self.pool.info()
 
 
 class RayPool(_PoolBase):
@@ -398,7 +405,7 @@ def wait_removed(pg: Any, timeout: float = 15.0) -> None:
         time.sleep(0.1)
 
 
-class LocalFederation:
+class LocalFederation(_Coordinated):
     """Driver-side handle of an in-process federation (same interface as `RayFederation`)."""
 
     def __init__(self, method: Any, method_name: str, method_values: Mapping[str, Any], task: TaskSpec,
@@ -409,22 +416,3 @@ class LocalFederation:
         self.pool = LocalPool(method_name, method_values, task, shards, nodes_per_host=nodes_per_host, faults=faults,
                               max_restarts=max_restarts)
         self.coordinator = Coordinator(method, self.pool, seed=seed, tap=tap)
-
-    def start(self) -> dict[int, int]:
-        self.coordinator.start()
-        return dict(self.coordinator.join_bytes)
-
-    def run_round(self, rnd: int):
-        return self.coordinator.run_round(rnd)
-
-    def finish(self) -> dict[int, int]:
-        return self.coordinator.finish()
-
-    def snapshot(self):
-        return self.coordinator.snapshot()
-
-    def restarts(self) -> int:
-        return self.pool.restarts()
-
-    def shutdown(self) -> None:
-        self.pool.shutdown()
