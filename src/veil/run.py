@@ -240,6 +240,17 @@ def extra_audits(v: ValidatedRun, ds: Any, z_train: Any, z_test: Any, tracker: A
     return out
 
 
+def log_release(tracker: Any, v: ValidatedRun, ds: Any, method: Any, report: AuditReport, code_version: str,
+                **config_extra: Any) -> None:
+    """Artifacts every run leaves: the trained weights with their config, and the audit report."""
+    tracker.log_torch_state(method.state(), "model/state.pt")
+    tracker.log_dict({"method": v.spec.method, "config": dataclasses.asdict(v.method_config),
+                      "task": dataclasses.asdict(ds.task()), "code_version": code_version, **config_extra},
+                     "model/config.json")
+    tracker.log_dict(report.to_dict(), "audit/report.json")
+    tracker.log_text(report.to_markdown() + "\n", "audit/report.md")
+
+
 def execute(spec: RunSpec, *, on_epoch: Callable[[int, dict[str, float]], None] | None = None,
             parent_run_id: str | None = None, storage: Path | None = None) -> RunResult:
     """Validate, then train, release, audit and track one run. A crash leaves the MLflow run FAILED
@@ -284,11 +295,7 @@ def execute(spec: RunSpec, *, on_epoch: Callable[[int, dict[str, float]], None] 
         metrics["train_rows"] = len(ds.train)
         metrics["total_seconds"] = time.time() - t0
         tracker.log_metrics(metrics)
-        tracker.log_torch_state(outcome.method.state(), "model/state.pt")
-        tracker.log_dict({"method": spec.method, "config": mvals, "task": dataclasses.asdict(ds.task()),
-                          "code_version": params["code_version"]}, "model/config.json")
-        tracker.log_dict(report.to_dict(), "audit/report.json")
-        tracker.log_text(report.to_markdown() + "\n", "audit/report.md")
+        log_release(tracker, v, ds, outcome.method, report, params["code_version"])
         if outcome.history:
             tracker.log_dict(outcome.history, "training/history.json")
         tracker.finish()

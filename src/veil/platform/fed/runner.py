@@ -411,10 +411,8 @@ def prepare_run(v: Any) -> tuple[Prepared, Dataset]:
 
 def execute_federated(v: Any, *, on_epoch: RoundHook | None = None, parent_run_id: str | None = None):
     """Train a federated method as `v` says, audit it per node and globally, and log everything."""
-    import dataclasses
-
     from veil.methods.registry import get_method
-    from veil.run import RunResult, extra_audits, run_params
+    from veil.run import RunResult, extra_audits, log_release, run_params
     from veil.tracking.mlflow_run import TrackedRun
 
     spec = v.spec
@@ -446,13 +444,8 @@ def execute_federated(v: Any, *, on_epoch: RoundHook | None = None, parent_run_i
         metrics["train_seconds"] = outcome.seconds
         metrics["total_seconds"] = time.time() - t0
         tracker.log_metrics(metrics)
-        mvals = dataclasses.asdict(v.method_config)
-        tracker.log_torch_state(outcome.method.state(), "model/state.pt")  # type: ignore[attr-defined]
-        tracker.log_dict({"method": spec.method, "config": mvals, "task": dataclasses.asdict(ds.task()),
-                          "code_version": params["code_version"], "partition": spec.partition,
-                          "runtime": prep.runtime}, "model/config.json")
-        tracker.log_dict(report.to_dict(), "audit/report.json")
-        tracker.log_text(report.to_markdown() + "\n", "audit/report.md")
+        log_release(tracker, v, ds, outcome.method, report, params["code_version"], partition=spec.partition,
+                    runtime=prep.runtime)
         if per_node:
             tracker.log_text(per_node_csv(per_node), "audit/per_node.csv")
             tracker.log_dict(per_node, "audit/per_node.json")
