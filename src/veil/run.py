@@ -267,7 +267,7 @@ def execute(spec: RunSpec, *, on_epoch: Callable[[int, dict[str, float]], None] 
     tracker = TrackedRun.start(spec.tracking_uri, spec.experiment, spec.run_name or f"{spec.method}-{spec.dataset}",
                                parent_run_id=parent_run_id,
                                tags={"veil.method": spec.method, "veil.dataset": spec.dataset, **spec.tags})
-    try:
+    with tracker:
         ds = load_dataset(spec.dataset, spec.dataset_values())
         if get_method(spec.method).releases_input_format:  # release width is known only now
             check_mi_case(v.audit_config, ds.d_in)
@@ -298,10 +298,6 @@ def execute(spec: RunSpec, *, on_epoch: Callable[[int, dict[str, float]], None] 
         log_release(tracker, v, ds, outcome.method, report, params["code_version"])
         if outcome.history:
             tracker.log_dict(outcome.history, "training/history.json")
-        tracker.finish()
-    except BaseException as e:
-        tracker.fail(e)
-        raise
     return RunResult(tracker.run_id, tracker.experiment_id, tracker.tracking_uri, params, metrics, report,
                      outcome.history, time.time() - t0)
 

@@ -127,6 +127,17 @@ class TrackedRun:
     def finish(self, status: str = "FINISHED") -> None:
         self.client.set_terminated(self.run_id, status=status)
 
+    def __enter__(self) -> "TrackedRun":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        """FINISHED on success; on any error (KeyboardInterrupt too) FAILED with the error, which propagates."""
+        if exc is None:
+            self.finish()
+        else:
+            self.fail(exc)
+        return False
+
     def fail(self, error: BaseException) -> None:
         """Record the error and mark the run FAILED; what was logged before stays."""
         try:

@@ -422,7 +422,7 @@ def execute_federated(v: Any, *, on_epoch: RoundHook | None = None, parent_run_i
                                parent_run_id=parent_run_id,
                                tags={"veil.method": spec.method, "veil.dataset": spec.dataset, "veil.federated": "true",
                                      **spec.tags})
-    try:
+    with tracker:
         params = run_params(v, ds.params, get_method(spec.method).deviations(v.method_config))
         params["executor"] = f"federated:{prep.runtime}"
         params.update(prep.params())
@@ -457,10 +457,6 @@ def execute_federated(v: Any, *, on_epoch: RoundHook | None = None, parent_run_i
                           "objectives": [{"utility": list(o.utility), "sensitive": list(o.sensitive)}
                                          for o in prep.objectives]}, "federation/nodes.json")
         tracker.log_dict(outcome.history, "training/history.json")
-        tracker.finish()
-    except BaseException as e:
-        tracker.fail(e)
-        raise
     return RunResult(tracker.run_id, tracker.experiment_id, tracker.tracking_uri, params, metrics, report,
                      outcome.history, time.time() - t0,
                      extra={"per_node": per_node, "federation": {**outcome.totals(), "runtime": prep.runtime,
