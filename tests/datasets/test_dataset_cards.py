@@ -11,7 +11,7 @@ import yaml
 
 import veil.datasets
 from veil.datasets.cards import card_dirs, card_names, load_card, read_card, validate_card
-from veil.datasets.registry import DATASETS, _ensure_loaded
+from veil.datasets.registry import DATASETS
 from veil.errors import DataError, UnknownNameError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -20,7 +20,6 @@ EXPECTED = {"adult", "adult-onehot102", "compas", "titanic", "mnist", "mnist-two
 
 
 def test_every_card_validates_and_matches_a_real_loader():
-    _ensure_loaded()
     real = {n for n, e in DATASETS.items() if e.kind == "real"}
     assert set(card_names()) >= EXPECTED
     assert real == EXPECTED

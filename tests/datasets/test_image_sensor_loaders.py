@@ -58,7 +58,8 @@ def test_two_digit_composite(mnist_raw):
 def test_fashion_mnist_idx(install_raw, fakes):
     rng = np.random.default_rng(0)
     ytr, yte = np.arange(40) % 10, np.arange(20) % 10
-    xtr = rng.integers(0, 256, (40, 28, 28)); xte = rng.integers(0, 256, (20, 28, 28))
+    xtr = rng.integers(0, 256, (40, 28, 28))
+    xte = rng.integers(0, 256, (20, 28, 28))
     install_raw("fashion-mnist", {
         "train-images-idx3-ubyte.gz": fakes.idx_bytes(xtr), "train-labels-idx1-ubyte.gz": fakes.idx_bytes(ytr),
         "t10k-images-idx3-ubyte.gz": fakes.idx_bytes(xte), "t10k-labels-idx1-ubyte.gz": fakes.idx_bytes(yte)})

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -174,6 +174,45 @@ def make_dataset(
         )
 
     return Dataset(name, side(tr), side(te), num_classes, dict(params or {}), tuple(feature_names))
+
+
+def assemble(
+    name: str,
+    x: np.ndarray,
+    utility: Mapping[str, np.ndarray],
+    sensitive: Mapping[str, np.ndarray],
+    train_idx: np.ndarray,
+    test_idx: np.ndarray,
+    *,
+    extra: Mapping[str, np.ndarray] | None = None,
+    feature_names: Sequence[str] = (),
+    standardize: Sequence[int] = (),
+    params: Mapping[str, Any] | None = None,
+) -> Dataset:
+    """A Dataset from full arrays and a given split. Labels are coded 0..C-1 over all rows (as make_dataset
+    does); the `standardize` columns are scaled to zero mean, unit variance with TRAIN statistics only."""
+    x = np.asarray(x, dtype=np.float32)
+    if len(train_idx) == 0 or len(test_idx) == 0:
+        raise DataError(f"dataset '{name}': the split leaves {len(train_idx)} train and {len(test_idx)} test rows")
+    if standardize:
+        cols = np.asarray(list(standardize), dtype=np.int64)
+        mu = x[train_idx][:, cols].mean(axis=0)
+        sd = x[train_idx][:, cols].std(axis=0)
+        sd[sd == 0] = 1.0
+        x[:, cols] = (x[:, cols] - mu) / sd
+    if not np.all(np.isfinite(x)):
+        bad = np.argwhere(~np.isfinite(x))[0]
+        col = feature_names[bad[1]] if len(feature_names) > bad[1] else bad[1]
+        raise DataError(f"dataset '{name}': non-finite feature value at row {bad[0]}, column {col}")
+    coded, num_classes = encode_labels(name, {**utility, **sensitive})
+    extra = {k: np.asarray(v) for k, v in (extra or {}).items()}
+
+    def side(idx: np.ndarray) -> Split:
+        return Split(x[idx], {k: coded[k][idx] for k in utility}, {k: coded[k][idx] for k in sensitive},
+                     {k: v[idx] for k, v in extra.items()})
+
+    return Dataset(name, side(np.asarray(train_idx)), side(np.asarray(test_idx)), num_classes, dict(params or {}),
+                   tuple(str(f) for f in feature_names))
 
 
 def to_frame(ds: Dataset) -> pd.DataFrame:

@@ -1,4 +1,5 @@
-"""Parquet form of a Dataset, with its class counts and params kept in the file's metadata."""
+"""Where datasets are cached, and the Parquet form of a Dataset (class counts and params kept in the file's
+metadata)."""
 from __future__ import annotations
 
 import json
@@ -12,6 +13,11 @@ import pyarrow.parquet as pq
 from veil.datasets.base import Dataset, from_frame, to_frame
 
 META_KEY = b"veil.dataset"
+
+
+def cache_dir() -> Path:
+    """Where built datasets are cached: $VEIL_CACHE_DIR/datasets, else ~/.cache/veil/datasets."""
+    return Path(os.environ.get("VEIL_CACHE_DIR", Path.home() / ".cache" / "veil")) / "datasets"
 
 
 def write_parquet(ds: Dataset, path: str | Path) -> Path:

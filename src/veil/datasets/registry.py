@@ -1,88 +1,65 @@
-"""Datasets by name: each entry has a typed params class and a builder; results are cached as Parquet."""
+"""Datasets by name: look up an entry, validate its parameters, build it (results cached as Parquet).
+
+The top of veil.datasets: it imports the generators (veil.datasets.synthetic) and the real-data loaders
+(veil.datasets.loaders) so that every dataset is registered once this module is loaded. The table itself
+(`DatasetEntry`, `DATASETS`, `register_dataset`) lives in veil.datasets.entries and `cache_dir` in
+veil.datasets.cache; both are re-exported here for existing callers."""
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
-import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
-from veil.config import as_params, build
+from veil import config
+from veil.datasets import loaders as loaders  # imported for its @register_dataset side effects
+from veil.datasets import synthetic as synthetic  # imported for its @register_dataset side effects
 from veil.datasets.base import Dataset
-from veil.datasets.cache import read_parquet, write_parquet
+from veil.datasets.cache import cache_dir, read_parquet, write_parquet
+from veil.datasets.entries import DATASETS, FILE_SUFFIXES, DatasetEntry, is_file_dataset, register_dataset
+from veil.datasets.files import file_entry
 from veil.errors import UnknownNameError
 
-
-@dataclass(frozen=True)
-class DatasetEntry:
-    """A registered dataset: its name, parameters class, builder and one-line description."""
-
-    name: str
-    params_cls: type
-    builder: Callable[[Any], Dataset]
-    description: str
-    kind: str = "synthetic"
-    fingerprint: Callable[[], str] | None = None
-    """For data read from files: a digest of those files, made part of the cache key (None: params only)."""
-
-
-DATASETS: dict[str, DatasetEntry] = {}
-
-
-def register_dataset(name: str, params_cls: type, description: str, kind: str = "synthetic",
-                     fingerprint: Callable[[], str] | None = None):
-    """Decorator registering `builder(params) -> Dataset` under `name`."""
-
-    def deco(fn: Callable[[Any], Dataset]) -> Callable[[Any], Dataset]:
-        if name in DATASETS:
-            raise ValueError(f"dataset {name!r} registered twice")
-        DATASETS[name] = DatasetEntry(name, params_cls, fn, description, kind, fingerprint)
-        return fn
-
-    return deco
-
-
-FILE_SUFFIXES = (".csv", ".parquet", ".pq")
-
-
-def is_file_dataset(name: str) -> bool:
-    """True when `name` is not a registered dataset but a path to a .csv / .parquet file of the user's."""
-    return name not in DATASETS and str(name).lower().endswith(FILE_SUFFIXES)
+__all__ = ["DATASETS", "FILE_SUFFIXES", "DatasetEntry", "cache_dir", "dataset_params", "get_dataset_entry",
+           "is_file_dataset", "load_dataset", "register_dataset"]
 
 
 def get_dataset_entry(name: str) -> DatasetEntry:
     """The registry entry for `name` (a registered name, or a path to a .csv/.parquet file), or an error
     listing the valid names."""
-    _ensure_loaded()
     if name in DATASETS:
         return DATASETS[name]
     if is_file_dataset(name):
-        from veil.datasets.files import file_entry
-
         return file_entry(name)
     raise UnknownNameError("dataset", name, list(DATASETS) + ["PATH.csv", "PATH.parquet"])
 
 
+def _params(entry: DatasetEntry, name: str, values: Any) -> Any:
+    """`values` as an instance of the entry's params class: an instance is used as it is (already built and
+    validated, e.g. by `dataset_params`); a mapping (or None) is built and validated here."""
+    if isinstance(values, entry.params_cls):
+        return values
+    if values is not None and not isinstance(values, Mapping):
+        raise TypeError(f"dataset '{name}': parameters must be a mapping or a {entry.params_cls.__name__}, "
+                        f"got {type(values).__name__}")
+    return config.build(entry.params_cls, values, where=f"dataset '{name}'")
+
+
 def dataset_params(name: str, values: Mapping[str, Any] | None = None) -> Any:
-    """Validated parameters for dataset `name` (unknown keys and bad values raise)."""
-    entry = get_dataset_entry(name)
-    return build(entry.params_cls, values, where=f"dataset '{name}'")
+    """Validated parameters for dataset `name` (unknown keys and bad values raise): an instance of the
+    entry's params class, which `load_dataset` accepts as it is."""
+    return _params(get_dataset_entry(name), name, values)
 
 
-def cache_dir() -> Path:
-    """Where built datasets are cached: $VEIL_CACHE_DIR, else ~/.cache/veil."""
-    return Path(os.environ.get("VEIL_CACHE_DIR", Path.home() / ".cache" / "veil")) / "datasets"
-
-
-def load_dataset(name: str, values: Mapping[str, Any] | None = None, *, use_cache: bool = True) -> Dataset:
-    """Build (or read from the Parquet cache) dataset `name` with parameters `values`.
+def load_dataset(name: str, values: Mapping[str, Any] | object | None = None, *, use_cache: bool = True) -> Dataset:
+    """Build (or read from the Parquet cache) dataset `name` with parameters `values`: a mapping, validated
+    here, or the params object `dataset_params(name, ...)` returned, used as it is (not validated again).
 
     `name` is a registered dataset or a path to a .csv / .parquet file (see veil.datasets.files)."""
     entry = get_dataset_entry(name)
-    params = build(entry.params_cls, values, where=f"dataset '{name}'")
-    flat = as_params(params)
+    params = _params(entry, name, values)
+    flat = config.as_params(params)
     digest = entry.fingerprint() if entry.fingerprint is not None else None
     payload: list[Any] = [name, flat] if digest is None else [name, flat, digest]
     key = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -95,8 +72,3 @@ def load_dataset(name: str, values: Mapping[str, Any] | None = None, *, use_cach
     if use_cache:
         write_parquet(ds, path)
     return ds
-
-
-def _ensure_loaded() -> None:
-    # Importing the modules runs their @register_dataset decorators.
-    from veil.datasets import loaders, synthetic  # noqa: F401

@@ -9,7 +9,7 @@ import numpy as np
 
 from veil.config import param
 from veil.datasets.base import Dataset, make_dataset
-from veil.datasets.registry import register_dataset
+from veil.datasets.entries import register_dataset
 
 
 @dataclass(frozen=True)

@@ -1,23 +1,24 @@
-"""Helpers shared by the real-data loaders: raw file paths, one-hot encoding, train-only standardisation,
-and assembling a Dataset from a given (not random) train/test split."""
+"""Helpers shared by the real-data loaders: raw file paths, registration with the fetched files' digest,
+one-hot encoding and subsampling. `assemble` (a Dataset from a given, not random, train/test split with
+train-only standardisation) lives in veil.datasets.base, next to make_dataset, and is re-exported here."""
 from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
-from veil.datasets.base import Dataset, Split, encode_labels, split_indices
-from veil.datasets.registry import register_dataset
+from veil.datasets.base import assemble as assemble  # re-export: the loaders' one way to build a Dataset
+from veil.datasets.base import split_indices
+from veil.datasets.entries import register_dataset
+from veil.datasets.fetch import fingerprint, require_fetched
 from veil.errors import DataError
 
 
 def raw_file(dataset: str, fname: str) -> Path:
     """Path of fetched file `fname` of `dataset` (DataError with the fetch command when not fetched)."""
-    from veil.datasets.fetch import require_fetched
-
     p = require_fetched(dataset) / fname
     if not p.is_file():
         raise DataError(f"dataset '{dataset}': fetched folder {p.parent} lacks {fname}; "
@@ -27,8 +28,6 @@ def raw_file(dataset: str, fname: str) -> Path:
 
 def register_real(name: str, params_cls: type, description: str) -> Callable:
     """register_dataset with kind='real' and the fetched files' digest in the cache key."""
-    from veil.datasets.fetch import fingerprint
-
     return register_dataset(name, params_cls, description, kind="real", fingerprint=partial(fingerprint, name))
 
 
@@ -65,42 +64,3 @@ def subsample(n: int, max_rows: int, seed: int) -> np.ndarray:
     if max_rows <= 0 or max_rows >= n:
         return np.arange(n)
     return np.sort(np.random.default_rng(seed + 7919).choice(n, size=max_rows, replace=False))
-
-
-def assemble(
-    name: str,
-    x: np.ndarray,
-    utility: Mapping[str, np.ndarray],
-    sensitive: Mapping[str, np.ndarray],
-    train_idx: np.ndarray,
-    test_idx: np.ndarray,
-    *,
-    extra: Mapping[str, np.ndarray] | None = None,
-    feature_names: Sequence[str] = (),
-    standardize: Sequence[int] = (),
-    params: Mapping[str, Any] | None = None,
-) -> Dataset:
-    """A Dataset from full arrays and a given split. Labels are coded 0..C-1 over all rows (as make_dataset
-    does); the `standardize` columns are scaled to zero mean, unit variance with TRAIN statistics only."""
-    x = np.asarray(x, dtype=np.float32)
-    if len(train_idx) == 0 or len(test_idx) == 0:
-        raise DataError(f"dataset '{name}': the split leaves {len(train_idx)} train and {len(test_idx)} test rows")
-    if standardize:
-        cols = np.asarray(list(standardize), dtype=np.int64)
-        mu = x[train_idx][:, cols].mean(axis=0)
-        sd = x[train_idx][:, cols].std(axis=0)
-        sd[sd == 0] = 1.0
-        x[:, cols] = (x[:, cols] - mu) / sd
-    if not np.all(np.isfinite(x)):
-        bad = np.argwhere(~np.isfinite(x))[0]
-        col = feature_names[bad[1]] if len(feature_names) > bad[1] else bad[1]
-        raise DataError(f"dataset '{name}': non-finite feature value at row {bad[0]}, column {col}")
-    coded, num_classes = encode_labels(name, {**utility, **sensitive})
-    extra = {k: np.asarray(v) for k, v in (extra or {}).items()}
-
-    def side(idx: np.ndarray) -> Split:
-        return Split(x[idx], {k: coded[k][idx] for k in utility}, {k: coded[k][idx] for k in sensitive},
-                     {k: v[idx] for k, v in extra.items()})
-
-    return Dataset(name, side(np.asarray(train_idx)), side(np.asarray(test_idx)), num_classes, dict(params or {}),
-                   tuple(str(f) for f in feature_names))

@@ -55,7 +55,7 @@ def _hapt() -> dict[str, int]:
 
 
 def _celeba() -> dict[str, int]:
-    from veil.datasets.loaders.images import read_celeba_attrs
+    from veil.datasets.formats import read_celeba_attrs
 
     names, _, _ = read_celeba_attrs(require_fetched("celeba") / "list_attr_celeba.txt")
     return {"list_attr_celeba.txt": len(names)}

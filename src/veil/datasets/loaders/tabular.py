@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 
 from veil.config import param
-from veil.datasets.base import Dataset
+from veil.datasets.base import Dataset, assemble
 from veil.datasets.cards import load_card
-from veil.datasets.loaders.common import (assemble, drop_constant_onehots, onehot, random_split, raw_file,
-                                          register_real)
+from veil.datasets.files import read_table, table_to_dataset
+from veil.datasets.loaders.common import drop_constant_onehots, onehot, random_split, raw_file, register_real
 from veil.errors import DataError
 
 # ------------------------------------------------------------------------------------------------ Adult
@@ -289,8 +289,6 @@ class MimicParams:
 @register_real("mimic-extract", MimicParams,
                "user-supplied MIMIC-III patient table (credentialed access): utility survival, sensitive gender and race")
 def mimic_extract(p: MimicParams) -> Dataset:
-    from veil.datasets.files import read_table, table_to_dataset
-
     path = raw_file("mimic-extract", "mimic.csv")
     frame = read_table(path)
     if "race" not in frame.columns and "ethnicity" in frame.columns:

@@ -1,0 +1,51 @@
+"""The dataset table: `DatasetEntry`, the `DATASETS` registry and the `register_dataset` decorator.
+
+The bottom of veil.datasets: it imports only veil.datasets.base, so generators and loaders can register
+themselves without importing the registry's lookup and loading code (veil.datasets.registry)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from veil.datasets.base import Dataset
+
+
+@dataclass(frozen=True)
+class DatasetEntry:
+    """A registered dataset: its name, parameters class, builder and one-line description."""
+
+    name: str
+    params_cls: type
+    builder: Callable[[Any], Dataset]
+    description: str
+    kind: str = "synthetic"
+    fingerprint: Callable[[], str] | None = None
+    """For data read from files: a digest of those files, made part of the cache key (None: params only)."""
+
+
+DATASETS: dict[str, DatasetEntry] = {}
+"""Every registered dataset by name (filled as veil.datasets.synthetic and veil.datasets.loaders load)."""
+
+Builder = Callable[[Any], Dataset]
+
+
+def register_dataset(name: str, params_cls: type, description: str, kind: str = "synthetic",
+                     fingerprint: Callable[[], str] | None = None) -> Callable[[Builder], Builder]:
+    """Decorator registering `builder(params) -> Dataset` under `name`."""
+
+    def deco(fn: Builder) -> Builder:
+        if name in DATASETS:
+            raise ValueError(f"dataset {name!r} registered twice")
+        DATASETS[name] = DatasetEntry(name, params_cls, fn, description, kind, fingerprint)
+        return fn
+
+    return deco
+
+
+FILE_SUFFIXES = (".csv", ".parquet", ".pq")
+"""Suffixes of the user's own data files, usable wherever a dataset name is (see veil.datasets.files)."""
+
+
+def is_file_dataset(name: str) -> bool:
+    """True when `name` is not a registered dataset but a path to a .csv / .parquet file of the user's."""
+    return name not in DATASETS and str(name).lower().endswith(FILE_SUFFIXES)

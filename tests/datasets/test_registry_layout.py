@@ -1,0 +1,132 @@
+"""The registry validates parameters once (a params object from dataset_params is used as it is), and
+veil.datasets has no import cycle (function-local imports included) and imports nothing above it."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import veil.config
+import veil.datasets
+import veil.datasets.registry as registry
+from veil.datasets import dataset_params, get_dataset_entry, load_dataset
+from veil.datasets.synthetic import CorrelatedParams, MixtureParams
+
+
+def _counting_build(monkeypatch: pytest.MonkeyPatch) -> list[type]:
+    """Wrap veil.config.build (and any alias of it in veil.datasets.registry) to record each call."""
+    calls: list[type] = []
+    real = veil.config.build
+
+    def counting(cls, values=None, where=None):
+        calls.append(cls)
+        return real(cls, values, where)
+
+    monkeypatch.setattr(veil.config, "build", counting)
+    for attr, value in vars(registry).items():
+        if value is real:
+            monkeypatch.setattr(registry, attr, counting)
+    return calls
+
+
+def _same(a: veil.datasets.Dataset, b: veil.datasets.Dataset) -> None:
+    assert a.name == b.name and dict(a.params) == dict(b.params) and dict(a.num_classes) == dict(b.num_classes)
+    for sa, sb in ((a.train, b.train), (a.test, b.test)):
+        np.testing.assert_array_equal(sa.x, sb.x)
+        for k in sa.labels():
+            np.testing.assert_array_equal(sa.labels()[k], sb.labels()[k])
+
+
+@pytest.mark.parametrize("use_cache", [False, True])
+def test_params_object_gives_the_same_data_without_building_again(use_cache, tmp_path, monkeypatch):
+    monkeypatch.setenv("VEIL_CACHE_DIR", str(tmp_path))
+    values = {"n": 300, "rho": 0.3, "seed": 5}
+    by_mapping = load_dataset("gaussian-correlated", values, use_cache=use_cache)
+    params = dataset_params("gaussian-correlated", values)
+    assert isinstance(params, CorrelatedParams) and params.n == 300
+    calls = _counting_build(monkeypatch)
+    by_object = load_dataset("gaussian-correlated", params, use_cache=use_cache)
+    assert calls == []
+    _same(by_mapping, by_object)
+    # the mapping form still validates (through the wrapper)
+    load_dataset("gaussian-correlated", values, use_cache=use_cache)
+    assert calls == [CorrelatedParams]
+
+
+def test_params_object_for_a_user_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("VEIL_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "data.csv"
+    rng = np.random.default_rng(0)
+    rows = ["a,b,label,group"] + [f"{rng.normal():.4f},{rng.normal():.4f},{i % 2},{(i // 2) % 2}" for i in range(40)]
+    path.write_text("\n".join(rows) + "\n")
+    values = {"utility": "label", "sensitive": "group"}
+    params = dataset_params(str(path), values)
+    assert isinstance(params, get_dataset_entry(str(path)).params_cls)
+    calls = _counting_build(monkeypatch)
+    _same(load_dataset(str(path), params), load_dataset(str(path), values))
+    assert len(calls) == 1  # the mapping form only
+
+
+def test_params_of_another_dataset_are_refused():
+    with pytest.raises(TypeError, match="CorrelatedParams"):
+        load_dataset("gaussian-correlated", MixtureParams(), use_cache=False)
+
+
+# ------------------------------------------------------------------------------------------ import graph
+
+PKG = Path(veil.datasets.__file__).parent
+FORBIDDEN = ("veil.platform", "veil.run", "veil.sweeps", "veil.tracking", "veil.cli", "ray", "mlflow", "optuna")
+
+
+def _modules() -> dict[str, Path]:
+    src = PKG.parents[1]
+    out = {}
+    for f in PKG.rglob("*.py"):
+        name = ".".join(f.relative_to(src).with_suffix("").parts)
+        out[name.removesuffix(".__init__")] = f
+    return out
+
+
+def _imports(name: str, path: Path, mods: dict[str, Path]) -> set[str]:
+    """Every module named by an import in the file, at module level or inside a function (`from P import m`
+    of a submodule m names P.m only, as the package is then only passed through)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+                mod = ".".join(base[: len(base) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            subs = {f"{mod}.{a.name}" for a in node.names if f"{mod}.{a.name}" in mods}
+            out |= subs | ({mod} if len(subs) < len(node.names) else set())
+    return out
+
+
+def test_datasets_import_graph_has_no_cycle_and_no_upward_import():
+    mods = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        targets = _imports(name, path, mods)
+        bad = sorted(t for t in targets if t in FORBIDDEN or t.startswith(tuple(f + "." for f in FORBIDDEN)))
+        assert not bad, f"{name} imports {bad}"
+        graph[name] = {t for t in targets if t in mods and t != name}
+    # submodules import concrete modules (veil.datasets.base), never names from the package itself
+    assert not [m for m, deps in graph.items() if "veil.datasets" in deps], "a submodule imports veil.datasets"
+    state: dict[str, int] = {}
+
+    def visit(m: str, trail: list[str]) -> None:
+        state[m] = 1
+        for t in sorted(graph[m]):
+            assert state.get(t) != 1, "import cycle: " + " -> ".join(trail + [m, t])
+            if t not in state:
+                visit(t, trail + [m])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [])
