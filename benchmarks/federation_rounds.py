@@ -26,7 +26,8 @@ def run_one(k: int, runtime: str, args: argparse.Namespace) -> dict:
     from veil.datasets import load_dataset
     from veil.methods import create_method
     from veil.errors import VeilError
-    from veil.platform.fed.runner import FederationOptions, prepare, run_federation
+    from veil.methods.federated.simulation import FederationOptions
+    from veil.platform.fed.runtime import plan_on, run_planned
 
     n = int(round(k * args.rows_per_node / 0.75))  # 25% of the rows are held out as test
     ds = load_dataset("gaussian-quadrant", {"n": n, "dim": args.dim, "seed": 0})
@@ -36,15 +37,15 @@ def run_one(k: int, runtime: str, args: argparse.Namespace) -> dict:
     row = {"K": k, "runtime": runtime}
     m = create_method("d-eigan", params, ds.task())
     try:
-        prep = prepare(m, "d-eigan", ds.train, dataset=ds, runtime=runtime, options=FederationOptions(**opts), seed=0)
+        prep = plan_on(runtime, m, "d-eigan", ds.train, dataset=ds, options=FederationOptions(**opts), seed=0)
     except VeilError as e:
         row["refused"] = str(e)
         return row
     t0 = time.time()
-    out = run_federation(prep)
+    out = run_planned(prep)
     tot = out.totals()
     row.update({"hosts": len(prep.node_blocks),
-                "cpus_per_actor": prep.plan.cpus_per_actor if prep.plan else None,
+                "cpus_per_actor": prep.resources.cpus_per_actor if prep.resources else None,
                 "startup_s": out.startup_seconds, "rounds": len(out.records),
                 "rounds_per_s": tot["rounds_per_second"], "wall_s": time.time() - t0,
                 "bytes_up_per_round": tot["bytes_up_total"] / max(1, len(out.records))})

@@ -9,8 +9,6 @@ from typing import Any, Sequence
 
 from veil.errors import ConfigError, UnknownNameError, VeilError
 
-PREFIXES = ("method.", "dataset.", "audit.", "fed.")
-
 
 def parse_value(text: str) -> Any:
     """A --set value: YAML scalars and lists ('8', '1e-3', 'true', '[64, 32]'); anything else stays a string."""
@@ -23,20 +21,11 @@ def parse_value(text: str) -> Any:
 
 
 def split_assignments(items: Sequence[str], method: str, dataset: str) -> dict[str, dict[str, Any]]:
-    """Route `--set key=value` to method, dataset, audit or federation params. A bare key goes to the method
-    or the dataset, whichever has it (`seed` is the run's seed); audit keys take 'audit.', federation
-    options 'fed.', and a prefix (method., dataset.) settles a name both have."""
-    from veil.audit.probes import AuditConfig
-    from veil.datasets.registry import get_dataset_entry
-    from veil.methods.registry import get_method
-    from veil.platform.fed.runner import FederationOptions
+    """Route `--set key=value` to method, dataset, audit or federation params through the one `KeyRouter`
+    (`seed` is the run's seed)."""
+    from veil.runspec import KeyRouter
 
-    sections = {
-        "method": {f.name for f in dataclasses.fields(get_method(method).Config)},
-        "dataset": {f.name for f in dataclasses.fields(get_dataset_entry(dataset).params_cls)},
-        "audit": {f.name for f in dataclasses.fields(AuditConfig)},
-        "fed": {f.name for f in dataclasses.fields(FederationOptions)},
-    }
+    router = KeyRouter.for_run(method, dataset)
     out: dict[str, dict[str, Any]] = {"method": {}, "dataset": {}, "audit": {}, "fed": {}, "run": {}}
     for item in items:
         if "=" not in item:
@@ -46,26 +35,18 @@ def split_assignments(items: Sequence[str], method: str, dataset: str) -> dict[s
         if key == "seed":
             out["run"]["seed"] = value
             continue
-        prefix = next((p for p in PREFIXES if key.startswith(p)), None)
-        if prefix:
-            sec, name = prefix[:-1], key[len(prefix):]
-            if name not in sections[sec]:
-                raise UnknownNameError(f"{sec} parameter", name, sorted(sections[sec]), where="--set")
-            out[sec][name] = value
-            continue
-        owners = [s for s in ("method", "dataset") if key in sections[s]]  # audit keys need 'audit.'
-        if not owners:
-            valid = sorted({*sections["method"], *sections["dataset"], *("audit." + a for a in sections["audit"]),
-                            *("fed." + a for a in sections["fed"]), "seed"})
-            raise UnknownNameError("parameter", key, valid, where="--set")
-        if len(owners) > 1:
-            raise ConfigError(key, raw, f"a prefixed key ({', '.join(o + '.' + key for o in owners)}): the name is ambiguous", "--set")
-        out[owners[0]][key] = value
+        try:
+            section, name = router.route(key)
+        except UnknownNameError as e:
+            if e.kind != "parameter":
+                raise
+            raise UnknownNameError("parameter", key, [*e.valid, "seed"], where="--set") from None
+        out[section][name] = value
     return out
 
 
 def build_run_spec(args: argparse.Namespace):
-    from veil.run import load_run_file, spec_from_mapping
+    from veil.runspec import load_run_file, spec_from_mapping
 
     base = load_run_file(args.file) if args.file else None
     method = args.method or (base.method if base else None)
@@ -101,7 +82,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     v = validate(spec)  # fail before any start-up cost
     out = sys.stderr if args.json else sys.stdout
     bar = None
-    federated = v.executor.startswith("federated:")
+    federated = v.executor == "federated"
     if not args.quiet and v.method_config.epochs > 0:
         from tqdm import tqdm
 
@@ -120,11 +101,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             bar.set_postfix({k.split("/", 1)[-1][:12]: f"{val:.3f}" for k, val in list(row.items())[:3]})
 
     try:
-        result = execute(spec, on_epoch=on_epoch)
+        result = execute(v, on_epoch=on_epoch)
     finally:
         if bar is not None:
             bar.close()
-    print_summary(result, v.executor, out)
+    print_summary(result, v.executor_label, out)
     if args.json:
         print(json.dumps(result.to_json(), default=str), flush=True)
     return 0
@@ -155,7 +136,7 @@ def print_summary(result, executor: str, out) -> None:
     keys = ["utility_acc", "utility_auc", "adversary_acc", "adversary_auc", "privacy_gap"]
     print("  ".join(f"{k} {m[k]:.3f}" for k in keys if k in m), file=out)
     if result.extra.get("per_node"):
-        from veil.platform.fed.runner import per_node_markdown
+        from veil.audit.nodes import per_node_markdown
 
         print("per node (each node's own test rows and objective):", file=out)
         print(per_node_markdown(result.extra["per_node"]), file=out)

@@ -8,7 +8,7 @@ import pytest
 from veil.datasets import load_dataset
 from veil.methods import create_method
 from veil.methods.d_eigan import aggregate_sparse
-from veil.platform.fed.core import ClientUpdate, index_set, sparse_count
+from veil.methods.federated.core import ClientUpdate, index_set, sparse_count
 
 
 def test_paper_rule_by_hand():

@@ -8,8 +8,8 @@ import pytest
 
 from veil.datasets import load_dataset
 from veil.methods import create_method
-from veil.platform.fed.core import dumps, sparse_count
-from veil.platform.fed.runner import run_in_process
+from veil.methods.federated.core import dumps, sparse_count
+from veil.methods.federated.simulation import run_in_process
 
 ENVELOPE = 600  # pickle framing, the seed, the metrics dict: a few hundred bytes at most
 

@@ -9,8 +9,8 @@ import numpy as np
 from veil.datasets import make_dataset
 from veil.datasets.partition import partition
 from veil.methods import create_method
-from veil.platform.fed.core import iter_arrays, loads
-from veil.platform.fed.runner import FederationOptions, run_in_process
+from veil.methods.federated.core import iter_arrays, loads
+from veil.methods.federated.simulation import FederationOptions, run_in_process
 
 
 def contains_window(haystack: np.ndarray, needle: np.ndarray) -> bool:

@@ -11,7 +11,7 @@ from mlflow.tracking import MlflowClient
 
 from veil.datasets import load_dataset
 from veil.methods import create_method
-from veil.platform.fed.runner import FederationOptions, run_in_process
+from veil.methods.federated.simulation import FederationOptions, run_in_process
 from veil.run import RunSpec, execute
 
 

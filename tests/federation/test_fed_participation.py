@@ -7,8 +7,10 @@ import numpy as np
 from veil.audit import AuditConfig
 from veil.datasets import load_dataset
 from veil.methods import create_method
-from veil.platform.fed.core import Objective
-from veil.platform.fed.runner import FederationOptions, audit_final, prepare, run_federation, run_in_process
+from veil.methods.federated.core import Objective
+from veil.audit.nodes import audit_final
+from veil.methods.federated.simulation import FederationOptions, run_in_process
+from veil.platform.fed.runtime import plan_on, run_planned
 
 
 def test_fraction_samples_the_same_nodes_for_the_same_seed():
@@ -28,10 +30,10 @@ def test_half_the_nodes_hide_one_label_half_another():
     m = create_method("d-eigan", {"K": 4, "epochs": 2, "d_z": 3, "node_sensitive": ["adversary_1", "adversary_2"]},
                       ds.task())
     assert m.node_objectives() == [Objective(("ally",), ("adversary_1",))] * 2 + [Objective(("ally",), ("adversary_2",))] * 2
-    prep = prepare(m, "d-eigan", ds.train, dataset=ds, runtime="in-process", seed=0)
-    out = run_federation(prep)
+    prep = plan_on("in-process", m, "d-eigan", ds.train, dataset=ds, seed=0)
+    out = run_planned(prep)
     assert all(len(r.completed) == 4 for r in out.records)
-    report, rows, _, _ = audit_final(prep, m, AuditConfig(epochs=2, hidden=(16,)))
+    report, rows, _, _ = audit_final(prep, ds, m, AuditConfig(epochs=2, hidden=(16,)))
     assert [r["sensitive"] for r in rows] == ["adversary_1"] * 2 + ["adversary_2"] * 2
     assert all(np.isfinite(r["adversary_auc"]) for r in rows)
     assert {"adversary_auc/adversary_1", "adversary_auc/adversary_2"} <= set(report.metrics())  # global: dataset roles

@@ -9,7 +9,8 @@ import pytest
 
 from veil.datasets import load_dataset
 from veil.methods import create_method
-from veil.platform.fed.runner import FederationOptions, prepare, run_federation, run_in_process
+from veil.methods.federated.simulation import FederationOptions, run_in_process
+from veil.platform.fed.runtime import plan_on, run_planned
 
 ATOL = 1e-5
 
@@ -51,9 +52,9 @@ def test_virtual_actor_matches_one_actor_per_node(ray_local, ds):
     zs = {}
     for runtime, opts in (("ray-actors", {}), ("virtual", {"hosts": 1}), ("in-process", {})):
         m = create_method("d-eigan", {"K": 2, "phi": 0.8, "delta": 1, "epochs": 3, "d_z": 3, "seed": 1}, ds.task())
-        prep = prepare(m, "d-eigan", ds.train, dataset=ds, runtime=runtime, options=FederationOptions(**opts), seed=1)
+        prep = plan_on(runtime, m, "d-eigan", ds.train, dataset=ds, options=FederationOptions(**opts), seed=1)
         assert len(prep.node_blocks) == (2 if runtime == "ray-actors" else 1)
-        out = run_federation(prep)
+        out = run_planned(prep)
         assert [len(r.completed) for r in out.records] == [2, 2, 2]
         zs[runtime] = (m.encode(ds.test.x), out.totals()["bytes_up_total"])
     for runtime in ("virtual", "in-process"):

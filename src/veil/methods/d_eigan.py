@@ -37,9 +37,10 @@ from veil.errors import ConfigError
 from veil.methods.eigan import EIGAN, EIGANConfig
 from veil.methods.nets import mlp
 from veil.methods.registry import register_method
-from veil.platform.fed.core import (ClientUpdate, Failure, FederatedMethod, Node, Objective, derive_seed, index_set,
+from veil.methods.federated.core import (ClientUpdate, Failure, Node, Objective, derive_seed, index_set,
                                     sparse_count)
-from veil.platform.fed.ensemble import (ShardStack, Stack, StackedOptimizer, copy_ce, copy_uniform_ce, flat_module,
+from veil.methods.federated.method import FederatedMethod
+from veil.methods.federated.ensemble import (ShardStack, Stack, StackedOptimizer, copy_ce, copy_uniform_ce, flat_module,
                                         load_flat_module, seeded_modules, step_all)
 
 AGGREGATIONS = ("paper", "masked-mean")

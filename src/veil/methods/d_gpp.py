@@ -37,8 +37,9 @@ from veil.methods.base import Method, MethodConfig
 from veil.methods.gpp import GaussianEncoder, reparameterize
 from veil.methods.nets import ClassifierBank, make_optimizer, mlp
 from veil.methods.registry import register_method
-from veil.platform.fed.core import ClientUpdate, Failure, FederatedMethod, Node, derive_seed
-from veil.platform.fed.ensemble import (ShardStack, Stack, StackedOptimizer, copy_ce, copy_mean, copy_uniform_ce,
+from veil.methods.federated.core import ClientUpdate, Failure, Node, derive_seed
+from veil.methods.federated.method import FederatedMethod
+from veil.methods.federated.ensemble import (ShardStack, Stack, StackedOptimizer, copy_ce, copy_mean, copy_uniform_ce,
                                         flat_module, load_flat_module, noise_like, seeded_modules, step_all)
 
 

@@ -20,8 +20,9 @@ from veil.config import param
 from veil.methods.ldp_frl import LDPFRL, BoundedExtractor, LDPFRLConfig, side_input, side_width
 from veil.methods.nets import mlp
 from veil.methods.registry import register_method
-from veil.platform.fed.core import ClientUpdate, Failure, FederatedMethod, Node, derive_seed
-from veil.platform.fed.ensemble import (ShardStack, Stack, StackedOptimizer, copy_ce, copy_mean, noise_like,
+from veil.methods.federated.core import ClientUpdate, Failure, Node, derive_seed
+from veil.methods.federated.method import FederatedMethod
+from veil.methods.federated.ensemble import (ShardStack, Stack, StackedOptimizer, copy_ce, copy_mean, noise_like,
                                         seeded_modules, step_all)
 
 

@@ -31,7 +31,14 @@ def method_config(name: str, values: Mapping[str, Any] | None = None) -> MethodC
     return build(get_method(name).Config, values, where=f"method '{name}'")
 
 
-def create_method(name: str, values: Mapping[str, Any] | None, task: TaskSpec) -> Method:
-    """Build method `name` from raw parameter values for `task`."""
+def create_method(name: str, values: Mapping[str, Any] | MethodConfig | None, task: TaskSpec) -> Method:
+    """Build method `name` for `task` from raw parameter values, or from a config `method_config` already built
+    (used as is: a run validates its parameters once, wherever the method is then built)."""
     cls = get_method(name)
-    return cls(method_config(name, values), task)
+    config = values if isinstance(values, cls.Config) else method_config(name, values)  # type: ignore[arg-type]
+    return cls(config, task)
+
+
+def is_federated(name: str) -> bool:
+    """Whether method `name` trains by federation (its class says `federated = True`)."""
+    return bool(getattr(get_method(name), "federated", False))

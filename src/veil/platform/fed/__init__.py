@@ -1,9 +1,15 @@
-"""Federation on Ray actors (Flower's split): a `FederatedMethod` strategy per method, long-lived `Node`s
-inside node hosts, a `Coordinator` running the rounds, and runtimes that place them in this process
-(`in-process`), one actor per node (`ray-actors`) or many nodes per actor as a vectorised ensemble
-(`virtual`). Only `runtime` imports Ray, and only when a Ray runtime is used."""
-from veil.platform.fed.core import (ClientUpdate, Failure, FederatedMethod, FederationError, Node, NodeData,
-                                    Objective, ResourceError)
+"""Ray transports of a federation: node hosts and the coordinator as Ray actors (one actor per node, or
+many virtual nodes per actor), placed in one placement group sized to fit. The federation's logic (the
+`FederatedMethod` interface, nodes, hosts, coordinator, in-process simulation) lives in
+`veil.methods.federated`."""
+from veil.platform.fed.runtime import (
+                                       RUNTIME_NAMES,
+                                       RUNTIMES,
+                                       RayFederation,
+                                       ResourcePlan,
+                                       Runtime,
+                                       get_runtime,
+                                       plan_resources,
+)
 
-__all__ = ["ClientUpdate", "Failure", "FederatedMethod", "FederationError", "Node", "NodeData", "Objective",
-           "ResourceError"]
+__all__ = ["RUNTIME_NAMES", "RUNTIMES", "RayFederation", "ResourcePlan", "Runtime", "get_runtime", "plan_resources"]

@@ -1,8 +1,7 @@
-"""Where a federation's processes live.
+"""Ray transports of a federation (the in-process one is `veil.methods.federated.simulation`).
 
-- `in-process`: node hosts are objects in this process (`LocalPool`); a host holds `nodes_per_host`
-  nodes as one vectorised ensemble (default: all K in one). A host that hits a fault is rebuilt
-  from its constructor arguments, as Ray would restart an actor.
+- `in-process`: node hosts are objects in this process; a host holds `nodes_per_host` nodes as one
+  vectorised ensemble (default: all K in one). A host that hits a fault is rebuilt, as Ray would restart it.
 - `ray-actors`: one node host actor per node.
 - `virtual`: `hosts` node host actors, each holding ceil(K / hosts) nodes as one vectorised ensemble.
 In both Ray runtimes the coordinator runs in its own actor, and every actor is placed in one
@@ -12,7 +11,7 @@ cannot satisfy (more CPUs than available, bundles below 0.05 CPU, more memory th
 has for (hosts + 1) actors of `actor_memory_mb`, or a placement group not ready within
 `ready_timeout_s`) is refused with a `ResourceError` before any actor starts, so nothing is left
 PENDING. Node host actors restart up to `max_restarts` times; a restarted host rejoins from the
-global state."""
+global state. Runtimes are registered by name in `RUNTIMES`."""
 from __future__ import annotations
 
 import math
@@ -21,123 +20,27 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from veil.datasets.base import TaskSpec
-from veil.platform.fed.core import Failure, InjectedFault, NodeData, ResourceError
-from veil.platform.fed.host import NodeHost
+from veil.errors import UnknownNameError
+from veil.methods.federated.coordinator import Coordinator, Tap
+from veil.methods.federated.core import NodeData, ResourceError
+from veil.methods.federated.host import NodeHost
+from veil.methods.federated.simulation import (
+    Coordinated,
+    Federation,
+    FederationOptions,
+    FederationOutcome,
+    FederationPlan,
+    LiveAudit,
+    LocalFederation,
+    PoolBase,
+    RoundHook,
+    plan_federation,
+    run_federation,
+    split_hosts,
+)
+from veil.platform.cluster import available_resources, ensure_ray
 
-RUNTIMES = ("auto", "in-process", "ray-actors", "virtual")
 MIN_CPUS_PER_ACTOR = 0.05  # 40 actors on 2 CPUs at most: beyond that, host nodes virtually
-
-
-def split_hosts(node_ids: Sequence[int], hosts: int) -> list[list[int]]:
-    """Contiguous, near-equal blocks of nodes, one per host."""
-    hosts = max(1, min(hosts, len(node_ids)))
-    per = math.ceil(len(node_ids) / hosts)
-    return [list(node_ids[i:i + per]) for i in range(0, len(node_ids), per)]
-
-
-class _PoolBase:
-    """Fan a call out to the hosts that hold the addressed nodes; per node, a result or a Failure."""
-
-    node_ids: list[int]
-    sizes: dict[int, int]
-    host_of: dict[int, int]
-
-    def _invoke(self, calls: list[tuple[int, str, tuple]]) -> list[tuple[int, Any]]:
-        raise NotImplementedError
-
-    def _failure_kind(self, error: BaseException) -> str:
-        return "error"
-
-    def _fanout(self, rnd: int, method: str, by_node: Mapping[int, Any], pass_dict: bool = True) -> dict[int, Any]:
-        by_host: dict[int, dict[int, Any]] = {}
-        for k, v in by_node.items():
-            by_host.setdefault(self.host_of[k], {})[k] = v
-        calls = []
-        for h, sub in by_host.items():
-            arg = sub if pass_dict else list(sub)
-            calls.append((h, method, (rnd, arg) if method == "run_round" else (arg,)))
-        out: dict[int, Any] = {}
-        for h, res in self._invoke(calls):
-            if isinstance(res, BaseException):
-                kind = self._failure_kind(res)
-                msg = f"{type(res).__name__}: {res}"
-                for k in by_host[h]:
-                    out[k] = Failure(k, rnd, kind, msg, h)
-            else:
-                out.update(res)
-        return out
-
-    def join(self, rnd: int, blobs: Mapping[int, bytes]) -> dict[int, Any]:
-        return self._fanout(rnd, "join", blobs)
-
-    def run_round(self, rnd: int, blobs: Mapping[int, bytes]) -> dict[int, Any]:
-        return self._fanout(rnd, "run_round", blobs)
-
-    def finalize(self, rnd: int, blobs: Mapping[int, bytes]) -> dict[int, Any]:
-        return self._fanout(rnd, "finalize", blobs)
-
-    def export(self, rnd: int, node_ids: Sequence[int]) -> dict[int, Any]:
-        return self._fanout(rnd, "export", {k: None for k in node_ids}, pass_dict=False)
-
-
-class LocalPool(_PoolBase):
-    """Node hosts as objects in this process."""
-
-    def __init__(self, method_name: str, method_values: Mapping[str, Any], task: TaskSpec, shards: Sequence[NodeData],
-                 *, nodes_per_host: int = 0, faults: Mapping[int, int] | None = None, max_restarts: int = 3) -> None:
-        ids = [d.node for d in shards]
-        per = nodes_per_host or len(ids)
-        blocks = split_hosts(ids, math.ceil(len(ids) / per))
-        by_id = {d.node: d for d in shards}
-        self.node_ids = ids
-        self.sizes = {d.node: len(d.train) for d in shards}
-        self.host_of = {k: h for h, block in enumerate(blocks) for k in block}
-        self._args = [(method_name, dict(method_values), task, [by_id[k] for k in block]) for block in blocks]
-        self._faults = dict(faults or {})
-        self.max_restarts = max_restarts
-        self._restarts = [0] * len(blocks)
-        self._dead: set[int] = set()
-        self.hosts: list[NodeHost | None] = [self._make(h) for h in range(len(blocks))]
-
-    def _make(self, h: int) -> NodeHost:
-        return NodeHost(*self._args[h], host_id=h, faults=self._faults, hard_faults=False)
-
-    def _invoke(self, calls):
-        out = []
-        for h, method, args in calls:
-            if h in self._dead:
-                out.append((h, _Dead(f"node host {h} is dead (restarted {self._restarts[h]} times)")))
-                continue
-            try:
-                out.append((h, getattr(self.hosts[h], method)(*args)))
-            except InjectedFault as e:  # the host "died": rebuild it as Ray would restart the actor
-                out.append((h, _Died(str(e))))
-                if self._restarts[h] < self.max_restarts:
-                    self._restarts[h] += 1
-                    self.hosts[h] = self._make(h)
-                else:
-                    self._dead.add(h)
-                    self.hosts[h] = None
-            except Exception as e:  # noqa: BLE001  an update that raised: the node rejoins next time
-                out.append((h, e))
-        return out
-
-    def _failure_kind(self, error: BaseException) -> str:
-        return "dead" if isinstance(error, _Dead) else "died" if isinstance(error, _Died) else "error"
-
-    def restarts(self) -> int:
-        return sum(self._restarts)
-
-    def shutdown(self) -> None:
-        self.hosts = []
-
-
-class _Died(RuntimeError):
-    pass
-
-
-class _Dead(RuntimeError):
-    pass
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -180,44 +83,17 @@ def plan_resources(hosts: int, *, cpus_per_host: float, cpus: float, actor_memor
     return ResourcePlan(hosts, per, budget, need, have_mem)
 
 
-class _Coordinated:
-    """A coordinator driving a pool of node hosts: the round calls every runtime exposes."""
-
-    coordinator: Any
-    pool: Any
-
-    def start(self) -> dict[int, int]:
-        self.coordinator.start()
-        return dict(self.coordinator.join_bytes)
-
-    def run_round(self, rnd: int):
-        return self.coordinator.run_round(rnd)
-
-    def finish(self) -> dict[int, int]:
-        return self.coordinator.finish()
-
-    def snapshot(self):
-        return self.coordinator.snapshot()
-
-    def restarts(self) -> int:
-        return self.pool.restarts()
-
-    def shutdown(self) -> None:
-        self.pool.shutdown()
-
-
-class CoordinatorService(_Coordinated):
+class CoordinatorService(Coordinated):
     """The coordinator's actor-side state: its `Coordinator`, and a `RayPool` of host actors it created
     in the placement group's bundles 1..hosts."""
 
-    def __init__(self, method_name: str, method_values: Mapping[str, Any], task: TaskSpec,
+    def __init__(self, method_name: str, config: Any, task: TaskSpec,
                  shard_refs: list[Any], node_blocks: list[list[int]], sizes: Mapping[int, int], *, pg: Any,
                  cpus_per_actor: float, max_restarts: int, faults: Mapping[int, int] | None, seed: int) -> None:
         from veil.methods.registry import create_method
-        from veil.platform.fed.coordinator import Coordinator
 
-        self.method = create_method(method_name, dict(method_values), task)
-        self.pool = RayPool(method_name, method_values, task, shard_refs, node_blocks, sizes, pg=pg,
+        self.method: Any = create_method(method_name, config, task)  # the validated config, not rebuilt
+        self.pool = RayPool(method_name, config, task, shard_refs, node_blocks, sizes, pg=pg,
                             cpus_per_actor=cpus_per_actor, max_restarts=max_restarts, faults=faults)
         self.coordinator = Coordinator(self.method, self.pool, seed=seed)
 
@@ -225,10 +101,10 @@ class CoordinatorService(_Coordinated):
         return self.pool.info()
 
 
-class RayPool(_PoolBase):
+class RayPool(PoolBase):
     """Node host actors (one per block of nodes), each in its own bundle of the placement group."""
 
-    def __init__(self, method_name: str, method_values: Mapping[str, Any], task: TaskSpec, shard_refs: list[Any],
+    def __init__(self, method_name: str, config: Any, task: TaskSpec, shard_refs: list[Any],
                  node_blocks: list[list[int]], sizes: Mapping[int, int], *, pg: Any, cpus_per_actor: float,
                  max_restarts: int, faults: Mapping[int, int] | None) -> None:
         import ray
@@ -243,7 +119,7 @@ class RayPool(_PoolBase):
         for h, ref in enumerate(shard_refs):
             opts = {"num_cpus": cpus_per_actor, "max_restarts": max_restarts, "max_task_retries": 0,
                     "scheduling_strategy": PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=h + 1)}
-            self.actors.append(actor_cls.options(**opts).remote(method_name, dict(method_values), task, ref, host_id=h,
+            self.actors.append(actor_cls.options(**opts).remote(method_name, config, task, ref, host_id=h,
                                                                 faults=faults, hard_faults=True, threads=threads))
         ray.get([a.info.remote() for a in self.actors])  # all constructed (and their Node models built)
         self._pids = {h: None for h in range(len(self.actors))}
@@ -320,7 +196,7 @@ class RayPool(_PoolBase):
 class RayFederation:
     """Driver-side handle of a federation on Ray: placement group, coordinator actor, node host actors."""
 
-    def __init__(self, method_name: str, method_values: Mapping[str, Any], task: TaskSpec, shards: Sequence[NodeData],
+    def __init__(self, method_name: str, config: Any, task: TaskSpec, shards: Sequence[NodeData],
                  node_blocks: list[list[int]], plan: ResourcePlan, *, max_restarts: int, faults: Mapping[int, int] | None,
                  seed: int, ready_timeout_s: float) -> None:
         import ray
@@ -344,7 +220,7 @@ class RayFederation:
         svc = ray.remote(CoordinatorService)
         self.coord = svc.options(num_cpus=plan.cpus_per_actor, max_restarts=0, scheduling_strategy=
                                  PlacementGroupSchedulingStrategy(self.pg, placement_group_bundle_index=0)).remote(
-            method_name, dict(method_values), task, self.shard_refs, node_blocks, {d.node: len(d.train) for d in shards},
+            method_name, config, task, self.shard_refs, node_blocks, {d.node: len(d.train) for d in shards},
             pg=self.pg, cpus_per_actor=plan.cpus_per_actor, max_restarts=max_restarts, faults=faults, seed=seed)
 
     def _get(self, ref):
@@ -405,14 +281,80 @@ def wait_removed(pg: Any, timeout: float = 15.0) -> None:
         time.sleep(0.1)
 
 
-class LocalFederation(_Coordinated):
-    """Driver-side handle of an in-process federation (same interface as `RayFederation`)."""
 
-    def __init__(self, method: Any, method_name: str, method_values: Mapping[str, Any], task: TaskSpec,
-                 shards: Sequence[NodeData], *, nodes_per_host: int, max_restarts: int, faults: Mapping[int, int] | None,
-                 seed: int, tap: Callable[..., None] | None = None) -> None:
-        from veil.platform.fed.coordinator import Coordinator
 
-        self.pool = LocalPool(method_name, method_values, task, shards, nodes_per_host=nodes_per_host, faults=faults,
-                              max_restarts=max_restarts)
-        self.coordinator = Coordinator(method, self.pool, seed=seed, tap=tap)
+# ---------------------------------------------------------------------------------------------------
+# Runtimes by name
+# ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Runtime:
+    """Where a federation's hosts live: `place` lays the nodes on hosts and sizes the resources (refusing what
+    cannot fit, before anything starts); `start` builds the running federation."""
+
+    name: str
+    place: Callable[[FederationPlan, str | None], None]
+    start: Callable[[FederationPlan, Tap | None], Federation]
+    description: str
+
+
+def _place_in_process(plan: FederationPlan, address: str | None) -> None:
+    per = plan.options.nodes_per_host or len(plan.shards)
+    plan.node_blocks = split_hosts(list(range(len(plan.shards))), math.ceil(len(plan.shards) / per))
+
+
+def _place_on_ray(per_node: bool) -> Callable[[FederationPlan, str | None], None]:
+    def place(plan: FederationPlan, address: str | None) -> None:
+        ensure_ray(address)
+        avail = available_resources()
+        k, opts = len(plan.shards), plan.options
+        hosts = k if per_node else (opts.hosts or max(1, min(k, int(avail.get("CPU", 1.0)) or 1)))
+        plan.node_blocks = split_hosts(list(range(k)), min(hosts, k))
+        plan.resources = plan_resources(len(plan.node_blocks), cpus_per_host=opts.cpus_per_host, cpus=opts.cpus,
+                                        actor_memory_mb=opts.actor_memory_mb, available=avail)
+
+    return place
+
+
+def _start_on_ray(plan: FederationPlan, tap: Tap | None) -> Federation:
+    m, opts = plan.method, plan.options
+    return RayFederation(plan.method_name, m.config, m.task, plan.shards, plan.node_blocks, plan.resources,
+                         max_restarts=opts.max_restarts, faults=plan.faults, seed=plan.seed,
+                         ready_timeout_s=opts.ready_timeout_s)
+
+
+RUNTIMES: dict[str, Runtime] = {r.name: r for r in (
+    Runtime("in-process", _place_in_process, lambda plan, tap: LocalFederation(plan, tap=tap),
+            "every node host is an object in this process"),
+    Runtime("ray-actors", _place_on_ray(per_node=True), _start_on_ray, "one Ray actor per node"),
+    Runtime("virtual", _place_on_ray(per_node=False), _start_on_ray,
+            "a few Ray actors, each running many nodes as one vectorised ensemble"),
+)}
+RUNTIME_ALIASES = {"auto": "virtual"}
+RUNTIME_NAMES = ("auto", *RUNTIMES)
+
+
+def get_runtime(name: str) -> Runtime:
+    """The runtime registered as `name` ('auto' = virtual), or an error listing the valid names."""
+    name = RUNTIME_ALIASES.get(name, name)
+    if name not in RUNTIMES:
+        raise UnknownNameError("runtime", name, list(RUNTIME_NAMES))
+    return RUNTIMES[name]
+
+
+def plan_on(runtime: str, method: Any, method_name: str, train: Any, *, dataset: Any = None,
+            partition_scheme: str = "iid", options: FederationOptions | None = None, seed: int = 0,
+            address: str | None = None) -> FederationPlan:
+    """Check and partition a federation, then lay it out on `runtime` (sizing Ray resources, refusing what
+    cannot fit). Starts nothing."""
+    rt = get_runtime(runtime)
+    plan = plan_federation(method, method_name, train, dataset=dataset, partition_scheme=partition_scheme,
+                           options=options, seed=seed)
+    plan.runtime = rt.name
+    rt.place(plan, address)
+    return plan
+
+
+def run_planned(plan: FederationPlan, *, on_round: RoundHook | None = None, live_audit: LiveAudit | None = None,
+                tap: Tap | None = None) -> FederationOutcome:
+    """Start the planned federation on its runtime and run every round."""
+    return run_federation(plan, get_runtime(plan.runtime).start(plan, tap), on_round=on_round, live_audit=live_audit)

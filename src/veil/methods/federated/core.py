@@ -11,7 +11,7 @@ A `FederatedMethod` plays both roles of one algorithm:
 
 Messages are plain Python objects holding numpy arrays. Every message is serialized with pickle
 (protocol 5) by the transport, and the length of those bytes is what is counted as communication.
-Nothing in this module imports Ray or `veil.methods` (the method modules import it)."""
+Nothing in this package imports Ray or anything above `veil.methods`."""
 from __future__ import annotations
 
 import pickle
@@ -180,11 +180,10 @@ def sparse_count(phi: float, size: int) -> int:
 # ---------------------------------------------------------------------------------------------------
 # The method interface
 # ---------------------------------------------------------------------------------------------------
-class FederatedMethod:
-    """Mixin for a registered `Method` that trains by federation. Subclasses set `federated = True`
-    (inherited), implement the client and server roles below, and keep `encode` working through
-    `assemble`. `fit(train)` runs the whole federation in this process (an IID partition), which is what
-    the conformance test and quick experiments use; `veil run` goes through `veil.platform.fed.runner`."""
+class FederatedRoles:
+    """The roles of a federated algorithm: client (node hosts), server (coordinator) and driver (`assemble`).
+    Methods subclass `veil.methods.federated.method.FederatedMethod`, which adds `fit`; the hosts, the
+    coordinator and the simulation see only these roles."""
 
     federated: ClassVar[bool] = True
     message_kind: ClassVar[str] = "parameters"
@@ -272,9 +271,3 @@ class FederatedMethod:
     def encode_node(self, x: np.ndarray, node: int) -> np.ndarray:
         """z for rows `x` as node `node` releases them (default: the global release)."""
         return self.encode(x)  # type: ignore[attr-defined]
-
-    def fit(self, train: Split, ctx: Any = None) -> list[dict[str, float]]:
-        """Run the whole federation in this process on an IID partition of `train`; returns one row per round."""
-        from veil.platform.fed.runner import run_in_process
-
-        return run_in_process(self, train).history

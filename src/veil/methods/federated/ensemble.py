@@ -23,7 +23,7 @@ from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 from torch.nn import functional as F
 
-from veil.platform.fed.core import Node
+from veil.methods.federated.core import Node
 
 
 def seeded_modules(factory: Callable[[], nn.Module], seeds: Sequence[int]) -> list[nn.Module]:

@@ -1,6 +1,6 @@
 """A node host: one process-resident object holding one or many long-lived `Node`s of a federated method.
 
-The host is a plain class; `runtime.HostActor` is its thin Ray actor wrapper. Every call takes and
+The host is a plain class; `veil.platform.fed.runtime` wraps it in a Ray actor. Every call takes and
 returns serialized messages (bytes) keyed by node id, so what crosses the process boundary is exactly
 what the coordinator counted. With several nodes, `client_update_many` runs them as one vectorised
 ensemble; with one node (one actor per node) it is the same code with P = 1."""
@@ -13,13 +13,13 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from veil.datasets.base import TaskSpec
-from veil.platform.fed.core import NOT_JOINED, InjectedFault, Node, NodeData, dumps, loads
+from veil.methods.federated.core import NOT_JOINED, InjectedFault, Node, NodeData, dumps, loads
 
 
 class NodeHost:
-    """Hosts the nodes in `shards` for method `method_name` (client role)."""
+    """Hosts the nodes in `shards` for method `method_name` with its validated `config` (client role)."""
 
-    def __init__(self, method_name: str, method_values: Mapping[str, Any], task: TaskSpec, shards: Sequence[NodeData],
+    def __init__(self, method_name: str, config: Any, task: TaskSpec, shards: Sequence[NodeData],
                  *, host_id: int = 0, faults: Mapping[int, int] | None = None, hard_faults: bool = False,
                  threads: int | None = None) -> None:
         from veil.methods.registry import create_method
@@ -27,8 +27,8 @@ class NodeHost:
         if threads:
             torch.set_num_threads(threads)
         self.host_id = host_id
-        self.method = create_method(method_name, dict(method_values), task)
-        seed = int(method_values.get("seed", 0))
+        self.method: Any = create_method(method_name, config, task)  # a built config: no re-validation
+        seed = int(config.seed)
         self.nodes = {d.node: Node(d, seed) for d in shards}
         self.method.init_nodes(list(self.nodes.values()))
         self.faults = {int(k): int(v) for k, v in (faults or {}).items()}

@@ -23,8 +23,16 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from veil.platform.fed.core import (NOT_JOINED, ClientUpdate, Failure, FederatedMethod, FederationError, derive_seed,
-                                    dumps, loads)
+from veil.methods.federated.core import (
+    NOT_JOINED,
+    ClientUpdate,
+    Failure,
+    FederatedRoles,
+    FederationError,
+    derive_seed,
+    dumps,
+    loads,
+)
 
 Tap = Callable[[str, int, int, str, bytes], None]
 
@@ -79,7 +87,7 @@ class RoundRecord:
 class Coordinator:
     """Runs the rounds of `method` (server role) over the nodes in `pool`."""
 
-    def __init__(self, method: FederatedMethod, pool: Pool, *, seed: int, tap: Tap | None = None,
+    def __init__(self, method: FederatedRoles, pool: Pool, *, seed: int, tap: Tap | None = None,
                  max_empty_rounds: int = 3) -> None:
         self.method, self.pool, self.seed, self.tap = method, pool, int(seed), tap
         self.nodes = list(pool.node_ids)

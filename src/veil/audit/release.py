@@ -1,0 +1,92 @@
+"""The audit step of every run: release z for the train and test rows, score it with fresh probes, and add
+the audits the run asks for (MI estimates, the adversary-capacity sweep, seed 003's obfuscation audit for
+records released in the input's format, and for a federation the per-node audit). It returns metrics and
+the artifacts to record; it logs nothing itself."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from veil.audit.probes import AuditConfig, AuditReport, audit, label_tasks
+from veil.config import build
+from veil.datasets.base import Dataset
+from veil.errors import ConfigError
+from veil.methods.base import Method
+from veil.methods.federated.simulation import FederationPlan
+
+
+@dataclass
+class AuditOutcome:
+    """What the audit step found: the fresh-probe report, every metric, and the files to record."""
+
+    report: AuditReport
+    metrics: dict[str, float]
+    z_train: np.ndarray
+    z_test: np.ndarray
+    artifacts: dict[str, Any] = field(default_factory=dict)
+    """Artifact path -> JSON-able object (or str for text files)."""
+    tags: dict[str, str] = field(default_factory=dict)
+    per_node: list[dict[str, Any]] = field(default_factory=list)
+
+
+def check_mi_case(cfg: AuditConfig, release_width: int) -> None:
+    """Refuse, before training, an MI estimator asked for a release it cannot handle."""
+    from veil.audit.mi import DEFAULT_KNN_MAX_DIM
+
+    if cfg.mi == "ksg" and release_width > DEFAULT_KNN_MAX_DIM:
+        raise ConfigError("audit.mi", "ksg", f"variational or mine: the kNN estimator handles z of at most "
+                          f"{DEFAULT_KNN_MAX_DIM} columns and this run releases {release_width}")
+
+
+def extra_audits(cfg: AuditConfig, ds: Dataset, z_train: np.ndarray, z_test: np.ndarray,
+                 releases_input_format: bool, out: AuditOutcome) -> None:
+    """The stronger audits a run asks for, added to `out`: MI estimates, the adversary-capacity sweep, and
+    seed 003's weak/strong adversaries and utility provider for methods that release records in x's format."""
+    if cfg.mi != "none":
+        from veil.audit.mi import estimate_mi
+
+        estimates = {}
+        for _, name, _, y_tr, y_te, offset in label_tasks(ds.train, ds.test, ds.num_classes):
+            est = estimate_mi(z_train, y_tr, z_test, y_te, cfg.mi, seed=cfg.seed + offset)
+            out.metrics[f"mi/{cfg.mi}/{name}"] = est.value
+            estimates[name] = est.as_dict()
+        out.artifacts["audit/mi.json"] = estimates  # names the estimator behind every figure
+        out.tags["veil.mi_estimator"] = cfg.mi
+    if cfg.capacity:
+        from veil.audit.capacity import CapacityConfig, capacity_audit
+
+        ccfg = build(CapacityConfig, {"epochs": cfg.epochs, "lr": cfg.lr, "seed": cfg.seed}, where="audit")
+        cap = capacity_audit(z_train, ds.train, z_test, ds.test, ds.num_classes, ccfg)
+        out.metrics.update(cap.metrics())
+        out.artifacts["audit/capacity.json"] = cap.to_dict()
+    if releases_input_format:
+        from veil.audit.obfuscation import obfuscation_audit
+
+        obf = obfuscation_audit(ds.train.x, z_train, ds.train, ds.test.x, z_test, ds.test, ds.num_classes, cfg)
+        out.metrics.update(obf.metrics())
+        out.artifacts["audit/obfuscation.json"] = obf.to_dict()
+
+
+def audit_release(method: Method, ds: Dataset, cfg: AuditConfig, *,
+                  federation: FederationPlan | None = None) -> AuditOutcome:
+    """Release, audit and (for a federation) audit each node: the one audit every run goes through."""
+    if federation is None:
+        z_train, z_test = method.encode(ds.train.x), method.encode(ds.test.x)
+        report = audit(z_train, ds.train, z_test, ds.test, ds.num_classes, cfg)
+        per_node: list[dict[str, Any]] = []
+    else:
+        from veil.audit.nodes import audit_final
+
+        report, per_node, z_train, z_test = audit_final(federation, ds, method, cfg)  # type: ignore[arg-type]
+    out = AuditOutcome(report, report.metrics(), z_train, z_test, per_node=per_node)
+    extra_audits(cfg, ds, z_train, z_test, method.releases_input_format, out)
+    if per_node:
+        from veil.audit.nodes import per_node_csv, per_node_summary
+
+        out.metrics.update(per_node_summary(per_node))
+        out.artifacts["audit/per_node.csv"] = per_node_csv(per_node)
+        out.artifacts["audit/per_node.json"] = per_node
+    return out

@@ -1,0 +1,404 @@
+"""Planning and running a federation (Flower's "simulation"): check and partition the rows into node
+shards, then drive the coordinator's rounds over a pool of node hosts.
+
+Everything that can be refused is refused in `plan_federation`, before any host starts: K larger than
+the number of rows, a partition leaving a node empty, per-node objectives naming unknown labels, a
+malformed fault plan. The in-process pool (`LocalPool`) lives here; Ray transports of the same pool
+interface live in `veil.platform.fed.runtime`. Nothing here imports Ray."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+import numpy as np
+
+from veil.config import as_params, param
+from veil.datasets.base import Dataset, Split
+from veil.datasets.partition import column, parse_scheme, partition
+from veil.errors import ConfigError
+from veil.methods.federated.coordinator import Coordinator, RoundRecord, Tap
+from veil.methods.federated.core import FederatedRoles, InjectedFault, NodeData, Objective, derive_seed
+from veil.methods.federated.host import NodeHost
+
+
+@dataclass(frozen=True)
+class FederationOptions:
+    """How a federated run is placed, watched and stress-tested (`--set fed.NAME=VALUE`)."""
+
+    audit_every: int = param(0, "run a quick audit of the current release every N rounds (live/* metrics, progress bar); 0 = none", ge=0)
+    live_probe_epochs: int = param(5, "probe epochs of the quick live audit", ge=1)
+    live_rows: int = param(2000, "at most this many train and test rows in a live audit", ge=10)
+    per_node_audit: bool = param(True, "audit the final release on each node's own train/test rows too")
+    nodes_per_host: int = param(0, "in-process runtime: nodes per vectorised host (0 = all nodes in one)", ge=0)
+    hosts: int = param(0, "virtual runtime: node host actors (0 = min(K, available CPUs))", ge=0)
+    cpus_per_host: float = param(1.0, "most CPUs one actor asks for (shrunk to fit the budget)", gt=0)
+    cpus: float = param(0.0, "CPU budget of the federation (0 = what the cluster has available; more is refused)", ge=0)
+    actor_memory_mb: int = param(450, "expected memory of one actor (a torch process), to refuse runs that cannot fit", ge=0)
+    max_restarts: int = param(3, "restarts of a node host after its process dies", ge=0)
+    ready_timeout_s: float = param(60.0, "seconds the placement group may take to be placed before the run is refused", gt=0)
+    faults: tuple[str, ...] = param((), "chaos testing: 'NODE@ROUND' entries; that node's host process exits at the "
+                                    "start of that round (in-process: raises)")
+
+
+@dataclass
+class FederationPlan:
+    """A checked federation, ready to start: the method, every node's shard and objective, how many rounds,
+    which nodes share a host, and (after a Ray runtime has placed it) the resource plan."""
+
+    method: FederatedRoles
+    method_name: str
+    train: Split
+    parts: list[np.ndarray]
+    test_parts: list[np.ndarray] | None
+    test_partition_note: str
+    objectives: list[Objective]
+    shards: list[NodeData]
+    rounds: int
+    options: FederationOptions
+    faults: dict[int, int]
+    seed: int
+    partition: str = "iid"
+    runtime: str = "in-process"
+    node_blocks: list[list[int]] = field(default_factory=list)
+    resources: Any = None
+    """The Ray runtime's resource plan (an object with `to_params()`), None in process."""
+
+    def params(self) -> dict[str, Any]:
+        out = {"federation.runtime": self.runtime, "federation.partition": self.partition,
+               "federation.rounds": self.rounds, "federation.nodes": len(self.shards),
+               "federation.hosts": len(self.node_blocks) if self.node_blocks else 1,
+               "federation.test_partition": self.test_partition_note,
+               "federation.node_rows": [int(len(p)) for p in self.parts][:200]}
+        out.update(as_params(self.options, "federation."))
+        if self.resources is not None:
+            out.update({f"federation.{k}": v for k, v in self.resources.to_params().items()})
+        return out
+
+
+def parse_faults(entries: Sequence[str], k: int) -> dict[int, int]:
+    """'NODE@ROUND' entries as {node: round}, checked against K."""
+    out = {}
+    for e in entries:
+        node, sep, rnd = str(e).partition("@")
+        try:
+            n, r = int(node), int(rnd)
+        except ValueError:
+            raise ConfigError("faults", list(entries), "entries 'NODE@ROUND' (e.g. 1@2)") from None
+        if not sep or not 0 <= n < k or r < 1:
+            raise ConfigError("faults", list(entries), f"entries 'NODE@ROUND' with 0 <= NODE < K={k} and ROUND >= 1")
+        out[n] = r
+    return out
+
+
+def split_hosts(node_ids: Sequence[int], hosts: int) -> list[list[int]]:
+    """Contiguous, near-equal blocks of nodes, one per host."""
+    hosts = max(1, min(hosts, len(node_ids)))
+    per = math.ceil(len(node_ids) / hosts)
+    return [list(node_ids[i:i + per]) for i in range(0, len(node_ids), per)]
+
+
+def partition_key(split: Split, scheme_text: str) -> tuple[np.ndarray | None, str]:
+    """The per-row column a scheme splits by (dirichlet: its label; silo / variance: its column; iid and
+    quantity: none)."""
+    scheme, kw = parse_scheme(scheme_text)
+    if scheme == "dirichlet":
+        name = kw.get("label") or next(iter(split.utility))
+    elif scheme == "silo":
+        name = kw.get("column") or ("node" if "node" in split.extra else None)
+    elif scheme == "variance":
+        name = kw.get("column", "node")
+    else:
+        return None, "rows"
+    return (column(split, name) if name is not None else None), str(name)
+
+
+def partition_test_split(train: Split, test: Split, parts: Sequence[np.ndarray], scheme_text: str,
+                         seed: int) -> tuple[list[np.ndarray], str]:
+    """Each node's test rows, drawn to follow that node's TRAINING distribution: a test row whose key
+    (the scheme's label or column) has value v goes to node k with probability n_train(k, v) / n_train(v)
+    (for iid / quantity, or a value unseen in training: N_k / N). Re-running the partitioner on the test
+    split would draw fresh Dirichlet shares, so a node's test rows would not look like its training rows."""
+    k = len(parts)
+    key_tr, name = partition_key(train, scheme_text)
+    key_te = partition_key(test, scheme_text)[0]
+    sizes = np.array([len(p) for p in parts], dtype=float)
+    prior = sizes / sizes.sum()
+    rng = np.random.default_rng(derive_seed(seed, 77))
+    if key_tr is None or key_te is None:
+        owner = rng.choice(k, size=len(test), p=prior)
+    else:
+        owner_tr = np.empty(len(train), dtype=np.int64)
+        for i, rows in enumerate(parts):
+            owner_tr[rows] = i
+        owner = np.empty(len(test), dtype=np.int64)
+        for v in np.unique(key_te):
+            rows = np.flatnonzero(key_te == v)
+            counts = np.bincount(owner_tr[key_tr == v], minlength=k).astype(float)
+            p = counts / counts.sum() if counts.sum() > 0 else prior
+            owner[rows] = rng.choice(k, size=len(rows), p=p)
+    return [np.flatnonzero(owner == i) for i in range(k)], f"matched to each node's training distribution of {name}"
+
+
+def plan_federation(method: FederatedRoles, method_name: str, train: Split, *, dataset: Dataset | None = None,
+                    partition_scheme: str = "iid", options: FederationOptions | None = None,
+                    seed: int = 0) -> FederationPlan:
+    """Validate and partition (no host starts). Node blocks are laid out for the in-process pool; a Ray
+    runtime re-lays them when it places the federation."""
+    opts = options or FederationOptions()
+    k = method.num_nodes()
+    if k > len(train):
+        raise ConfigError("K", k, f"at most the {len(train)} training rows (every node needs a row)")
+    parts = partition(train, partition_scheme, k, seed)
+    sizes = [len(p) for p in parts]
+    method.validate_partition(sizes)
+    objectives = method.node_objectives()
+    faults = parse_faults(opts.faults, k)
+    shards = [NodeData(i, train.take(parts[i]), objectives[i]) for i in range(k)]
+    test_parts, note = (partition_test_split(train, dataset.test, parts, partition_scheme, seed) if dataset is not None
+                        else (None, "no test split"))
+    per = opts.nodes_per_host or k
+    return FederationPlan(method, method_name, train, parts, test_parts, note, objectives, shards,
+                          method.num_rounds(sizes), opts, faults, seed, partition=partition_scheme,
+                          node_blocks=split_hosts(list(range(k)), math.ceil(k / per)))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Pools of node hosts
+# ---------------------------------------------------------------------------------------------------
+class HostDied(RuntimeError):
+    """A host's process went away during a call (it is restarted, as Ray restarts an actor)."""
+
+
+class HostDead(RuntimeError):
+    """A host is gone for good (its restarts are spent)."""
+
+
+class PoolBase:
+    """Fan a call out to the hosts that hold the addressed nodes; per node, a result or a Failure."""
+
+    node_ids: list[int]
+    sizes: dict[int, int]
+    host_of: dict[int, int]
+
+    def _invoke(self, calls: list[tuple[int, str, tuple]]) -> list[tuple[int, Any]]:
+        raise NotImplementedError
+
+    def _failure_kind(self, error: BaseException) -> str:
+        return "error"
+
+    def _fanout(self, rnd: int, method: str, by_node: Mapping[int, Any], pass_dict: bool = True) -> dict[int, Any]:
+        from veil.methods.federated.core import Failure
+
+        by_host: dict[int, dict[int, Any]] = {}
+        for k, v in by_node.items():
+            by_host.setdefault(self.host_of[k], {})[k] = v
+        calls = []
+        for h, sub in by_host.items():
+            arg = sub if pass_dict else list(sub)
+            calls.append((h, method, (rnd, arg) if method == "run_round" else (arg,)))
+        out: dict[int, Any] = {}
+        for h, res in self._invoke(calls):
+            if isinstance(res, BaseException):
+                kind = self._failure_kind(res)
+                msg = f"{type(res).__name__}: {res}"
+                for k in by_host[h]:
+                    out[k] = Failure(k, rnd, kind, msg, h)
+            else:
+                out.update(res)
+        return out
+
+    def join(self, rnd: int, blobs: Mapping[int, bytes]) -> dict[int, Any]:
+        return self._fanout(rnd, "join", blobs)
+
+    def run_round(self, rnd: int, blobs: Mapping[int, bytes]) -> dict[int, Any]:
+        return self._fanout(rnd, "run_round", blobs)
+
+    def finalize(self, rnd: int, blobs: Mapping[int, bytes]) -> dict[int, Any]:
+        return self._fanout(rnd, "finalize", blobs)
+
+    def export(self, rnd: int, node_ids: Sequence[int]) -> dict[int, Any]:
+        return self._fanout(rnd, "export", {k: None for k in node_ids}, pass_dict=False)
+
+
+class LocalPool(PoolBase):
+    """Node hosts as objects in this process, one per block of nodes."""
+
+    def __init__(self, method_name: str, config: Any, task: Any, shards: Sequence[NodeData], blocks: list[list[int]],
+                 *, faults: Mapping[int, int] | None = None, max_restarts: int = 3) -> None:
+        by_id = {d.node: d for d in shards}
+        self.node_ids = [d.node for d in shards]
+        self.sizes = {d.node: len(d.train) for d in shards}
+        self.host_of = {k: h for h, block in enumerate(blocks) for k in block}
+        self._args = [(method_name, config, task, [by_id[k] for k in block]) for block in blocks]
+        self._faults = dict(faults or {})
+        self.max_restarts = max_restarts
+        self._restarts = [0] * len(blocks)
+        self._dead: set[int] = set()
+        self.hosts: list[NodeHost | None] = [self._make(h) for h in range(len(blocks))]
+
+    def _make(self, h: int) -> NodeHost:
+        return NodeHost(*self._args[h], host_id=h, faults=self._faults, hard_faults=False)
+
+    def _invoke(self, calls: list[tuple[int, str, tuple]]) -> list[tuple[int, Any]]:
+        out: list[tuple[int, Any]] = []
+        for h, method, args in calls:
+            host = self.hosts[h] if h not in self._dead else None
+            if host is None:
+                out.append((h, HostDead(f"node host {h} is dead (restarted {self._restarts[h]} times)")))
+                continue
+            try:
+                out.append((h, getattr(host, method)(*args)))
+            except InjectedFault as e:  # the host "died": rebuild it as Ray would restart the actor
+                out.append((h, HostDied(str(e))))
+                if self._restarts[h] < self.max_restarts:
+                    self._restarts[h] += 1
+                    self.hosts[h] = self._make(h)
+                else:
+                    self._dead.add(h)
+                    self.hosts[h] = None
+            except Exception as e:  # noqa: BLE001  an update that raised: the node rejoins next time
+                out.append((h, e))
+        return out
+
+    def _failure_kind(self, error: BaseException) -> str:
+        return "dead" if isinstance(error, HostDead) else "died" if isinstance(error, HostDied) else "error"
+
+    def restarts(self) -> int:
+        return sum(self._restarts)
+
+    def shutdown(self) -> None:
+        self.hosts = []
+
+
+class Federation(Protocol):
+    """A started federation as the driver sees it, whatever the transport."""
+
+    def start(self) -> dict[int, int]: ...
+    def run_round(self, rnd: int) -> RoundRecord: ...
+    def finish(self) -> dict[int, int]: ...
+    def snapshot(self) -> tuple[Any, Any]: ...
+    def restarts(self) -> int: ...
+    def shutdown(self) -> None: ...
+
+
+class Coordinated:
+    """A coordinator driving a pool of node hosts: the round calls every runtime exposes."""
+
+    coordinator: Coordinator
+    pool: Any
+
+    def start(self) -> dict[int, int]:
+        self.coordinator.start()
+        return dict(self.coordinator.join_bytes)
+
+    def run_round(self, rnd: int) -> RoundRecord:
+        return self.coordinator.run_round(rnd)
+
+    def finish(self) -> dict[int, int]:
+        return self.coordinator.finish()
+
+    def snapshot(self) -> tuple[Any, Any]:
+        return self.coordinator.snapshot()
+
+    def restarts(self) -> int:
+        return int(self.pool.restarts())
+
+    def shutdown(self) -> None:
+        self.pool.shutdown()
+
+
+class LocalFederation(Coordinated):
+    """The whole federation in this process: the coordinator over a `LocalPool`."""
+
+    def __init__(self, plan: FederationPlan, tap: Tap | None = None) -> None:
+        m = plan.method
+        self.pool = LocalPool(plan.method_name, m.config, m.task, plan.shards, plan.node_blocks,
+                              faults=plan.faults, max_restarts=plan.options.max_restarts)
+        self.coordinator = Coordinator(m, self.pool, seed=plan.seed, tap=tap)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The round loop
+# ---------------------------------------------------------------------------------------------------
+@dataclass
+class FederationOutcome:
+    """What a federation produced: the assembled method, one record per round, totals."""
+
+    method: FederatedRoles
+    records: list[RoundRecord]
+    history: list[dict[str, float]]
+    join_bytes: dict[int, int]
+    final_bytes: dict[int, int]
+    restarts: int
+    seconds: float
+    startup_seconds: float = 0.0
+    round_seconds: float = 0.0
+
+    def failures(self) -> list[dict[str, Any]]:
+        return [f.to_dict() for r in self.records for f in r.failures]
+
+    def totals(self) -> dict[str, float]:
+        up = sum(sum(r.bytes_up.values()) for r in self.records)
+        down = sum(sum(r.bytes_down.values()) for r in self.records)
+        join0 = sum(self.join_bytes.values())
+        final = sum(self.final_bytes.values())
+        return {"rounds": float(len(self.records)), "bytes_up_total": float(up),
+                "bytes_down_total": float(down + join0 + final), "bytes_join_initial": float(join0),
+                "bytes_down_final": float(final),
+                "failures_total": float(sum(len(r.failures) for r in self.records)),
+                "restarts": float(self.restarts), "federation_seconds": self.seconds,
+                "startup_seconds": self.startup_seconds,
+                "rounds_per_second": len(self.records) / self.round_seconds if self.round_seconds > 0 else float("nan")}
+
+
+RoundHook = Callable[[int, dict[str, float]], None]
+LiveAudit = Callable[[FederatedRoles], dict[str, float]]
+
+
+def run_federation(plan: FederationPlan, fed: Federation, *, on_round: RoundHook | None = None,
+                   live_audit: LiveAudit | None = None) -> FederationOutcome:
+    """Run every round of a started-to-be federation `fed`, finish, assemble the final release; `fed` is
+    shut down whatever happens."""
+    m, opts = plan.method, plan.options
+    t0 = time.time()
+    records: list[RoundRecord] = []
+    history: list[dict[str, float]] = []
+    round_walls: list[float] = []
+    started = t0
+    try:
+        join_bytes = fed.start()
+        started = time.time()
+        for r in range(1, plan.rounds + 1):
+            t_round = time.time()
+            rec = fed.run_round(r)
+            records.append(rec)
+            round_walls.append(time.time() - t_round)
+            row = {"round": float(r), "rounds_total": float(plan.rounds), **rec.row(),
+                   "round_wall_seconds": round_walls[-1]}
+            if live_audit is not None and opts.audit_every and (r % opts.audit_every == 0 or r == plan.rounds):
+                m.assemble(*fed.snapshot())
+                row.update({f"live/{k}": v for k, v in live_audit(m).items()})
+            history.append(row)
+            if on_round:
+                on_round(r - 1, row)
+        final = fed.finish()
+        if records and final:
+            records[-1].final_bytes_down = final
+        m.assemble(*fed.snapshot())
+        restarts = fed.restarts()
+    finally:
+        fed.shutdown()
+    return FederationOutcome(m, records, history, join_bytes, final, restarts, time.time() - t0,
+                             startup_seconds=(started - t0) if records else time.time() - t0,
+                             round_seconds=float(sum(round_walls)))
+
+
+def run_in_process(method: FederatedRoles, train: Split, *, partition_scheme: str = "iid",
+                   options: FederationOptions | None = None, tap: Tap | None = None) -> FederationOutcome:
+    """`FederatedRoles.fit`: the whole federation in this process (one vectorised host by default)."""
+    plan = plan_federation(method, str(method.name), train, partition_scheme=partition_scheme,
+                           options=options, seed=method.config.seed)
+    return run_federation(plan, LocalFederation(plan, tap=tap))

@@ -1,0 +1,35 @@
+"""Joining or starting Ray: the one place Veil calls `ray.init`."""
+
+from __future__ import annotations
+
+import os
+
+THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+"""Ray workers get one BLAS/OpenMP thread each, so concurrent trials and actors do not oversubscribe cores."""
+
+
+def ensure_ray(address: str | None = None, *, log_to_driver: bool = True) -> bool:
+    """Join `address` (e.g. 'auto' on a cluster's head node, or $RAY_ADDRESS), else start a fresh local Ray
+    (never an unrelated one found on this machine). Returns True when this call started or joined Ray, so the
+    caller knows to shut it down."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    ray.init(address=address or os.environ.get("RAY_ADDRESS") or "local", include_dashboard=False,
+             configure_logging=False, log_to_driver=log_to_driver, runtime_env={"env_vars": dict(THREAD_ENV)})
+    return True
+
+
+def cluster_resources() -> dict[str, float]:
+    """The cluster's total resources (CPU, GPU, memory, ...)."""
+    import ray
+
+    return {k: float(v) for k, v in ray.cluster_resources().items()}
+
+
+def available_resources() -> dict[str, float]:
+    """What the cluster has free right now."""
+    import ray
+
+    return {k: float(v) for k, v in ray.available_resources().items()}

@@ -1,0 +1,211 @@
+"""Executors: where a validated run's training happens. Each is registered by name and turns a validated run
+and its loaded data into a `Job` (every refusal happens there, before the run is tracked), whose `run` trains
+and hands back a `TrainOutcome`.
+
+- `inline`: `Method.fit` in this process (CPU, or the first CUDA device when asked for and present).
+- `ray-train`: the same `fit` under a Ray Train `TorchTrainer`, data-parallel over `num_workers`.
+- `federated`: the federation's rounds over node hosts in process, one Ray actor per node, or virtual
+  nodes (`veil.platform.fed.runtime.RUNTIMES`).
+`auto` resolves to ray-train whenever a GPU or more than one worker is asked for, inline otherwise (a
+TorchTrainer spends ~15 s starting); federated methods always use `federated`."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+import torch
+
+from veil.datasets.base import Dataset
+from veil.errors import UnknownNameError
+from veil.methods.base import Method, TrainContext
+from veil.methods.federated.simulation import FederationOutcome, FederationPlan
+from veil.methods.registry import create_method
+
+if TYPE_CHECKING:
+    from veil.runspec import ValidatedRun
+
+EpochHook = Callable[[int, dict[str, float]], None]
+
+
+@dataclass
+class TrainOutcome:
+    """A trained method plus its per-epoch (or per-round) rows and where it ran."""
+
+    method: Method
+    history: list[dict[str, float]]
+    executor: str
+    device: str
+    seconds: float
+    federation: FederationOutcome | None = None
+
+
+@dataclass
+class Job:
+    """A run checked and ready to train: the params and tags the executor adds, and the training itself."""
+
+    executor: str
+    train: Callable[[EpochHook | None, Any], TrainOutcome]
+    """train(on_epoch, tracker) -> TrainOutcome; `tracker` lets remote workers log to the same MLflow run."""
+    params: dict[str, Any] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    federation: FederationPlan | None = None
+
+
+class Executor(Protocol):
+    def __call__(self, run: ValidatedRun, ds: Dataset, storage: Path) -> Job: ...
+
+
+EXECUTORS: dict[str, Executor] = {}
+
+
+def register_executor(name: str) -> Callable[[Executor], Executor]:
+    """Decorator adding an executor under `name`."""
+
+    def deco(fn: Executor) -> Executor:
+        EXECUTORS[name] = fn
+        return fn
+
+    return deco
+
+
+EXECUTOR_CHOICES = ("auto", "inline", "ray-train")
+"""What a user may ask for; `federated` is chosen by the method, not asked for."""
+
+
+def get_executor(name: str) -> Executor:
+    """The executor registered as `name`, or an error listing the valid names."""
+    if name not in EXECUTORS:
+        raise UnknownNameError("executor", name, list(EXECUTORS))
+    return EXECUTORS[name]
+
+
+def choose_executor(executor: str, num_workers: int, use_gpu: bool, federated: bool = False) -> str:
+    """Resolve 'auto': federated for federated methods, ray-train when a GPU or several workers are asked for,
+    else inline."""
+    if federated:
+        return "federated"
+    if executor == "auto":
+        return "ray-train" if (use_gpu or num_workers > 1) else "inline"
+    return executor
+
+
+# ---------------------------------------------------------------------------------------------------
+# inline
+# ---------------------------------------------------------------------------------------------------
+@register_executor("inline")
+def inline(run: ValidatedRun, ds: Dataset, storage: Path) -> Job:
+    def train(on_epoch: EpochHook | None, tracker: Any) -> TrainOutcome:
+        device = "cuda" if run.spec.use_gpu and torch.cuda.is_available() else "cpu"
+        t0 = time.time()
+        method = create_method(run.spec.method, run.method_config, ds.task())
+        history = method.fit(ds.train, TrainContext(device, on_epoch=on_epoch))
+        return TrainOutcome(method.to("cpu"), history, "inline", device, time.time() - t0)
+
+    return Job("inline", train)
+
+
+# ---------------------------------------------------------------------------------------------------
+# ray-train
+# ---------------------------------------------------------------------------------------------------
+def _ray_train_loop(cfg: dict[str, Any]) -> None:
+    """Runs on every Ray Train worker: same fit, gradients all-reduced, rank 0 checkpoints the result."""
+    import ray.train
+    import ray.train.torch
+
+    from veil.tracking.mlflow_run import TrackedRun
+
+    tctx = ray.train.get_context()
+    rank, world = tctx.get_world_rank(), tctx.get_world_size()
+    device = ray.train.torch.get_device()
+    ds: Dataset = cfg["dataset"]
+    config = cfg["config"]
+    tracker = TrackedRun(cfg["tracking_uri"], cfg["run_id"]) if rank == 0 and cfg.get("run_id") else None
+
+    def report(epoch: int, row: dict[str, float]) -> None:
+        if rank == 0:
+            text = " ".join(f"{k}={v:.4f}" for k, v in row.items())
+            print(f"[veil] epoch {epoch + 1}/{config.epochs} {text}", flush=True)
+            if tracker:
+                tracker.log_metrics(row, step=epoch)
+        ray.train.report({"epoch": epoch, **row})  # every worker reports (Train v2 synchronises on it)
+
+    method = create_method(cfg["method"], config, ds.task())  # the validated config travels as is
+    history = method.fit(ds.train, TrainContext(device, rank, world, on_epoch=report))
+    if rank == 0:
+        with tempfile.TemporaryDirectory() as d:
+            torch.save(method.to("cpu").state(), Path(d) / "state.pt")
+            (Path(d) / "history.json").write_text(json.dumps({"history": history, "device": str(device)}))
+            ray.train.report({"done": 1}, checkpoint=ray.train.Checkpoint.from_directory(d))
+    else:
+        ray.train.report({"done": 1})
+
+
+@register_executor("ray-train")
+def ray_train(run: ValidatedRun, ds: Dataset, storage: Path) -> Job:
+    spec = run.spec
+
+    def train(on_epoch: EpochHook | None, tracker: Any) -> TrainOutcome:
+        from ray.train import RunConfig, ScalingConfig
+        from ray.train.torch import TorchTrainer
+
+        from veil.platform.cluster import cluster_resources, ensure_ray
+
+        ensure_ray(spec.address)
+        use_gpu = spec.use_gpu
+        gpus = cluster_resources().get("GPU", 0.0)
+        if use_gpu and gpus < spec.num_workers:
+            print(f"[veil] warning: use_gpu asked for {spec.num_workers} GPU worker(s) but the cluster has "
+                  f"{gpus:g} GPU(s); training on CPU", file=sys.stderr)
+            use_gpu = False
+        t0 = time.time()
+        run_id = getattr(tracker, "run_id", None)
+        trainer = TorchTrainer(
+            _ray_train_loop,
+            train_loop_config={"method": spec.method, "config": run.method_config, "dataset": ds,
+                               "tracking_uri": getattr(tracker, "tracking_uri", None), "run_id": run_id},
+            scaling_config=ScalingConfig(num_workers=spec.num_workers, use_gpu=use_gpu),
+            run_config=RunConfig(storage_path=str(storage.resolve()), name=f"train-{run_id or int(t0)}"),
+        )
+        result = trainer.fit()
+        if result.error:
+            raise result.error
+        if result.checkpoint is None:
+            raise RuntimeError("Ray Train finished without a checkpoint from rank 0")
+        with result.checkpoint.as_directory() as d:
+            state = torch.load(Path(d) / "state.pt", weights_only=True)
+            meta = json.loads((Path(d) / "history.json").read_text())
+        method = create_method(spec.method, run.method_config, ds.task())
+        method.load_state(state)
+        return TrainOutcome(method, meta["history"], "ray-train", meta["device"], time.time() - t0)
+
+    return Job("ray-train", train)
+
+
+# ---------------------------------------------------------------------------------------------------
+# federated
+# ---------------------------------------------------------------------------------------------------
+@register_executor("federated")
+def federated(run: ValidatedRun, ds: Dataset, storage: Path) -> Job:
+    """Partition and place the federation (refusing what cannot run), then run its rounds."""
+    from veil.audit.nodes import live_auditor
+    from veil.platform.fed.runtime import plan_on, run_planned
+
+    spec = run.spec
+    method = create_method(spec.method, run.method_config, ds.task())
+    plan = plan_on(spec.runtime, method, spec.method, ds.train, dataset=ds, partition_scheme=spec.partition,
+                   options=run.federation, seed=spec.seed, address=spec.address)
+    label = f"federated:{plan.runtime}"
+
+    def train(on_epoch: EpochHook | None, tracker: Any) -> TrainOutcome:
+        live = live_auditor(plan, ds) if plan.options.audit_every else None
+        outcome = run_planned(plan, on_round=on_epoch, live_audit=live)
+        return TrainOutcome(outcome.method, outcome.history, label, "cpu", outcome.seconds, federation=outcome)
+
+    return Job(label, train, params={"executor": label, **plan.params()},
+               tags={"veil.federated": "true", "veil.runtime": plan.runtime}, federation=plan)

@@ -1,0 +1,178 @@
+"""What a run is: the `RunSpec` a user writes (CLI flags, a YAML run file, a sweep trial) and the `ValidatedRun`
+that `veil.run.validate` builds from it once."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from veil.audit.probes import AuditConfig
+from veil.datasets.registry import dataset_params
+from veil.errors import ConfigError, UnknownNameError
+from veil.methods.federated.simulation import FederationOptions
+
+RUN_KEYS = ("method", "dataset", "params", "dataset_params", "audit", "seed", "executor", "num_workers", "use_gpu",
+            "experiment", "run_name", "tracking_uri", "address", "tags", "partition", "runtime", "federation")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything one `veil run` needs."""
+
+    method: str
+    """Registered method name (see `veil methods`)."""
+    dataset: str
+    """Registered dataset name (see `veil datasets`) or a path to a CSV/Parquet file."""
+    params: Mapping[str, Any] = field(default_factory=dict)
+    """Method parameters (e.g. beta, d_z, epochs)."""
+    dataset_params: Mapping[str, Any] = field(default_factory=dict)
+    """Dataset parameters (e.g. n, rho)."""
+    audit: Mapping[str, Any] = field(default_factory=dict)
+    """Fresh-probe audit parameters (hidden, epochs, lr, ...)."""
+    seed: int = 0
+    """Seeds the dataset split, the method and the probes unless their own `seed` is set."""
+    executor: str = "auto"
+    """'inline', 'ray-train', or 'auto' (ray-train when use_gpu or num_workers > 1, else inline)."""
+    num_workers: int = 1
+    """Ray Train data-parallel workers."""
+    use_gpu: bool = False
+    """Train on GPUs when the cluster has them (falls back to CPU with a warning)."""
+    experiment: str = "veil"
+    """MLflow experiment name."""
+    run_name: str | None = None
+    """MLflow run name (default: '<method>-<dataset>')."""
+    tracking_uri: str | None = None
+    """MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///<cwd>/mlflow.db)."""
+    address: str | None = None
+    """Ray address to join ('auto' on a cluster node); default: start a local Ray when needed."""
+    tags: Mapping[str, str] = field(default_factory=dict)
+    """Extra MLflow tags."""
+    partition: str = "iid"
+    """Federated methods: how training rows are split over nodes ('iid', 'dirichlet:0.3', 'silo:node', ...)."""
+    runtime: str = "auto"
+    """Federated methods: 'in-process', 'ray-actors' (an actor per node), 'virtual' (many nodes per actor,
+    vectorised) or 'auto' (= virtual)."""
+    federation: Mapping[str, Any] = field(default_factory=dict)
+    """Federated methods: placement, live audit and fault options (see `veil.methods.federated.FederationOptions`)."""
+
+    def method_values(self) -> dict[str, Any]:
+        return {"seed": self.seed, **self.params}
+
+    def dataset_values(self) -> dict[str, Any]:
+        values = dict(self.dataset_params)
+        try:
+            fields = {f.name for f in dataclasses.fields(dataset_params(self.dataset).__class__)}
+        except UnknownNameError:
+            fields = set()
+        if "seed" in fields:
+            values.setdefault("seed", self.seed)
+        return values
+
+    def audit_values(self) -> dict[str, Any]:
+        return {"seed": self.seed, **self.audit}
+
+
+@dataclass(frozen=True)
+class ValidatedRun:
+    """A RunSpec whose every part has been checked and built once: downstream code (executors, Ray workers,
+    node hosts, sweep trials) uses these objects as they are and never validates again."""
+
+    spec: RunSpec
+    method_config: Any
+    dataset_config: Any
+    audit_config: AuditConfig
+    executor: str
+    """The executor that trains it: 'inline', 'ray-train' or 'federated'."""
+    federation: FederationOptions | None = None
+    """Federated methods: the built federation options."""
+    runtime: str | None = None
+    """Federated methods: the runtime's registered name ('auto' resolved)."""
+
+    @property
+    def executor_label(self) -> str:
+        """What runs record as `executor` ('federated:<runtime>' for a federation)."""
+        return f"federated:{self.runtime}" if self.executor == "federated" else self.executor
+
+
+def spec_from_mapping(data: Mapping[str, Any], where: str = "run spec") -> RunSpec:
+    """Build a RunSpec from a YAML mapping; unknown keys are rejected by name."""
+    if not isinstance(data, Mapping):
+        raise ConfigError("run spec", type(data).__name__, "a mapping of keys " + ", ".join(RUN_KEYS), where)
+    for k in data:
+        if k not in RUN_KEYS:
+            raise UnknownNameError("run key", k, list(RUN_KEYS), where)
+    for k in ("method", "dataset"):
+        if k not in data:
+            raise ConfigError(k, None, "a name (required)", where)
+    for k in ("params", "dataset_params", "audit", "tags", "federation"):
+        if data.get(k) is not None and not isinstance(data[k], Mapping):
+            raise ConfigError(k, data[k], "a mapping", where)
+    kw = {k: v for k, v in data.items() if v is not None}
+    spec = RunSpec(**kw)
+    if not isinstance(spec.seed, int) or isinstance(spec.seed, bool) or spec.seed < 0:
+        raise ConfigError("seed", spec.seed, "an integer >= 0", where)
+    if not isinstance(spec.num_workers, int) or spec.num_workers < 1:
+        raise ConfigError("num_workers", spec.num_workers, "an integer >= 1", where)
+    return spec
+
+
+def load_run_file(path: str | Path) -> RunSpec:
+    """Read a YAML run file (safe-loaded)."""
+    p = Path(path)
+    if not p.exists():
+        raise ConfigError("run file", str(p), "an existing YAML file")
+    return spec_from_mapping(yaml.safe_load(p.read_text()) or {}, where=str(p))
+
+
+SECTIONS = ("method", "dataset", "audit", "fed")
+
+
+@dataclass(frozen=True)
+class KeyRouter:
+    """The one place a bare or prefixed parameter name (`--set KEY=VALUE`, a sweep's `space:`) is resolved to
+    the config that owns it: a bare name goes to the method or the dataset, whichever has it; `method.`,
+    `dataset.`, `audit.` and `fed.` prefixes name the config outright (and settle a name both have)."""
+
+    names: Mapping[str, frozenset[str]]
+    """Field names of each section's config."""
+
+    @classmethod
+    def for_run(cls, method: str, dataset: str) -> KeyRouter:
+        """The router for runs of `method` on `dataset` (unknown names raise, listing the valid ones)."""
+        from veil.datasets.registry import get_dataset_entry
+        from veil.methods.registry import get_method
+
+        fields = lambda c: frozenset(f.name for f in dataclasses.fields(c))  # noqa: E731
+        return cls({"method": fields(get_method(method).Config),
+                    "dataset": fields(get_dataset_entry(dataset).params_cls),
+                    "audit": fields(AuditConfig), "fed": fields(FederationOptions)})
+
+    def valid(self, sections: tuple[str, ...]) -> list[str]:
+        """Every name the sections accept, prefixed where a bare name would not reach it."""
+        out = {n for s in ("method", "dataset") if s in sections for n in self.names[s]}
+        out |= {f"{s}.{n}" for s in sections if s not in ("method", "dataset") for n in self.names[s]}
+        return sorted(out)
+
+    def route(self, key: str, *, sections: tuple[str, ...] = SECTIONS, where: str = "--set",
+              field: str | None = None) -> tuple[str, str]:
+        """'beta' -> ('method', 'beta'); 'dataset.rho' -> ('dataset', 'rho'); unknown or ambiguous names raise.
+        `field` is how errors name the key (default: the key itself)."""
+        label = field or key
+        section, dot, name = key.partition(".")
+        if dot:
+            if section not in sections:
+                raise ConfigError(label, key, " | ".join(["NAME", *(f"{s}.NAME" for s in sections)]), where)
+            if name not in self.names[section]:
+                raise UnknownNameError(f"{section} parameter", name, sorted(self.names[section]), where=where)
+            return section, name
+        owners = [s for s in ("method", "dataset") if s in sections and key in self.names[s]]
+        if not owners:
+            raise UnknownNameError("parameter", key, self.valid(sections), where=where)
+        if len(owners) > 1:
+            raise ConfigError(label, key, f"a prefixed key ({', '.join(o + '.' + key for o in owners)}): the name "
+                              "is ambiguous", where)
+        return owners[0], key
