@@ -1,6 +1,4 @@
 """`veil nightly`: regression rules (pure logic) and two real nightlies against one MLflow store."""
-import json
-from pathlib import Path
 
 import pytest
 import yaml

@@ -82,41 +82,44 @@ class Check:
     note: str = ""
 
 
+def _figure(figures: Mapping[str, float], entry: str, metric: str) -> float | None:
+    return figures.get(f"{entry}/{metric}")
+
+
 def compare(current: Mapping[str, float], previous: Mapping[str, float] | None, tol: Tolerances) -> list[Check]:
     """Regression checks of flat '<entry>/<metric>' figures against the previous nightly's."""
     checks: list[Check] = []
     prev = previous or {}
     entries = sorted({k.split("/", 1)[0] for k in current})
     for e in entries:
-        get = lambda d, m: d.get(f"{e}/{m}")  # noqa: E731
-        u, u0 = get(current, "utility_auc"), get(prev, "utility_auc")
-        a, a0 = get(current, "adversary_auc"), get(prev, "adversary_auc")
+        u, u0 = _figure(current, e, "utility_auc"), _figure(prev, e, "utility_auc")
+        a, a0 = _figure(current, e, "adversary_auc"), _figure(prev, e, "adversary_auc")
         if u is not None:
-            ok = u0 is None or u >= u0 - tol.utility
-            checks.append(Check(f"{e}/utility_auc", u, u0, ok, "" if ok else f"dropped {u0 - u:.3f} > {tol.utility}"))
+            note = "" if u0 is None or u >= u0 - tol.utility else f"dropped {u0 - u:.3f} > {tol.utility}"
+            checks.append(Check(f"{e}/utility_auc", u, u0, not note, note))
         if a is not None:
             gain = (u - u0) if (u is not None and u0 is not None) else 0.0
-            ok = a0 is None or (a - a0) <= tol.leakage + max(gain, 0.0)
-            checks.append(Check(f"{e}/adversary_auc", a, a0, ok,
-                                "" if ok else f"rose {a - a0:.3f} with utility change {gain:+.3f}"))
+            note = ("" if a0 is None or (a - a0) <= tol.leakage + max(gain, 0.0)
+                    else f"rose {a - a0:.3f} with utility change {gain:+.3f}")
+            checks.append(Check(f"{e}/adversary_auc", a, a0, not note, note))
         for m, t in (("rows_per_second", tol.throughput), ("hypervolume", tol.hypervolume)):
-            c, c0 = get(current, m), get(prev, m)
+            c, c0 = _figure(current, e, m), _figure(prev, e, m)
             if c is None:
                 continue
-            ok = c0 is None or c0 <= 0 or c >= c0 * (1 - t)
-            checks.append(Check(f"{e}/{m}", c, c0, ok, "" if ok else f"fell {1 - c / c0:.0%} > {t:.0%}"))
+            note = "" if c0 is None or c0 <= 0 or c >= c0 * (1 - t) else f"fell {1 - c / c0:.0%} > {t:.0%}"
+            checks.append(Check(f"{e}/{m}", c, c0, not note, note))
     return checks
 
 
 def previous_nightly(uri: str, experiment: str, digest: str) -> tuple[str | None, dict[str, float] | None]:
     """Run id and metrics of the latest FINISHED nightly of the same suite, if any."""
-    from mlflow.tracking import MlflowClient
+    from veil.tracking import client
 
-    client = MlflowClient(tracking_uri=uri)
-    exp = client.get_experiment_by_name(experiment)
+    c = client(uri)
+    exp = c.get_experiment_by_name(experiment)
     if exp is None:
         return None, None
-    runs = client.search_runs([exp.experiment_id],
+    runs = c.search_runs([exp.experiment_id],
                               f"tags.`{NIGHTLY_TAG}` = 'true' and tags.`veil.suite` = '{digest}' and attributes.status = 'FINISHED'",
                               order_by=["attributes.start_time DESC"], max_results=1)
     return (runs[0].info.run_id, dict(runs[0].data.metrics)) if runs else (None, None)
@@ -124,8 +127,8 @@ def previous_nightly(uri: str, experiment: str, digest: str) -> tuple[str | None
 
 def run_suite(suite: Suite, tracking_uri: str | None, address: str | None = None) -> tuple[str, dict[str, float]]:
     """Run every entry as a child of one parent nightly run; return its id and the flat figures."""
-    from veil.run import spec_from_mapping, execute
-    from veil.tracking.mlflow_run import TrackedRun
+    from veil.run import execute, spec_from_mapping
+    from veil.tracking import TrackedRun
 
     parent = TrackedRun.start(tracking_uri, suite.experiment, f"nightly-{time.strftime('%Y-%m-%d')}",
                               tags={NIGHTLY_TAG: "true", "veil.suite": suite.digest})
@@ -171,7 +174,7 @@ def format_checks(checks: list[Check]) -> str:
 
 
 def cmd_nightly(args: argparse.Namespace) -> int:
-    from veil.tracking.mlflow_run import TrackedRun, resolve_tracking_uri
+    from veil.tracking import TrackedRun, resolve_tracking_uri
 
     suite = load_suite(args.suite)
     uri = resolve_tracking_uri(args.tracking_uri)

@@ -11,11 +11,24 @@ import numpy as np
 import pytest
 
 from veil.sweeps.pareto import convex_hull_auc, hypervolume, pareto_front
-from veil.sweeps.results import (TAG_CONFIG, TAG_PARETO, TAG_ROLE, TAG_SUPERSEDED, TAG_SWEEP, TAG_TRIAL, SweepRef,
-                                 collect, find_sweep, format_report, search_child_runs, supersede_attempts, tag_front,
-                                 write_report)
+from veil.sweeps.report import write_report
+from veil.sweeps.results import (
+    TAG_CONFIG,
+    TAG_PARETO,
+    TAG_ROLE,
+    TAG_SUPERSEDED,
+    TAG_SWEEP,
+    TAG_TRIAL,
+    SweepRef,
+    collect,
+    find_sweep,
+    format_report,
+    search_child_runs,
+    supersede_attempts,
+    tag_front,
+)
 from veil.sweeps.spec import sweep_from_mapping
-from veil.tracking.mlflow_run import TrackedRun
+from veil.tracking import TrackedRun
 
 SPEC = {
     "method": "gpp", "dataset": "gaussian-correlated", "dataset_params": {"n": 200},

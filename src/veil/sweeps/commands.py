@@ -57,7 +57,8 @@ def _finish(outcome, args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from veil.sweeps.results import format_report, report
+    from veil.sweeps.report import report
+    from veil.sweeps.results import format_report
 
     results, files = report(args.sweep, tracking_uri=args.tracking_uri, out_dir=args.out, storage_root=args.storage)
     out = sys.stderr if args.json else sys.stdout

@@ -6,22 +6,20 @@ from __future__ import annotations
 import html
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from veil.sweeps.results import SweepResults
 from veil.sweeps.spec import format_value
-
-if TYPE_CHECKING:
-    from veil.sweeps.results import SweepResults
 
 FRONT_COLOR = "#1f6fb4"
 DOMINATED_COLOR = "#9a9a9a"
 INFEASIBLE_COLOR = "#c0504d"
 
 
-def plot_axes(results: "SweepResults") -> tuple[str | None, str]:
+def plot_axes(results: SweepResults) -> tuple[str | None, str]:
     """(x metric, y metric): leakage across, utility up when the objectives have that shape; otherwise the
     first two objectives; one objective is plotted against the trial number (x None)."""
     spec = results.spec
@@ -32,11 +30,11 @@ def plot_axes(results: "SweepResults") -> tuple[str | None, str]:
     return None, spec.metrics[0]
 
 
-def _label(row: pd.Series, results: "SweepResults") -> str:
+def _label(row: pd.Series, results: SweepResults) -> str:
     return ", ".join(f"{sp.key}={format_value(row[sp.key])}" for sp in results.spec.space)
 
 
-def _finished(results: "SweepResults") -> pd.DataFrame:
+def _finished(results: SweepResults) -> pd.DataFrame:
     t = results.trials
     ok = t["status"] == "FINISHED"
     for m in results.spec.metrics:
@@ -44,7 +42,7 @@ def _finished(results: "SweepResults") -> pd.DataFrame:
     return t[ok]
 
 
-def _title(results: "SweepResults") -> str:
+def _title(results: SweepResults) -> str:
     s = results.spec
     t = f"{results.name}: {s.method} on {s.dataset} — hypervolume {results.hypervolume:.4f}"
     if results.chull_auc is not None:
@@ -59,7 +57,7 @@ def _std(row: pd.Series, metric: str | None) -> float:
     return float(v) if v is not None and not (isinstance(v, float) and math.isnan(v)) else 0.0
 
 
-def front_png(results: "SweepResults", path: str | Path) -> Path:
+def front_png(results: SweepResults, path: str | Path) -> Path:
     """The trade-off as a PNG."""
     import matplotlib
 
@@ -132,7 +130,7 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def _tooltip(row: pd.Series, results: "SweepResults") -> str:
+def _tooltip(row: pd.Series, results: SweepResults) -> str:
     parts = [f"trial {row['trial']} ({row['trial_id']})", _label(row, results)]
     for m in results.spec.tracked_metrics():
         v = row.get(m)
@@ -144,7 +142,7 @@ def _tooltip(row: pd.Series, results: "SweepResults") -> str:
     return "\n".join(parts)
 
 
-def _svg(results: "SweepResults", width: int = 760, height: int = 500) -> str:
+def _svg(results: SweepResults, width: int = 760, height: int = 500) -> str:
     xm, ym = plot_axes(results)
     t = _finished(results)
     ml, mr, mt, mb = 70, 30, 20, 55
@@ -207,7 +205,7 @@ def _svg(results: "SweepResults", width: int = 760, height: int = 500) -> str:
     return "\n".join(out)
 
 
-def _table(df: pd.DataFrame, results: "SweepResults", tid: str) -> str:
+def _table(df: pd.DataFrame, results: SweepResults, tid: str) -> str:
     spec = results.spec
     cols = ["trial", *[sp.key for sp in spec.space], *spec.tracked_metrics(), "status", "trial_id", "run_id"]
     head = "".join(f"<th onclick=\"sortTable('{tid}',{i})\">{html.escape(c)}</th>" for i, c in enumerate(cols))
@@ -256,7 +254,7 @@ tr.failed td { color: #999; }
 """
 
 
-def front_html(results: "SweepResults", path: str | Path) -> Path:
+def front_html(results: SweepResults, path: str | Path) -> Path:
     """The trade-off as one self-contained HTML file (hover a point for its parameters and metrics)."""
     s = results.summary()
     rows = [("method / dataset", f"{results.spec.method} / {results.spec.dataset}"),

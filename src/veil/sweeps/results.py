@@ -1,5 +1,6 @@
 """A sweep's results, read back from MLflow: one row per trial (each trial counted once), the Pareto front
-over the seed means, its hypervolume and convex-hull AUC, and the report files (Parquet, CSV, PNG, HTML).
+over the seed means, its hypervolume and convex-hull AUC, and its plain-text tables. The report files (Parquet,
+CSV, PNG, HTML) are written by `veil.sweeps.report`, which sits above this module and `veil.sweeps.plots`.
 
 Layout in MLflow (see docs/sweeps.md):
 - parent run: tags veil.role=sweep, veil.sweep=<name>, veil.storage=<Tune experiment dir>; spec as
@@ -25,6 +26,7 @@ import pandas as pd
 from veil.errors import VeilError
 from veil.sweeps.pareto import convex_hull_auc, hypervolume, pareto_front
 from veil.sweeps.spec import SweepSpec, decode_value, format_value, sweep_from_mapping
+from veil.tracking import PARENT_TAG, client, resolve_tracking_uri
 
 TAG_ROLE = "veil.role"
 TAG_SWEEP = "veil.sweep"
@@ -36,7 +38,6 @@ TAG_PARETO = "veil.pareto"
 TAG_SUPERSEDED = "veil.superseded"
 TAG_STORAGE = "veil.storage"
 TAG_SPEC = "veil.spec_name"
-PARENT_TAG = "mlflow.parentRunId"
 STD_PREFIX = "std/"
 SPEC_ARTIFACT = "sweep/spec.json"
 STATE_FILE = "veil-sweep.json"
@@ -51,12 +52,6 @@ class SweepNotFound(VeilError, LookupError):
 # MLflow helpers
 
 
-def client(uri: str):
-    from mlflow.tracking import MlflowClient
-
-    return MlflowClient(tracking_uri=uri)
-
-
 def _q(v: str) -> str:
     return "'" + str(v).replace("'", "\\'") + "'"
 
@@ -69,7 +64,8 @@ def search_runs(uri: str, filter_string: str, experiment_ids: Iterable[str] | No
     experiment_ids = list(experiment_ids)
     if not experiment_ids:
         return []
-    out, token = [], None
+    out: list[Any] = []
+    token: str | None = None
     while True:
         page = c.search_runs(experiment_ids, filter_string, max_results=1000, page_token=token)
         out.extend(page)
@@ -339,7 +335,7 @@ def tag_front(results: SweepResults) -> None:
 
 
 # ----------------------------------------------------------------------------------------------
-# text and files
+# text
 
 
 def fmt_metric(v: float) -> str:
@@ -394,35 +390,6 @@ def format_report(results: SweepResults) -> str:
     return "\n".join(lines)
 
 
-def _parquet_safe(df: pd.DataFrame) -> pd.DataFrame:
-    """Object columns holding more than one Python type (a categorical over [2, 'a']) become strings."""
-    out = df.copy()
-    for col in out.columns:
-        if out[col].dtype == object:
-            kinds = {type(v) for v in out[col] if v is not None and not (isinstance(v, float) and math.isnan(v))}
-            if len(kinds) > 1:
-                out[col] = out[col].map(lambda v: None if v is None else str(v))
-    return out
-
-
-def write_report(results: SweepResults, out_dir: str | Path) -> dict[str, Path]:
-    """trials.parquet, trials.csv, front.csv, summary.json, front.png and front.html under `out_dir`."""
-    from veil.sweeps.plots import front_html, front_png
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    files = {"trials.parquet": out / "trials.parquet", "trials.csv": out / "trials.csv", "front.csv": out / "front.csv",
-             "summary.json": out / "summary.json", "front.png": out / "front.png", "front.html": out / "front.html"}
-    t = _parquet_safe(results.trials)
-    t.to_parquet(files["trials.parquet"], index=False)
-    t.to_csv(files["trials.csv"], index=False)
-    results.front.to_csv(files["front.csv"], index=False)
-    files["summary.json"].write_text(json.dumps(results.summary(), indent=2, default=str) + "\n")
-    front_png(results, files["front.png"])
-    front_html(results, files["front.html"])
-    return files
-
-
 # ----------------------------------------------------------------------------------------------
 # finding a sweep from the command line
 
@@ -434,8 +401,6 @@ def _state_path(exp_dir: Path) -> Path:
 def locate(ref: str, *, tracking_uri: str | None = None, storage_root: str | Path = DEFAULT_ROOT) -> tuple[SweepRef, dict | None]:
     """A sweep by local storage (directory, or name under storage_root) or by MLflow (name, run id, spec
     name); returns its SweepRef and its state file's contents when the Tune storage is reachable."""
-    from veil.tracking.mlflow_run import resolve_tracking_uri
-
     state = None
     for cand in (Path(ref), Path(storage_root) / ref):
         if _state_path(cand).is_file():
@@ -450,13 +415,3 @@ def locate(ref: str, *, tracking_uri: str | None = None, storage_root: str | Pat
     if sref.storage and _state_path(Path(sref.storage)).is_file():
         state = json.loads(_state_path(Path(sref.storage)).read_text())
     return sref, state
-
-
-def report(ref: str, *, tracking_uri: str | None = None, out_dir: str | Path | None = None,
-           storage_root: str | Path = DEFAULT_ROOT) -> tuple[SweepResults, dict[str, Path]]:
-    """Read a sweep back from MLflow (any process) and write its report files."""
-    sref, state = locate(ref, tracking_uri=tracking_uri, storage_root=storage_root)
-    results = collect(sref)
-    if out_dir is None:
-        out_dir = (Path(state["storage"]) / "report") if state else (Path(storage_root) / sref.name / "report")
-    return results, write_report(results, out_dir)

@@ -280,9 +280,13 @@ class SweepMonitor(Callback, Stopper):
 # building the Tuner
 
 
-def search_algorithm(spec: SweepSpec):
-    """(ConcurrencyLimiter(OptunaSearch), OptunaSearch) for nsga2 | tpe | random; (None, None) for grid."""
-    if spec.sampler == "grid":
+def search_algorithm(spec: SweepSpec) -> tuple[Any, Any]:
+    """(ConcurrencyLimiter(OptunaSearch), OptunaSearch) with the Optuna sampler registered under `spec.sampler`
+    in `veil.sweeps.samplers`; (None, None) for grid (Tune's grid_search, see `param_space`)."""
+    from veil.sweeps.samplers import get_sampler
+
+    sampler = get_sampler(spec.sampler, where=spec.source)(spec)
+    if sampler is None:
         return None, None
     import optuna
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
@@ -294,20 +298,15 @@ def search_algorithm(spec: SweepSpec):
     for sp in spec.space:
         if sp.type == "categorical":
             dists[sp.canonical] = CategoricalDistribution([encode_value(v) for v in sp.values])
-        elif sp.type == "int":
+            continue
+        if sp.low is None or sp.high is None:  # load_sweep gives every numeric range both ends
+            raise ConfigError(f"space.{sp.key}", {"low": sp.low, "high": sp.high}, "a range with low and high", spec.source)
+        if sp.type == "int":
             dists[sp.canonical] = IntDistribution(int(sp.low), int(sp.high), step=int(sp.step or 1))
         elif sp.type == "log":
             dists[sp.canonical] = FloatDistribution(float(sp.low), float(sp.high), log=True)
         else:
             dists[sp.canonical] = FloatDistribution(float(sp.low), float(sp.high), step=sp.step)
-    opts = dict(spec.sampler_options)
-    if spec.sampler == "nsga2":
-        opts.setdefault("population_size", max(4, min(50, spec.trials // 2)))
-        sampler = optuna.samplers.NSGAIISampler(seed=spec.sampler_seed, **opts)
-    elif spec.sampler == "tpe":
-        sampler = optuna.samplers.TPESampler(seed=spec.sampler_seed, **opts)
-    else:
-        sampler = optuna.samplers.RandomSampler(seed=spec.sampler_seed)
     searcher = OptunaSearch(dists, metric=[tune_key(m) for m in spec.metrics], mode=list(spec.directions),
                             sampler=sampler)
     return ConcurrencyLimiter(searcher, max_concurrent=spec.concurrency), searcher

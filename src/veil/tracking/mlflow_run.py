@@ -1,6 +1,6 @@
 """MLflow glue: where runs go, and a run handle that logs params, metrics and artifacts in batches.
 
-Everything goes through `MlflowClient` with explicit run ids (no fluent global state), so the same
+Everything goes through one `MlflowClient` factory, `client(uri)`, with explicit run ids (no fluent global state), so the same
 handle works in the driver, in a Ray Train worker (rebuilt from `(tracking_uri, run_id)`) and in
 concurrently running Tune trials."""
 from __future__ import annotations
@@ -11,7 +11,10 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Mapping
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
 
 DEFAULT_EXPERIMENT = "veil"
 PARENT_TAG = "mlflow.parentRunId"
@@ -30,7 +33,20 @@ def resolve_tracking_uri(uri: str | None = None) -> str:
     return f"sqlite:///{Path.cwd().resolve() / 'mlflow.db'}"
 
 
-def _client(uri: str):
+def absolute_uri(uri: str) -> str:
+    """`uri` with a relative sqlite / file store (or a bare path) made absolute: processes that run in another
+    working directory (Tune trials run in their trial directory) then write where the driver reads."""
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        return "sqlite:///" + str(Path(uri[len("sqlite:///"):]).resolve())
+    if uri.startswith("file:") and not uri.startswith("file:///"):
+        return Path(uri[len("file:"):]).resolve().as_uri()
+    if "://" not in uri and not uri.startswith("file:"):
+        return str(Path(uri).resolve())
+    return uri
+
+
+def client(uri: str) -> MlflowClient:
+    """The one place Veil builds an `MlflowClient` (explicit tracking URI, no fluent global state)."""
     from mlflow.tracking import MlflowClient
 
     return MlflowClient(tracking_uri=uri)
@@ -39,19 +55,19 @@ def _client(uri: str):
 def experiment_id(uri: str, name: str) -> str:
     """Id of experiment `name`, created on first use. With a local sqlite store the artifacts go to
     ./mlartifacts beside the database, where `mlflow ui` and `mlflow server` expect them."""
-    client = _client(uri)
-    exp = client.get_experiment_by_name(name)
+    c = client(uri)
+    exp = c.get_experiment_by_name(name)
     if exp is not None:
         if "mlflow.experimentKind" not in exp.tags:
-            client.set_experiment_tag(exp.experiment_id, *next(iter(EXPERIMENT_KIND.items())))
+            c.set_experiment_tag(exp.experiment_id, *next(iter(EXPERIMENT_KIND.items())))
         return exp.experiment_id
     location = None
     if uri.startswith("sqlite:///"):
         location = (Path(uri[len("sqlite:///"):]).parent / "mlartifacts").resolve().as_uri()
     try:
-        return client.create_experiment(name, artifact_location=location, tags=EXPERIMENT_KIND)
+        return c.create_experiment(name, artifact_location=location, tags=EXPERIMENT_KIND)
     except Exception:  # created concurrently by another trial
-        exp = client.get_experiment_by_name(name)
+        exp = c.get_experiment_by_name(name)
         if exp is None:
             raise
         return exp.experiment_id
@@ -70,7 +86,7 @@ class TrackedRun:
 
     def __init__(self, tracking_uri: str, run_id: str) -> None:
         self.tracking_uri, self.run_id = tracking_uri, run_id
-        self.client = _client(tracking_uri)
+        self.client = client(tracking_uri)
 
     @classmethod
     def start(cls, tracking_uri: str | None = None, experiment: str = DEFAULT_EXPERIMENT, run_name: str | None = None,
@@ -80,7 +96,7 @@ class TrackedRun:
         all_tags = dict(tags or {})
         if parent_run_id:
             all_tags[PARENT_TAG] = parent_run_id
-        run = _client(uri).create_run(exp_id, tags=all_tags, run_name=run_name)
+        run = client(uri).create_run(exp_id, tags=all_tags, run_name=run_name)
         return cls(uri, run.info.run_id)
 
     @property
@@ -130,7 +146,7 @@ class TrackedRun:
     def __enter__(self) -> "TrackedRun":
         return self
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         """FINISHED on success; on any error (KeyboardInterrupt too) FAILED with the error, which propagates."""
         if exc is None:
             self.finish()

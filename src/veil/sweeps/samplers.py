@@ -1,0 +1,116 @@
+"""Sweep samplers by name: each registered name maps to a factory `(spec) -> Optuna sampler`.
+
+`grid` is registered too, but its factory returns None: a grid sweep runs through Tune's own `grid_search`
+(every point exactly once, whatever the concurrency), not through an Optuna sampler. Optuna is imported only
+when a factory runs, so reading the vocabulary (`SAMPLERS`, `SAMPLER_OPTIONS`) stays cheap.
+
+This module imports nothing from the rest of `veil.sweeps`: `spec.py` can take its sampler vocabulary from
+here without an import cycle. A factory needs only the three spec fields of `SamplerSpec`."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Protocol
+
+from veil.errors import UnknownNameError
+
+if TYPE_CHECKING:
+    from optuna.samplers import BaseSampler
+
+GRID = "grid"
+"""The sampler that Tune's grid_search implements (its factory returns None)."""
+
+
+class SamplerSpec(Protocol):
+    """What a sampler factory reads from a sweep spec (`veil.sweeps.spec.SweepSpec` has all of it)."""
+
+    @property
+    def sampler_options(self) -> Mapping[str, Any]: ...
+
+    @property
+    def sampler_seed(self) -> int: ...
+
+    @property
+    def trials(self) -> int: ...
+
+
+SamplerFactory = Callable[[SamplerSpec], Optional["BaseSampler"]]
+"""(spec) -> an Optuna sampler seeded with `spec.sampler_seed`; None for the grid (Tune's grid_search)."""
+
+
+@dataclass(frozen=True)
+class SamplerEntry:
+    """One registered sampler: its factory and the Optuna constructor options a spec may set for it."""
+
+    name: str
+    factory: SamplerFactory
+    options: tuple[str, ...] = ()
+    """Keys a spec's `sampler_options` may hold (the seed always comes from `sampler_seed`)."""
+
+
+_REGISTRY: dict[str, SamplerEntry] = {}
+
+
+def _register(name: str, options: tuple[str, ...] = ()) -> Callable[[SamplerFactory], SamplerFactory]:
+    """Register a sampler factory under `name` (a decorator). Only here, above `SAMPLERS`, which is fixed at
+    import time."""
+
+    def deco(factory: SamplerFactory) -> SamplerFactory:
+        if name in _REGISTRY:
+            raise ValueError(f"sampler {name!r} is registered twice")
+        _REGISTRY[name] = SamplerEntry(name, factory, tuple(options))
+        return factory
+
+    return deco
+
+
+@_register("nsga2", options=("population_size", "mutation_prob", "crossover_prob", "swapping_prob"))
+def _nsga2(spec: SamplerSpec) -> BaseSampler:
+    import optuna
+
+    opts = dict(spec.sampler_options)
+    opts.setdefault("population_size", max(4, min(50, spec.trials // 2)))
+    return optuna.samplers.NSGAIISampler(seed=spec.sampler_seed, **opts)
+
+
+@_register("tpe", options=("n_startup_trials", "n_ei_candidates", "multivariate", "consider_endpoints"))
+def _tpe(spec: SamplerSpec) -> BaseSampler:
+    import optuna
+
+    return optuna.samplers.TPESampler(seed=spec.sampler_seed, **dict(spec.sampler_options))
+
+
+@_register("random")
+def _random(spec: SamplerSpec) -> BaseSampler:
+    import optuna
+
+    return optuna.samplers.RandomSampler(seed=spec.sampler_seed)
+
+
+@_register(GRID)
+def _grid(spec: SamplerSpec) -> None:
+    """Tune's grid_search enumerates the grid (Optuna's GridSampler may hand a running point out again under
+    parallel ask/tell), so there is no Optuna sampler to build."""
+    return None
+
+
+SAMPLERS: tuple[str, ...] = tuple(_REGISTRY)
+"""Valid `sampler` values of a sweep spec: ("nsga2", "tpe", "random", "grid")."""
+SAMPLER_OPTIONS: dict[str, tuple[str, ...]] = {name: e.options for name, e in _REGISTRY.items()}
+"""Optuna constructor options a spec may set, per sampler (the seed comes from `sampler_seed`)."""
+
+
+def sampler_entry(name: str, where: str | None = None) -> SamplerEntry:
+    """The registered entry for `name`; UnknownNameError (listing the valid names) otherwise."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise UnknownNameError("sampler", name, list(_REGISTRY), where=where) from None
+
+
+def get_sampler(name: str, where: str | None = None) -> SamplerFactory:
+    """The factory registered as `name`; UnknownNameError (listing the valid names) otherwise."""
+    return sampler_entry(name, where).factory
+
+
+__all__ = ["GRID", "SAMPLERS", "SAMPLER_OPTIONS", "SamplerEntry", "SamplerFactory", "SamplerSpec", "get_sampler",
+           "sampler_entry"]

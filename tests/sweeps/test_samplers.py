@@ -1,0 +1,154 @@
+"""Every registered sampler, Optuna-style conformance (no Ray): a small two-objective ask/tell loop over a toy
+function suggests only values inside the declared distributions, the study's best trials are non-dominated
+(and every non-dominated trial is among them), and the same seed gives the same suggestions twice."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import optuna
+import pytest
+import yaml
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+
+from veil.errors import UnknownNameError
+from veil.sweeps import spec as spec_module
+from veil.sweeps.samplers import GRID, SAMPLER_OPTIONS, SAMPLERS, get_sampler, sampler_entry
+
+N_TRIALS = 12
+DISTS: dict[str, BaseDistribution] = {
+    "x": FloatDistribution(0.0, 1.0),
+    "lr": FloatDistribution(1e-4, 1e-1, log=True),
+    "q": FloatDistribution(0.0, 1.0, step=0.25),
+    "depth": IntDistribution(1, 7, step=2),
+    "act": CategoricalDistribution(["relu", "tanh", "gelu"]),
+}
+
+
+@dataclass(frozen=True)
+class ToySpec:
+    """The fields a sampler factory reads (veil.sweeps.samplers.SamplerSpec)."""
+
+    sampler_options: Mapping[str, Any] = field(default_factory=dict)
+    sampler_seed: int = 7
+    trials: int = N_TRIALS
+
+
+def toy(p: Mapping[str, Any]) -> tuple[float, float]:
+    """Two minimised objectives in tension along x (ZDT1-like), each worsened by the other parameters."""
+    pen = ({"relu": 0.0, "tanh": 0.05, "gelu": 0.1}[p["act"]] + 0.02 * (p["depth"] - 1)
+           + 0.05 * abs(math.log10(p["lr"]) + 2) + 0.1 * p["q"])
+    return p["x"] + pen, 1.0 - math.sqrt(p["x"]) + pen
+
+
+def within(dist: BaseDistribution, v: Any) -> bool:
+    if isinstance(dist, CategoricalDistribution):
+        return v in dist.choices
+    if isinstance(dist, IntDistribution):
+        return isinstance(v, int) and dist.low <= v <= dist.high and (v - dist.low) % dist.step == 0
+    assert isinstance(dist, FloatDistribution)
+    if not (isinstance(v, float) and dist.low <= v <= dist.high):
+        return False
+    if dist.step is not None:
+        k = (v - dist.low) / dist.step
+        return abs(k - round(k)) < 1e-9
+    return True
+
+
+def dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return all(x <= y for x, y in zip(a, b)) and any(x < y for x, y in zip(a, b))
+
+
+def optimise(name: str, seed: int) -> tuple[optuna.Study, list[dict[str, Any]]]:
+    sampler = get_sampler(name)(ToySpec(sampler_seed=seed))
+    study = optuna.create_study(directions=["minimize", "minimize"], sampler=sampler)
+    suggested = []
+    for _ in range(N_TRIALS):
+        trial = study.ask(DISTS)
+        suggested.append(dict(trial.params))
+        study.tell(trial, toy(trial.params))
+    return study, suggested
+
+
+@pytest.fixture(autouse=True)
+def _quiet_optuna():
+    level = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    yield
+    optuna.logging.set_verbosity(level)
+
+
+def grid_spec(tmp_path: Path):
+    data = {"method": "gpp", "dataset": "gaussian-correlated", "dataset_params": {"n": 400}, "params": {"epochs": 2},
+            "space": {"k": {"type": "int", "low": 0, "high": 4, "step": 2},
+                      "d_z": {"type": "categorical", "values": [2, 4]}},
+            "objectives": [{"metric": "utility_auc", "direction": "max"},
+                           {"metric": "adversary_auc", "direction": "min"}],
+            "sampler": GRID}
+    p = tmp_path / "grid.yaml"
+    p.write_text(yaml.safe_dump(data, sort_keys=False))
+    return spec_module.load_sweep(p)
+
+
+@pytest.mark.parametrize("name", SAMPLERS)
+def test_sampler_conformance(name, tmp_path):
+    sampler = get_sampler(name)(ToySpec())
+    if name == GRID:
+        # Not an Optuna sampler: a grid sweep is Tune's grid_search over `grid_points` (every point exactly once,
+        # whatever the concurrency), so the ask/tell part below does not apply. Its conformance instead: every
+        # point lies in the declared values, each exactly once, in the same order every time.
+        assert sampler is None
+        spec = grid_spec(tmp_path)
+        points = spec_module.grid_points(spec)
+        declared = {sp.canonical: sp.grid_values() for sp in spec.space}
+        assert declared == {"method.k": [0, 2, 4], "method.d_z": [2, 4]}
+        assert all(p[k] in vals for p in points for k, vals in declared.items())
+        assert len({tuple(sorted(p.items())) for p in points}) == len(points) == spec.trials == 6
+        assert spec_module.grid_points(spec) == points
+        return
+
+    assert isinstance(sampler, optuna.samplers.BaseSampler)
+    study, suggested = optimise(name, seed=7)
+    trials = study.get_trials(deepcopy=False)
+    assert len(trials) == N_TRIALS and all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
+    for params in suggested:
+        assert set(params) == set(DISTS)
+        for k, v in params.items():
+            assert within(DISTS[k], v), f"{name}: {k}={v!r} outside {DISTS[k]}"
+
+    values = {t.number: tuple(t.values) for t in trials}
+    best = {t.number for t in study.best_trials}
+    assert best
+    for b in best:
+        assert not any(dominates(values[o], values[b]) for o in values), f"{name}: best trial {b} is dominated"
+    non_dominated = {n for n in values if not any(dominates(values[o], values[n]) for o in values)}
+    assert best == non_dominated
+
+    _, again = optimise(name, seed=7)
+    assert again == suggested, f"{name}: the same seed suggested different values"
+
+
+def test_registry_vocabulary_matches_the_spec():
+    assert SAMPLERS == ("nsga2", "tpe", "random", "grid") == spec_module.SAMPLERS
+    assert SAMPLER_OPTIONS == spec_module.SAMPLER_OPTIONS
+
+
+def test_unknown_sampler_lists_the_valid_names():
+    with pytest.raises(UnknownNameError) as e:
+        get_sampler("cmaes", where="s.yaml")
+    msg = str(e.value)
+    assert "'cmaes'" in msg and msg.startswith("s.yaml: ")
+    for name in SAMPLERS:
+        assert name in msg
+
+
+def test_factories_take_seed_and_options():
+    nsga2 = get_sampler("nsga2")(ToySpec(trials=40))
+    assert nsga2._population_size == 20  # default: trials // 2, within [4, 50]
+    nsga2 = get_sampler("nsga2")(ToySpec(sampler_options={"population_size": 8}))
+    assert nsga2._population_size == 8
+    tpe = get_sampler("tpe")(ToySpec(sampler_options={"n_startup_trials": 3}))
+    assert tpe._n_startup_trials == 3
+    assert sampler_entry("random").options == () and sampler_entry(GRID).options == ()
