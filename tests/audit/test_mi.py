@@ -10,13 +10,17 @@ import torch
 from scipy import integrate, stats
 
 from veil.audit.mi import (
+    DEFAULT_KNN_MAX_DIM,
     MI_ESTIMATORS,
     MIEstimate,
+    check_release_width,
     estimate_mi,
+    get_estimator,
     ksg_mi,
     ksg_mi_continuous,
     label_entropy,
     mine_mi,
+    register_estimator,
     variational_mi,
 )
 from veil.errors import ConfigError, UnknownNameError
@@ -359,6 +363,51 @@ def test_estimate_mi_unknown_and_unsound_cases() -> None:
     with pytest.raises(ConfigError) as e2:
         estimate_mi(z, s, z, s, "variational", discrete=False)
     assert e2.value.field == "estimator"
+
+
+def test_estimators_are_looked_up_in_the_registry() -> None:
+    rng = np.random.default_rng(33)
+    z, s = sample_mixture(200, 1.0, rng)
+    calls = []
+
+    @register_estimator("test-constant", "a constant, for this test")
+    def constant(z_train, y_train, z_test, y_test, *, discrete, **kw):
+        calls.append((len(z_train), len(z_test), discrete, kw))
+        return MIEstimate(0.5, "test-constant")
+
+    try:
+        assert get_estimator("test-constant").estimate is constant
+        assert estimate_mi(z, s, z[:50], s[:50], "test-constant", seed=4).value == 0.5
+        assert calls == [(200, 50, True, {"seed": 4})]
+        with pytest.raises(ValueError):
+            register_estimator("test-constant", "twice")(constant)
+        with pytest.raises(ValueError):
+            register_estimator("none", "reserved for no estimate")(constant)
+        with pytest.raises(UnknownNameError) as e:
+            get_estimator("infonce")
+        assert "test-constant" in e.value.valid and "variational" in str(e.value)
+    finally:
+        del MI_ESTIMATORS["test-constant"]
+
+
+def test_release_width_check_names_the_estimators_that_cope() -> None:
+    check_release_width("ksg", DEFAULT_KNN_MAX_DIM)
+    check_release_width("variational", 10 * DEFAULT_KNN_MAX_DIM)
+    with pytest.raises(ConfigError, match=f"audit.mi.*{DEFAULT_KNN_MAX_DIM} columns") as e:
+        check_release_width("ksg", DEFAULT_KNN_MAX_DIM + 1)
+    assert "variational or mine" in e.value.allowed
+    with pytest.raises(UnknownNameError):
+        check_release_width("bogus", 2)
+
+
+def test_variational_mlp_reproduces_the_bound_recorded_before_the_trainer_refactor() -> None:
+    # Recorded with the estimator's own MLP loop, before it used veil.audit.train.train_classifier.
+    from veil.datasets import load_dataset
+
+    ds = load_dataset("gaussian-correlated", {"n": 600, "seed": 3}, use_cache=False)
+    est = variational_mi(ds.train.x, ds.train.sensitive["s"], ds.test.x, ds.test.sensitive["s"], epochs=5, seed=3)
+    assert est.value == pytest.approx(0.20917382234662302, abs=1e-9, rel=0)
+    assert est.details["cross_entropy"] == pytest.approx(0.48393385152022045, abs=1e-9, rel=0)
 
 
 def test_mi_estimate_is_frozen_and_reports_nats() -> None:

@@ -1,9 +1,15 @@
 """The fresh-probe audit on representations whose leakage is known."""
 import numpy as np
+import pytest
+import torch
 
 from veil.audit import AuditConfig, audit
-from veil.audit.probes import auc_score
+from veil.audit.mi import MI_ESTIMATORS
+from veil.audit.probes import MI_CHOICES, auc_score
+from veil.config import build
+from veil.datasets import load_dataset
 from veil.datasets.base import Split
+from veil.errors import ConfigError
 
 CFG = AuditConfig(epochs=15, hidden=(32,))
 
@@ -40,3 +46,39 @@ def test_multiclass_auc_is_one_vs_rest_macro():
     perfect = np.eye(3)[y]
     assert auc_score(y, perfect, 3) == 1.0
     assert auc_score(y, np.full((6, 3), 1 / 3), 3) == 0.5
+
+
+# Recorded with the audit as it was BEFORE the probe trainers were unified into
+# veil.audit.train.train_classifier (commit 934d9ff); the refactor must reproduce them exactly.
+RECORDED_AUDIT = {
+    "adversary_acc": 0.9266666666666666, "adversary_acc/s": 0.9266666666666666,
+    "adversary_auc": 0.9823772702751303, "adversary_auc/s": 0.9823772702751303,
+    "majority/s": 0.5533333333333333, "majority/u": 0.5133333333333333,
+    "privacy_gap": 0.48237727027513033, "privacy_gap/s": 0.48237727027513033,
+    "utility_acc": 0.9133333333333333, "utility_acc/u": 0.9133333333333333,
+    "utility_auc": 0.9747375911759473, "utility_auc/u": 0.9747375911759473,
+}
+
+
+def test_audit_reproduces_the_metrics_recorded_before_the_trainer_refactor():
+    ds = load_dataset("gaussian-correlated", {"n": 600, "seed": 3}, use_cache=False)
+    m = audit(ds.train.x, ds.train, ds.test.x, ds.test, ds.num_classes, AuditConfig(epochs=5, seed=3)).metrics()
+    assert set(m) == set(RECORDED_AUDIT)
+    for key, value in RECORDED_AUDIT.items():
+        assert m[key] == pytest.approx(value, abs=1e-9, rel=0), key
+
+
+def test_audit_leaves_torch_global_rng_alone():
+    tr, te = split(200, 4), split(100, 5)
+    before = torch.get_rng_state().clone()
+    audit(tr.utility["u"][:, None].astype(float), tr, te.utility["u"][:, None].astype(float), te,
+          {"u": 2, "s": 3}, AuditConfig(epochs=1, hidden=(8,)))
+    assert torch.equal(before, torch.get_rng_state())
+
+
+def test_mi_choices_come_from_the_estimator_registry():
+    assert MI_CHOICES == ("none", *MI_ESTIMATORS)
+    assert build(AuditConfig, {"mi": "ksg"}).mi == "ksg"
+    with pytest.raises(ConfigError) as e:
+        build(AuditConfig, {"mi": "bogus"}, where="audit")
+    assert e.value.field == "mi" and all(name in str(e.value) for name in MI_CHOICES)

@@ -20,9 +20,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 import numpy as np
-import torch
 
-from veil.audit.probes import AuditConfig, auc_score, label_tasks, prepare, train_probe
+from veil.audit.probes import accuracy_auc, label_tasks, prepare
+from veil.audit.train import sklearn_proba, train_classifier
 from veil.config import as_params, param
 from veil.datasets.base import Split
 
@@ -134,10 +134,9 @@ def fit_predict(probe: str, z_tr: np.ndarray, y_tr: np.ndarray, z_te: np.ndarray
     """Train probe family `probe` on (z_tr, y_tr) and return class probabilities on z_te (n x n_classes)."""
     kind, hidden = PROBES[probe]
     if kind == "mlp":
-        acfg = AuditConfig(hidden=hidden, epochs=cfg.epochs, lr=cfg.lr, batch_size=cfg.batch_size, seed=seed)
-        net = train_probe(z_tr, y_tr, n_classes, acfg, seed)
-        with torch.no_grad():
-            return torch.softmax(net(torch.as_tensor(z_te, dtype=torch.float32)), dim=1).numpy()
+        return train_classifier(z_tr, y_tr, n_classes, hidden=hidden, epochs=cfg.epochs, lr=cfg.lr,
+                                batch_size=cfg.batch_size, seed=seed).predict_proba(z_te)
+    model: Any
     if kind == "logistic":
         from sklearn.linear_model import LogisticRegression
 
@@ -153,9 +152,7 @@ def fit_predict(probe: str, z_tr: np.ndarray, y_tr: np.ndarray, z_te: np.ndarray
     else:  # pragma: no cover - PROBES and this switch are edited together
         raise AssertionError(kind)
     model.fit(z_tr, y_tr)
-    proba = np.zeros((len(z_te), n_classes))
-    proba[:, model.classes_] = model.predict_proba(z_te)  # classes absent from y_tr keep probability 0
-    return proba
+    return sklearn_proba(model, z_te, n_classes)
 
 
 def capacity_audit(z_train: np.ndarray, train: Split, z_test: np.ndarray, test: Split, num_classes: Mapping[str, int],
@@ -164,12 +161,10 @@ def capacity_audit(z_train: np.ndarray, train: Split, z_test: np.ndarray, test: 
     cfg = config or CapacityConfig()
     z_tr, z_te = prepare(z_train, z_test, cfg.standardize)
     scores = []
-    for role, name, k, y_tr, y_te, offset in label_tasks(train, test, num_classes):
+    for t in label_tasks(train, test, num_classes):
         for probe in cfg.probes:
-            accs, aucs = [], []
-            for r in range(1 if probe in DETERMINISTIC else cfg.repeats):
-                proba = fit_predict(probe, z_tr, y_tr, z_te, k, cfg, cfg.seed + 1000 * r + offset)
-                accs.append(float((proba.argmax(1) == y_te).mean()))
-                aucs.append(auc_score(y_te, proba, k))
-            scores.append(ProbeScore(name, role, probe, tuple(accs), tuple(aucs)))
+            runs = [accuracy_auc(t.y_test, fit_predict(probe, z_tr, t.y_train, z_te, t.n_classes, cfg,
+                                                       cfg.seed + 1000 * r + t.offset), t.n_classes)
+                    for r in range(1 if probe in DETERMINISTIC else cfg.repeats)]
+            scores.append(ProbeScore(t.name, t.role, probe, tuple(a for a, _ in runs), tuple(u for _, u in runs)))
     return CapacityReport(scores, as_params(cfg))

@@ -16,34 +16,41 @@ Three estimators, each sound for a different case (METHODS.md, "What every run r
   Donsker-Varadhan bound ``E_P[T] - log E_{P_Z x P_Y}[e^T]`` with the moving-average
   correction of the biased gradient; evaluated on held-out data when given.
 
-Only numpy, scipy, scikit-learn and torch are imported.
+Estimators are registered by name (`register_estimator`); `estimate_mi` looks the name up in
+`MI_ESTIMATORS`, and `AuditConfig.mi` accepts exactly those names plus "none".
 """
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 import torch
 from scipy.spatial import cKDTree
 from scipy.special import digamma
 
+from veil.audit.train import Standardizer, seeded_torch, sklearn_proba, train_classifier
 from veil.errors import ConfigError, UnknownNameError
+from veil.methods.nets import mlp
 
 __all__ = [
+    "DEFAULT_KNN_MAX_DIM",
+    "EstimateFn",
     "MIEstimate",
+    "MIEstimator",
     "MI_ESTIMATORS",
-    "label_entropy",
-    "variational_mi",
+    "check_release_width",
+    "estimate_mi",
+    "get_estimator",
     "ksg_mi",
     "ksg_mi_continuous",
+    "label_entropy",
     "mine_mi",
-    "estimate_mi",
+    "register_estimator",
+    "variational_mi",
 ]
 
-MI_ESTIMATORS: tuple[str, ...] = ("variational", "ksg", "mine")
 PROBES: tuple[str, ...] = ("mlp", "logistic")
 DEFAULT_KNN_MAX_DIM = 16
 _EPS = 1e-12
@@ -110,29 +117,6 @@ def _check_pos_int(name: str, value: Any, lo: int = 1) -> int:
     return int(value)
 
 
-@contextlib.contextmanager
-def _torch_threads(n: int | None):
-    """Run with ``n`` intra-op torch threads, restoring the previous count afterwards.
-
-    Small probes are fastest single-threaded (thread hand-off costs more than the arithmetic and
-    degrades badly on busy shared cores); ``None`` leaves torch's setting alone."""
-    if n is None:
-        yield
-        return
-    old = torch.get_num_threads()
-    torch.set_num_threads(_check_pos_int("num_threads", n))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
-
-
-def _standardize(a: np.ndarray) -> np.ndarray:
-    sd = a.std(axis=0)
-    sd[sd == 0] = 1.0
-    return (a - a.mean(axis=0)) / sd
-
-
 def label_entropy(labels: Any) -> float:
     """Plug-in (maximum-likelihood) entropy of discrete labels, in nats."""
     a = np.asarray(labels)
@@ -147,50 +131,6 @@ def label_entropy(labels: Any) -> float:
 # variational (probe) lower bound
 
 
-def _fit_predict_mlp(
-    z_train: np.ndarray,
-    y_train: np.ndarray,
-    z_test: np.ndarray,
-    n_classes: int,
-    *,
-    hidden: Sequence[int],
-    epochs: int,
-    batch_size: int,
-    lr: float,
-    weight_decay: float,
-    seed: int,
-) -> np.ndarray:
-    """Train a seeded torch MLP probe with Adam on softmax cross-entropy; test log-probabilities."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        mean, sd = z_train.mean(axis=0), z_train.std(axis=0)
-        sd[sd == 0] = 1.0
-        xt = torch.as_tensor((z_train - mean) / sd, dtype=torch.float32)
-        yt = torch.as_tensor(y_train, dtype=torch.long)
-        layers: list[torch.nn.Module] = []
-        width = xt.shape[1]
-        for h in hidden:
-            layers += [torch.nn.Linear(width, int(h)), torch.nn.ReLU()]
-            width = int(h)
-        layers.append(torch.nn.Linear(width, n_classes))
-        net = torch.nn.Sequential(*layers)
-        opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
-        gen = torch.Generator().manual_seed(seed)
-        n = xt.shape[0]
-        bs = min(batch_size, n)
-        for _ in range(epochs):
-            perm = torch.randperm(n, generator=gen)
-            for start in range(0, n, bs):
-                idx = perm[start:start + bs]
-                opt.zero_grad()
-                loss = torch.nn.functional.cross_entropy(net(xt[idx]), yt[idx])
-                loss.backward()
-                opt.step()
-        with torch.no_grad():
-            xs = torch.as_tensor((z_test - mean) / sd, dtype=torch.float32)
-            return torch.log_softmax(net(xs), dim=1).double().numpy()
-
-
 def _fit_predict_logistic(
     z_train: np.ndarray, y_train: np.ndarray, z_test: np.ndarray, n_classes: int, *, C: float, seed: int
 ) -> np.ndarray:
@@ -200,10 +140,7 @@ def _fit_predict_logistic(
 
     clf = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=2000, random_state=seed))
     clf.fit(z_train, y_train)
-    logp = np.full((z_test.shape[0], n_classes), np.log(_EPS))
-    # classes_ is the sorted set of train codes == arange(n_classes)
-    logp[:, clf.classes_] = np.log(np.clip(clf.predict_proba(z_test), _EPS, 1.0))
-    return logp
+    return np.log(np.clip(sklearn_proba(clf, z_test, n_classes), _EPS, 1.0))
 
 
 def variational_mi(
@@ -257,9 +194,10 @@ def variational_mi(
     if probe == "mlp":
         epochs = _check_pos_int("epochs", epochs)
         batch_size = _check_pos_int("batch_size", batch_size)
-        with _torch_threads(num_threads):
-            logp = _fit_predict_mlp(zt, ct, zs, k, hidden=tuple(hidden), epochs=epochs, batch_size=batch_size,
-                                    lr=float(lr), weight_decay=float(weight_decay), seed=int(seed))
+        probe_net = train_classifier(zt, ct, k, hidden=hidden, epochs=epochs, lr=float(lr), batch_size=batch_size,
+                                     seed=int(seed), weight_decay=float(weight_decay), standardize=True,
+                                     drop_last=False, num_threads=num_threads)
+        logp = probe_net.predict_log_proba(zs)
     else:
         logp = _fit_predict_logistic(zt, ct, zs, k, C=float(C), seed=int(seed))
     logp = np.maximum(logp, math.log(_EPS))
@@ -284,7 +222,7 @@ def variational_mi(
 
 def _knn_prepare(a: np.ndarray, *, standardize: bool, jitter: float, rng: np.random.Generator) -> np.ndarray:
     if standardize:
-        a = _standardize(a)
+        a = Standardizer.fit_transform(a)
     if jitter > 0:
         # Tiny noise breaks ties between duplicate rows (kNN estimators assume continuous data);
         # same device as sklearn's mutual_info_* (1e-10 relative to the column scale).
@@ -477,26 +415,16 @@ def mine_mi(
         if ye.shape[1] != ya.shape[1] or ye.shape[0] != ze.shape[0]:
             raise ConfigError("y_eval", f"shape {ye.shape}", f"{ze.shape[0]} rows and {ya.shape[1]} columns")
     # standardise with training statistics (one-hot labels are left as they are)
-    zm, zsd = za.mean(axis=0), za.std(axis=0)
-    zsd[zsd == 0] = 1.0
-    za_s, ze_s = (za - zm) / zsd, (ze - zm) / zsd
+    zscore = Standardizer.fit(za)
+    za_s, ze_s = zscore(za), zscore(ze)
     if not discrete:
-        ym, ysd = ya.mean(axis=0), ya.std(axis=0)
-        ysd[ysd == 0] = 1.0
-        ya, ye = (ya - ym) / ysd, (ye - ym) / ysd
+        yscore = Standardizer.fit(ya)
+        ya, ye = yscore(ya), yscore(ye)
 
-    with torch.random.fork_rng(devices=[]), _torch_threads(num_threads):
-        torch.manual_seed(seed)
-        gen = torch.Generator().manual_seed(seed)
+    with seeded_torch(int(seed), num_threads) as gen:
         zt = torch.as_tensor(za_s, dtype=torch.float32)
         yt = torch.as_tensor(ya, dtype=torch.float32)
-        layers: list[torch.nn.Module] = []
-        width = zt.shape[1] + yt.shape[1]
-        for h in hidden:
-            layers += [torch.nn.Linear(width, int(h)), torch.nn.ReLU()]
-            width = int(h)
-        layers.append(torch.nn.Linear(width, 1))
-        net = torch.nn.Sequential(*layers)
+        net = mlp(zt.shape[1] + yt.shape[1], [int(h) for h in hidden], 1)
         opt = torch.optim.Adam(net.parameters(), lr=lr)
         n = zt.shape[0]
         bs = min(batch_size, n)
@@ -524,7 +452,84 @@ def mine_mi(
 
 
 # ----------------------------------------------------------------------------------------------
-# dispatcher
+# registry
+
+
+class EstimateFn(Protocol):
+    """How a registered estimator is called: train and test representations and labels; ``discrete``
+    says whether the labels are classes; further keywords are the estimator's own settings."""
+
+    def __call__(self, z_train: Any, y_train: Any, z_test: Any, y_test: Any, *, discrete: bool,
+                 **kw: Any) -> MIEstimate: ...
+
+
+@dataclass(frozen=True)
+class MIEstimator:
+    """A registered MI estimator: its name, how to call it, a one-line summary (shown in `AuditConfig.mi`'s
+    doc), and the widest representation it copes with (None = any)."""
+
+    name: str
+    estimate: EstimateFn
+    summary: str
+    max_dim: int | None = None
+
+
+#: registered MI estimators by name
+MI_ESTIMATORS: dict[str, MIEstimator] = {}
+
+
+def register_estimator(name: str, summary: str, *, max_dim: int | None = None) -> Callable[[EstimateFn], EstimateFn]:
+    """Function decorator adding an `EstimateFn` to `MI_ESTIMATORS` under `name`.
+
+    Register before `veil.audit.probes` is imported for `AuditConfig.mi` to accept the name."""
+
+    def add(fn: EstimateFn) -> EstimateFn:
+        if name in MI_ESTIMATORS or name == "none":
+            raise ValueError(f"MI estimator {name!r} registered twice (or reserved)")
+        MI_ESTIMATORS[name] = MIEstimator(name, fn, summary, max_dim)
+        return fn
+
+    return add
+
+
+def get_estimator(name: str) -> MIEstimator:
+    """The estimator registered as `name`, or UnknownNameError listing the valid names."""
+    if name not in MI_ESTIMATORS:
+        raise UnknownNameError("MI estimator", str(name), list(MI_ESTIMATORS))
+    return MI_ESTIMATORS[name]
+
+
+def check_release_width(name: str, width: int, field: str = "audit.mi") -> None:
+    """Refuse (ConfigError on `field`), before anything is trained, an estimator that cannot cope with a
+    representation of `width` columns."""
+    est = get_estimator(name)
+    if est.max_dim is not None and width > est.max_dim:
+        others = [e.name for e in MI_ESTIMATORS.values() if e.max_dim is None or width <= e.max_dim]
+        raise ConfigError(field, name, f"{' or '.join(others) or 'none'}: the {name} estimator handles z of at "
+                          f"most {est.max_dim} columns and this run releases {width}")
+
+
+@register_estimator("variational", "H(S) - CE bound of a probe trained on train, CE on test")
+def _variational(z_train: Any, y_train: Any, z_test: Any, y_test: Any, *, discrete: bool, **kw: Any) -> MIEstimate:
+    """`variational_mi`: probe trained on train, cross-entropy on test (discrete labels only)."""
+    if not discrete:
+        raise ConfigError("estimator", "variational with discrete=False",
+                          "variational needs discrete labels; use 'ksg' or 'mine' for a continuous target")
+    return variational_mi(z_train, y_train, z_test, y_test, **kw)
+
+
+@register_estimator("ksg", f"kNN on the test split, z of at most {DEFAULT_KNN_MAX_DIM} columns",
+                    max_dim=DEFAULT_KNN_MAX_DIM)
+def _ksg(z_train: Any, y_train: Any, z_test: Any, y_test: Any, *, discrete: bool, **kw: Any) -> MIEstimate:
+    """kNN estimate on the TEST split (the released test representation the audit inspects; kNN
+    estimators need no fitting): `ksg_mi` (Ross 2014) when discrete, else `ksg_mi_continuous`."""
+    return ksg_mi(z_test, y_test, **kw) if discrete else ksg_mi_continuous(z_test, y_test, **kw)
+
+
+@register_estimator("mine", "Donsker-Varadhan bound of a statistics network trained on train, evaluated on test")
+def _mine(z_train: Any, y_train: Any, z_test: Any, y_test: Any, *, discrete: bool, **kw: Any) -> MIEstimate:
+    """`mine_mi`: statistics network trained on train, DV bound evaluated on test."""
+    return mine_mi(z_train, y_train, z_eval=z_test, y_eval=y_test, discrete=discrete, **kw)
 
 
 def estimate_mi(
@@ -536,23 +541,10 @@ def estimate_mi(
     discrete: bool = True,
     **kw: Any,
 ) -> MIEstimate:
-    """Estimate I(Z;Y) in nats with the named estimator; extra keywords go to that estimator.
+    """Estimate I(Z;Y) in nats with the estimator registered as `estimator` (see `MI_ESTIMATORS`);
+    extra keywords go to that estimator.
 
-    * ``"variational"``: probe trained on train, cross-entropy on test (discrete labels only).
-    * ``"ksg"``: kNN estimate on the TEST split (the released test representation the audit
-      inspects; kNN estimators need no fitting): Ross 2014 when ``discrete`` else KSG estimator 1.
-    * ``"mine"``: statistics network trained on train, DV bound evaluated on test.
-
-    Unknown names raise ``UnknownNameError("MI estimator", name, MI_ESTIMATORS)``; a case the
+    Unknown names raise ``UnknownNameError("MI estimator", name, valid names)``; a case the
     estimator cannot handle raises ConfigError naming the field.
     """
-    if estimator not in MI_ESTIMATORS:
-        raise UnknownNameError("MI estimator", str(estimator), list(MI_ESTIMATORS))
-    if estimator == "variational":
-        if not discrete:
-            raise ConfigError("estimator", "variational with discrete=False",
-                              "variational needs discrete labels; use 'ksg' or 'mine' for a continuous target")
-        return variational_mi(z_train, y_train, z_test, y_test, **kw)
-    if estimator == "ksg":
-        return ksg_mi(z_test, y_test, **kw) if discrete else ksg_mi_continuous(z_test, y_test, **kw)
-    return mine_mi(z_train, y_train, z_eval=z_test, y_eval=y_test, discrete=discrete, **kw)
+    return get_estimator(estimator).estimate(z_train, y_train, z_test, y_test, discrete=discrete, **kw)

@@ -9,6 +9,8 @@ release an obfuscated record x' in the input's format (z has the columns of x).
 Every probe is a fresh MLP (`AuditConfig`); when `standardize` is set its z-scoring is fitted on the
 probe's own training inputs and applied unchanged to its test inputs, as a deployed model would be.
 The weak adversary and the original_adversary are the same trained probe, scored on z and on x.
+Probe seeds: cfg.seed + j for the j-th sensitive label's adversary trained on x, + 100 + j for the
+utility provider trained on x, + 200 + j and + 300 + j for those trained on z.
 Adversary metrics are the worst case (max) over sensitive labels, utility the mean over utility labels."""
 from __future__ import annotations
 
@@ -16,9 +18,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 import numpy as np
-import torch
 
-from veil.audit.probes import AuditConfig, auc_score, train_probe
+from veil.audit.probes import AuditConfig, accuracy_auc, label_tasks
+from veil.audit.train import Classifier, train_classifier
 from veil.config import as_params
 from veil.datasets.base import Split
 from veil.errors import DataError
@@ -66,31 +68,12 @@ class ObfuscationReport:
         return {"scores": [asdict(s) for s in self.scores], "metrics": self.metrics(), "config": self.config}
 
 
-class _Probe:
-    """A fresh MLP probe with its own input standardisation (fitted on its training inputs)."""
-
-    def __init__(self, a_tr: np.ndarray, y_tr: np.ndarray, k: int, cfg: AuditConfig, seed: int) -> None:
-        a_tr = np.asarray(a_tr, np.float32)
-        self.mu, self.sd = np.zeros(a_tr.shape[1], np.float32), np.ones(a_tr.shape[1], np.float32)
-        if cfg.standardize:
-            self.mu, sd = a_tr.mean(axis=0), a_tr.std(axis=0)
-            self.sd = np.where(sd > 1e-8, sd, 1.0).astype(np.float32)
-        self.k = k
-        self.net = train_probe((a_tr - self.mu) / self.sd, y_tr, k, cfg, seed)
-
-    def score(self, a_te: np.ndarray, y_te: np.ndarray) -> tuple[float, float]:
-        a_te = (np.asarray(a_te, np.float32) - self.mu) / self.sd
-        with torch.no_grad():
-            proba = torch.softmax(self.net(torch.as_tensor(a_te, dtype=torch.float32)), dim=1).numpy()
-        return float((proba.argmax(1) == y_te).mean()), auc_score(y_te, proba, self.k)
-
-
 def obfuscation_audit(x_train: np.ndarray, z_train: np.ndarray, train: Split, x_test: np.ndarray, z_test: np.ndarray,
                       test: Split, num_classes: Mapping[str, int], cfg: AuditConfig | None = None) -> ObfuscationReport:
     """Weak and strong adversaries and the utility provider of seed 003 for a release z in x's format."""
     cfg = cfg or AuditConfig()
-    arrays = {"x_train": x_train, "z_train": z_train, "x_test": x_test, "z_test": z_test}
-    for name, a in arrays.items():
+    data = {"x_train": x_train, "z_train": z_train, "x_test": x_test, "z_test": z_test}
+    for name, a in data.items():
         if np.ndim(a) != 2:
             raise DataError(f"obfuscation audit: {name} must be 2-D, got shape {np.shape(a)}")
     if np.shape(x_train)[1] != np.shape(z_train)[1] or np.shape(x_test)[1] != np.shape(z_test)[1]:
@@ -98,18 +81,17 @@ def obfuscation_audit(x_train: np.ndarray, z_train: np.ndarray, train: Split, x_
                         f"columns, z has {np.shape(z_train)[1]} (weak adversary and utility provider cross them)")
     if len(x_train) != len(train) or len(z_train) != len(train) or len(x_test) != len(test) or len(z_test) != len(test):
         raise DataError("obfuscation audit: x/z rows must match the train and test splits")
-    data = {("x", "train"): x_train, ("z", "train"): z_train, ("x", "test"): x_test, ("z", "test"): z_test}
-    probes: dict[tuple[str, str, str], _Probe] = {}  # the weak and the original adversary are one probe
+    data = {name: np.asarray(a, np.float32) for name, a in data.items()}
+    tasks = list(label_tasks(train, test, num_classes))
+    probes: dict[tuple[str, str, str], Classifier] = {}  # the weak and the original adversary are one probe
     scores = []
     for scenario, role, src_tr, src_te in SCENARIOS:
-        labels_tr = train.sensitive if role == "adversary" else train.utility
-        labels_te = test.sensitive if role == "adversary" else test.utility
-        for j, name in enumerate(labels_tr):
-            key = (src_tr, role, name)
+        for t in (t for t in tasks if t.role == role):
+            key = (src_tr, role, t.name)
             if key not in probes:
-                seed = cfg.seed + 100 * (2 * (src_tr == "z") + (role == "utility")) + j
-                probes[key] = _Probe(data[(src_tr, "train")], np.asarray(labels_tr[name]), int(num_classes[name]),
-                                     cfg, seed)
-            acc, auc = probes[key].score(data[(src_te, "test")], np.asarray(labels_te[name]))
-            scores.append(ScenarioScore(scenario, name, acc, auc))
+                seed = cfg.seed + 100 * (2 * (src_tr == "z") + (role == "utility")) + t.position
+                probes[key] = train_classifier(data[f"{src_tr}_train"], t.y_train, t.n_classes, seed=seed,
+                                               standardize=cfg.standardize, **cfg.probe_settings())
+            acc, auc = accuracy_auc(t.y_test, probes[key].predict_proba(data[f"{src_te}_test"]), t.n_classes)
+            scores.append(ScenarioScore(scenario, t.name, acc, auc))
     return ObfuscationReport(scores, as_params(cfg))

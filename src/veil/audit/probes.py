@@ -4,16 +4,34 @@ sensitive label. The training-time adversary never grades itself."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping, NamedTuple
 
 import numpy as np
-import torch
 from sklearn.metrics import roc_auc_score
-from torch.nn import functional as F
 
+from veil.audit.mi import MI_ESTIMATORS
+from veil.audit.train import Standardizer, train_classifier
 from veil.config import as_params, param
 from veil.datasets.base import Split
-from veil.methods.nets import mlp
+
+__all__ = [
+    "AuditConfig",
+    "AuditReport",
+    "LabelScore",
+    "LabelTask",
+    "MI_CHOICES",
+    "ROLE_OFFSETS",
+    "accuracy_auc",
+    "audit",
+    "auc_score",
+    "label_tasks",
+    "prepare",
+    "score_label",
+    "standardize",
+]
+
+#: the values `AuditConfig.mi` accepts: "none" or a registered MI estimator (`veil.audit.mi.register_estimator`)
+MI_CHOICES: tuple[str, ...] = ("none", *MI_ESTIMATORS)
 
 
 @dataclass(frozen=True)
@@ -26,11 +44,15 @@ class AuditConfig:
     batch_size: int = param(128, "probe minibatch size", ge=1)
     standardize: bool = param(True, "z-score each column of z with train statistics before probing (invertible)")
     seed: int = param(0, "seed of probe initialisation and minibatch order", ge=0)
-    mi: str = param("none", "also estimate I(Z;label) in nats for every label with this estimator (variational: "
-                            "H(S) - CE bound; ksg: kNN, z of at most 16 columns; mine)",
-                    choices=("none", "variational", "ksg", "mine"))
+    mi: str = param("none", "also estimate I(Z;label) in nats for every label with this estimator ("
+                    + "; ".join(f"{e.name}: {e.summary}" for e in MI_ESTIMATORS.values()) + ")",
+                    choices=MI_CHOICES)
     capacity: bool = param(False, "also run the adversary-capacity sweep (logistic, MLPs of growing size, random "
                                   "forest, boosting; 3 seeds) and report its worst case as adversary_auc_max")
+
+    def probe_settings(self) -> dict[str, Any]:
+        """The `train_classifier` keywords these settings fix (all but seed and standardisation)."""
+        return {"hidden": self.hidden, "epochs": self.epochs, "lr": self.lr, "batch_size": self.batch_size}
 
 
 @dataclass(frozen=True)
@@ -101,49 +123,53 @@ def auc_score(y: np.ndarray, proba: np.ndarray, n_classes: int) -> float:
     return float(np.mean([roc_auc_score(y == c, proba[:, c]) for c in cols]))
 
 
-def train_probe(z: np.ndarray, y: np.ndarray, n_classes: int, cfg: AuditConfig, seed: int) -> torch.nn.Module:
-    """A fresh MLP classifier trained on (z, y) with Adam for cfg.epochs epochs."""
-    gen = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
-    net = mlp(z.shape[1], cfg.hidden, n_classes)
-    opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
-    zt, yt = torch.as_tensor(z, dtype=torch.float32), torch.as_tensor(y, dtype=torch.long)
-    bs = min(cfg.batch_size, len(zt))
-    for _ in range(cfg.epochs):
-        perm = torch.randperm(len(zt), generator=gen)
-        for i in range(0, len(zt) - bs + 1, bs):
-            idx = perm[i:i + bs]
-            loss = F.cross_entropy(net(zt[idx]), yt[idx])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-    return net.eval()
+def accuracy_auc(y: np.ndarray, proba: np.ndarray, n_classes: int) -> tuple[float, float]:
+    """(accuracy of the argmax, ROC-AUC) of class probabilities `proba` (rows x n_classes) against labels y."""
+    return float((proba.argmax(1) == y).mean()), auc_score(y, proba, n_classes)
 
 
 def score_label(label: str, role: str, z_tr: np.ndarray, y_tr: np.ndarray, z_te: np.ndarray, y_te: np.ndarray,
                 n_classes: int, cfg: AuditConfig, seed: int) -> LabelScore:
     """Train a fresh probe for one label and score it on the test representation."""
-    net = train_probe(z_tr, y_tr, n_classes, cfg, seed)
-    with torch.no_grad():
-        proba = torch.softmax(net(torch.as_tensor(z_te, dtype=torch.float32)), dim=1).numpy()
-    acc = float((proba.argmax(1) == y_te).mean())
-    auc = auc_score(y_te, proba, n_classes)
+    probe = train_classifier(z_tr, y_tr, n_classes, seed=seed, **cfg.probe_settings())
+    acc, auc = accuracy_auc(y_te, probe.predict_proba(z_te), n_classes)
     majority = float(np.bincount(y_te, minlength=n_classes).max() / len(y_te))
     return LabelScore(label, role, acc, auc, abs(auc - 0.5), majority, n_classes)
 
 
 def standardize(z_tr: np.ndarray, z_te: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    mu, sd = z_tr.mean(axis=0), z_tr.std(axis=0)
-    sd = np.where(sd > 1e-8, sd, 1.0)
-    return (z_tr - mu) / sd, (z_te - mu) / sd
+    """z_tr and z_te z-scored with the statistics of z_tr."""
+    scaler = Standardizer.fit(z_tr)
+    return scaler(z_tr), scaler(z_te)
 
 
-def label_tasks(train: Split, test: Split, num_classes: Mapping[str, int]):
-    """(role, label, n_classes, y_train, y_test, seed offset) for every utility then sensitive label."""
-    for i, (role, labels_tr, labels_te) in enumerate([("utility", train.utility, test.utility),
-                                                       ("adversary", train.sensitive, test.sensitive)]):
+#: seed offset of the first label of each role; the j-th label of a role adds j
+ROLE_OFFSETS: dict[str, int] = {"utility": 0, "adversary": 100}
+
+
+class LabelTask(NamedTuple):
+    """One label to audit: its role, name, class count, train and test labels, and its probe seed offset."""
+
+    role: str  # "utility" | "adversary"
+    name: str
+    n_classes: int
+    y_train: np.ndarray
+    y_test: np.ndarray
+    offset: int
+
+    @property
+    def position(self) -> int:
+        """Position of the label among the labels of its role."""
+        return self.offset - ROLE_OFFSETS[self.role]
+
+
+def label_tasks(train: Split, test: Split, num_classes: Mapping[str, int]) -> Iterator[LabelTask]:
+    """Every utility then every sensitive label, with seed offsets from `ROLE_OFFSETS`."""
+    for role, labels_tr, labels_te in [("utility", train.utility, test.utility),
+                                       ("adversary", train.sensitive, test.sensitive)]:
         for j, name in enumerate(labels_tr):
-            yield role, name, int(num_classes[name]), np.asarray(labels_tr[name]), np.asarray(labels_te[name]), 100 * i + j
+            yield LabelTask(role, name, int(num_classes[name]), np.asarray(labels_tr[name]),
+                            np.asarray(labels_te[name]), ROLE_OFFSETS[role] + j)
 
 
 def prepare(z_train: np.ndarray, z_test: np.ndarray, do_standardize: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -157,6 +183,6 @@ def audit(z_train: np.ndarray, train: Split, z_test: np.ndarray, test: Split, nu
     """Score fresh probes for every utility and sensitive label on the released representation."""
     cfg = config or AuditConfig()
     z_tr, z_te = prepare(z_train, z_test, cfg.standardize)
-    scores = [score_label(name, role, z_tr, y_tr, z_te, y_te, k, cfg, cfg.seed + offset)
-              for role, name, k, y_tr, y_te, offset in label_tasks(train, test, num_classes)]
+    scores = [score_label(t.name, t.role, z_tr, t.y_train, z_te, t.y_test, t.n_classes, cfg, cfg.seed + t.offset)
+              for t in label_tasks(train, test, num_classes)]
     return AuditReport(scores, as_params(cfg))
