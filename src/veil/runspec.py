@@ -11,7 +11,7 @@ from typing import Any, Mapping
 import yaml
 
 from veil.audit.probes import AuditConfig
-from veil.datasets.registry import dataset_params
+from veil.datasets.registry import get_dataset_entry
 from veil.errors import ConfigError, UnknownNameError
 from veil.methods.federated.simulation import FederationOptions
 
@@ -65,7 +65,7 @@ class RunSpec:
     def dataset_values(self) -> dict[str, Any]:
         values = dict(self.dataset_params)
         try:
-            fields = {f.name for f in dataclasses.fields(dataset_params(self.dataset).__class__)}
+            fields = {f.name for f in dataclasses.fields(get_dataset_entry(self.dataset).params_cls)}
         except UnknownNameError:
             fields = set()
         if "seed" in fields:

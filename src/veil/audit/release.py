@@ -13,7 +13,6 @@ import numpy as np
 from veil.audit.probes import AuditConfig, AuditReport, audit, label_tasks
 from veil.config import build
 from veil.datasets.base import Dataset
-from veil.errors import ConfigError
 from veil.methods.base import Method
 from veil.methods.federated.simulation import FederationPlan
 
@@ -34,11 +33,10 @@ class AuditOutcome:
 
 def check_mi_case(cfg: AuditConfig, release_width: int) -> None:
     """Refuse, before training, an MI estimator asked for a release it cannot handle."""
-    from veil.audit.mi import DEFAULT_KNN_MAX_DIM
+    if cfg.mi != "none":
+        from veil.audit.mi import check_release_width
 
-    if cfg.mi == "ksg" and release_width > DEFAULT_KNN_MAX_DIM:
-        raise ConfigError("audit.mi", "ksg", f"variational or mine: the kNN estimator handles z of at most "
-                          f"{DEFAULT_KNN_MAX_DIM} columns and this run releases {release_width}")
+        check_release_width(cfg.mi, release_width)
 
 
 def extra_audits(cfg: AuditConfig, ds: Dataset, z_train: np.ndarray, z_test: np.ndarray,

@@ -28,31 +28,21 @@ from ray.tune import Callback
 from ray.tune.stopper import Stopper
 
 from veil.errors import ConfigError, VeilError
+from veil.platform.cluster import ensure_ray
+from veil.tracking.mlflow_run import absolute_uri
 from veil.sweeps.results import (DEFAULT_ROOT, SPEC_ARTIFACT, STD_PREFIX, TAG_CONFIG, TAG_ROLE, TAG_SEED, TAG_SEEDS,
                                  TAG_SPEC, TAG_STORAGE, TAG_SWEEP, TAG_TRIAL, SweepNotFound, SweepRef, SweepResults,
                                  _state_path, analyze, collect, fmt_metric, format_report, format_table, locate,
-                                 supersede_attempts, supersede_orphans, tag_front, write_report)
+                                 supersede_attempts, supersede_orphans, tag_front)
+from veil.sweeps.report import write_report
 from veil.sweeps.spec import SweepSpec, decode_value, encode_value, format_value, spec_yaml, sweep_from_mapping
 
 CTX_KEY = "_veil"
-THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
 def tune_key(metric: str) -> str:
     """Metric name as reported to Tune/Optuna ('/' would read as nesting there)."""
     return metric.replace("/", "__")
-
-
-def absolute_uri(uri: str) -> str:
-    """Trials run with Tune's trial directory as their working directory: relative sqlite / file stores
-    must become absolute so every trial writes where the driver reads."""
-    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-        return "sqlite:///" + str(Path(uri[len("sqlite:///"):]).resolve())
-    if uri.startswith("file:") and not uri.startswith("file:///"):
-        return Path(uri[len("file:"):]).resolve().as_uri()
-    if "://" not in uri and not uri.startswith("file:"):
-        return str(Path(uri).resolve())
-    return uri
 
 
 def default_name(spec: SweepSpec) -> str:
@@ -110,11 +100,11 @@ def run_trial(spec: SweepSpec, values: Mapping[str, Any], trial_id: str, *, swee
         rtags = {**tags, TAG_SEED: str(seeds[0])}
         rs = spec.run_spec(values, seeds[0], tracking_uri=tracking_uri, run_name=run_name, tags=rtags)
         try:
-            validate(rs)
+            v = validate(rs)
         except VeilError as e:
             _failed_run(tracking_uri, spec, run_name, parent_run_id, rtags, values, e)
             raise
-        res = execute(rs, parent_run_id=parent_run_id, storage=storage)
+        res = execute(v, parent_run_id=parent_run_id, storage=storage)
         run = TrackedRun(tracking_uri, res.run_id)
         metrics = _aggregate([res.metrics])
     else:
@@ -152,14 +142,14 @@ def run_trial(spec: SweepSpec, values: Mapping[str, Any], trial_id: str, *, swee
     return out
 
 
-def sweep_trial(config: dict[str, Any]) -> None:
-    """The Tune function trainable: one configuration, all its seeds, one report."""
+def sweep_trial(config: dict[str, Any], spec: SweepSpec) -> None:
+    """The Tune function trainable: one configuration, all its seeds, one report. `spec` is the driver's
+    validated SweepSpec (shipped once through the object store by `tune.with_parameters`, never re-parsed)."""
     import torch
     from ray import tune
 
     ctx = config[CTX_KEY]
     torch.set_num_threads(int(ctx.get("threads", 1)))
-    spec = sweep_from_mapping(ctx["spec"], where=ctx["source"])
     values = {k: decode_value(v) for k, v in config.items() if k != CTX_KEY}
     trial_id = tune.get_context().get_trial_id()
     tune.report(run_trial(spec, values, trial_id, sweep=ctx["sweep"], parent_run_id=ctx["parent_run_id"],
@@ -180,7 +170,7 @@ def trainable(spec: SweepSpec):
         res = {"cpu": spec.resources.cpus}
         if spec.resources.gpu:
             res["gpu"] = spec.resources.gpu
-    return tune.with_resources(sweep_trial, res)
+    return tune.with_resources(tune.with_parameters(sweep_trial, spec=spec), res)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -351,18 +341,6 @@ def tune_defaults() -> None:
     os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "2")
 
 
-def ensure_ray(address: str | None = None) -> bool:
-    """Join `address` (or $RAY_ADDRESS), else start a fresh local Ray (never someone else's). Trial workers
-    get one BLAS/OpenMP thread each. Returns True when this call started/joined Ray."""
-    import ray
-
-    if ray.is_initialized():
-        return False
-    ray.init(address=address or os.environ.get("RAY_ADDRESS") or "local", include_dashboard=False,
-             configure_logging=False, log_to_driver=False, runtime_env={"env_vars": dict(THREAD_ENV)})
-    return True
-
-
 # ----------------------------------------------------------------------------------------------
 # sweep / resume / finish
 
@@ -436,7 +414,7 @@ def run_sweep(spec: SweepSpec, *, name: str | None = None, address: str | None =
     uri = absolute_uri(resolve_tracking_uri(tracking_uri))
     t0 = time.time()
     tune_defaults()
-    started = ensure_ray(address)
+    started = ensure_ray(address, log_to_driver=False)
     try:
         spec = fit_to_cluster(spec)
     except BaseException:
@@ -452,10 +430,11 @@ def run_sweep(spec: SweepSpec, *, name: str | None = None, address: str | None =
         parent.log_params(spec.flat_params())
         parent.log_dict({"spec": dict(spec.raw), "source": spec.source}, SPEC_ARTIFACT)
         parent.log_text(spec_yaml(spec), "sweep/spec.yaml")
-        ctx = {"spec": dict(spec.raw), "source": spec.source, "sweep": name, "parent_run_id": parent.run_id,
-               "tracking_uri": uri, "storage": str(exp_dir), "threads": max(1, int(spec.resources.cpus))}
+        ctx = {"sweep": name, "parent_run_id": parent.run_id, "tracking_uri": uri, "storage": str(exp_dir),
+               "threads": max(1, int(spec.resources.cpus))}
         exp_dir.mkdir(parents=True)
-        _state_path(exp_dir).write_text(json.dumps({**ctx, "created": time.time()}, indent=2))
+        _state_path(exp_dir).write_text(json.dumps({**ctx, "spec": dict(spec.raw), "source": spec.source,
+                                                    "created": time.time()}, indent=2))
         total = spec.trials
         monitor = SweepMonitor(spec, total, quiet)
         if not quiet:
@@ -552,7 +531,7 @@ def resume_sweep(ref: str, *, address: str | None = None, tracking_uri: str | No
     spec = sweep_from_mapping(state["spec"], where=state["source"])
     t0 = time.time()
     tune_defaults()
-    started = ensure_ray(address)
+    started = ensure_ray(address, log_to_driver=False)
     try:
         TrackedRun(sref.tracking_uri, sref.parent_run_id).client.update_run(sref.parent_run_id, status="RUNNING")
         if not quiet:

@@ -31,8 +31,12 @@ from typing import Any, Mapping
 
 import yaml
 
+from veil.audit.mi import MI_ESTIMATORS
 from veil.errors import ConfigError, UnknownNameError, VeilError
+from veil.platform.executors import EXECUTOR_CHOICES
+from veil.runspec import KeyRouter
 from veil.sweeps.pareto import AUC_ORIGINS, DIRECTIONS
+from veil.sweeps.samplers import SAMPLER_OPTIONS, SAMPLERS
 
 # ----------------------------------------------------------------------------------------------
 # vocabulary
@@ -43,18 +47,10 @@ SPEC_KEYS = (
     "resources", "reference", "constraints", "max_failures", "retries", "audit", "executor", "num_workers",
     "experiment", "chull_origin",
 )
-SAMPLERS = ("nsga2", "tpe", "random", "grid")
-#: Optuna constructor options a spec may set per sampler (seed comes from `sampler_seed`)
-SAMPLER_OPTIONS: dict[str, tuple[str, ...]] = {
-    "nsga2": ("population_size", "mutation_prob", "crossover_prob", "swapping_prob"),
-    "tpe": ("n_startup_trials", "n_ei_candidates", "multivariate", "consider_endpoints"),
-    "random": (),
-    "grid": (),
-}
+SWEEP_EXECUTORS = tuple(e for e in EXECUTOR_CHOICES if e != "auto")
 PARAM_TYPES = ("float", "int", "log", "categorical")
 _TYPE_ALIASES = {"float": "float", "uniform": "float", "int": "int", "integer": "int", "log": "log",
                  "log-float": "log", "loguniform": "log", "categorical": "categorical", "choice": "categorical"}
-EXECUTORS = ("inline", "ray-train")
 RESOURCE_KEYS = ("cpus", "gpu")
 
 #: metrics every audited run logs (veil.run.execute: the fresh-probe audit plus timings)
@@ -86,11 +82,6 @@ DEFAULT_REFERENCE = {"utility_auc": 0.5, "utility_acc": 0.0, "adversary_auc": 1.
 CONSTRAINT_OPS = (">=", "<=", ">", "<")
 _CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z0-9_./-]+)\s*(>=|<=|>|<)\s*([-+0-9.eE]+|inf|-inf)\s*$")
 _LABEL_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
-
-
-def is_federated(method_cls: Any) -> bool:
-    """Whether a registered method trains by federation (its class sets `federated = True`)."""
-    return bool(getattr(method_cls, "federated", False))
 
 
 @dataclass(frozen=True)
@@ -143,7 +134,7 @@ def _family(metric: str) -> str | None:
             return "run"
         if prefix in scen:
             return "obfuscation"
-        if prefix == "mi" and re.match(r"^(variational|ksg|mine)/[^/]+$", label):
+        if prefix == "mi" and re.match(rf"^({'|'.join(map(re.escape, MI_ESTIMATORS))})/[^/]+$", label):
             return "mi"
         if prefix == "capacity" and re.match(r"^(utility|adversary)_(acc|auc)/[^/]+/[^/]+(/std)?$", label):
             return "capacity"
@@ -424,54 +415,44 @@ def _mapping(data: Mapping[str, Any], key: str, where: str) -> dict[str, Any]:
 
 
 class _Sections:
-    """Field names of the method, dataset and audit configs, for routing and checking keys."""
+    """Field names of the method, dataset and audit configs, for routing and checking keys (through the one
+    `KeyRouter` the CLI uses too)."""
 
     def __init__(self, method: str, dataset: str, where: str, check: bool) -> None:
         self.check = check
-        self.method_cls = None
-        self.method: set[str] | None = None
-        self.dataset: set[str] | None = None
-        self.audit: set[str] | None = None
+        self.method_cls: Any = None
+        self.router: KeyRouter | None = None
         if not check:
             return
-        from veil.audit.probes import AuditConfig
         from veil.datasets.registry import get_dataset_entry
         from veil.methods.registry import METHODS
 
         if method not in METHODS:
             raise UnknownNameError("method", method, list(METHODS), where=f"{where}: key 'method'")
         self.method_cls = METHODS[method]
-        self.method = {f.name for f in dataclasses.fields(self.method_cls.Config)}
         try:
-            entry = get_dataset_entry(dataset)
+            get_dataset_entry(dataset)
         except UnknownNameError as e:
             raise UnknownNameError("dataset", dataset, e.valid, where=f"{where}: key 'dataset'") from None
-        self.dataset = {f.name for f in dataclasses.fields(entry.params_cls)}
-        self.audit = {f.name for f in dataclasses.fields(AuditConfig)}
+        self.router = KeyRouter.for_run(method, dataset)
+
+    def names(self, section: str) -> frozenset[str]:
+        assert self.router is not None
+        return self.router.names[section]
 
     def route(self, key: str, where: str) -> tuple[str, str]:
         """'beta' -> ('method', 'beta'); 'dataset.rho' -> ('dataset', 'rho'); unknown names raise."""
-        section, dot, name = key.partition(".")
-        if dot and section in ("method", "dataset"):
-            if self.check:
-                names = self.method if section == "method" else self.dataset
-                if name not in names:
-                    raise UnknownNameError(f"{section} parameter", name, sorted(names), where=f"{where}: key 'space.{key}'")
-            return section, name
-        if dot:
-            raise ConfigError(f"space.{key}", key, "NAME, method.NAME or dataset.NAME (audit parameters are not searched)",
-                              where)
-        if not self.check:
-            return "method", key
+        if self.router is None:
+            section, dot, name = key.partition(".")
+            return (section, name) if dot and section in ("method", "dataset") else ("method", key)
         if key == "seed":
             raise ConfigError("space.seed", key, "a method or dataset parameter (seeds are set by 'seeds:')", where)
-        owners = [s for s, names in (("method", self.method), ("dataset", self.dataset)) if key in names]
-        if not owners:
-            valid = sorted({*self.method, *("dataset." + d for d in self.dataset)} - {"seed", "dataset.seed"})
-            raise UnknownNameError("parameter", key, valid, where=f"{where}: key 'space'")
-        if len(owners) > 1:
-            raise ConfigError(f"space.{key}", key, "a prefixed key (method.NAME or dataset.NAME): both have it", where)
-        return owners[0], key
+        try:
+            return self.router.route(key, sections=("method", "dataset"), where=where, field=f"space.{key}")
+        except UnknownNameError as e:
+            detail = f"key 'space.{key}'" if "." in key else "key 'space'"
+            valid = [v for v in e.valid if v not in ("seed", "dataset.seed")] if e.kind == "parameter" else e.valid
+            raise UnknownNameError(e.kind, e.name, valid, where=f"{where}: {detail}") from None
 
 
 def _parse_param(key: str, body: Any, sections: _Sections, where: str) -> SearchParam:
@@ -664,16 +645,16 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
             raise ConfigError(k, data.get(k), "a name (required)", where)
     method, dataset = data["method"], data["dataset"]
     sections = _Sections(method, dataset, where, check_names)
-    federated = is_federated(sections.method_cls) if check_names else bool(data.get("partition") or data.get("runtime")
+    federated = bool(getattr(sections.method_cls, "federated", False)) if check_names else bool(data.get("partition") or data.get("runtime")
                                                                            or data.get("federation"))
 
     params = _mapping(data, "params", where)
     dparams = _mapping(data, "dataset_params", where)
     audit = _mapping(data, "audit", where)
     if check_names:
-        for key, names, kind in (("params", sections.method, "method parameter"),
-                                 ("dataset_params", sections.dataset, "dataset parameter"),
-                                 ("audit", sections.audit, "audit parameter")):
+        for key, names, kind in (("params", sections.names("method"), "method parameter"),
+                                 ("dataset_params", sections.names("dataset"), "dataset parameter"),
+                                 ("audit", sections.names("audit"), "audit parameter")):
             for name in _mapping(data, key, where):
                 if name not in names:
                     raise UnknownNameError(kind, name, sorted(names), where=f"{where}: key '{key}'")
@@ -757,8 +738,8 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
     retries = _int(data, "retries", 0, where, 0)
     sampler_seed = _int(data, "sampler_seed", 0, where, 0)
     executor = data.get("executor", "inline")
-    if executor not in EXECUTORS:
-        raise ConfigError("executor", executor, " | ".join(EXECUTORS), where)
+    if executor not in SWEEP_EXECUTORS:
+        raise ConfigError("executor", executor, " | ".join(SWEEP_EXECUTORS), where)
     num_workers = _int(data, "num_workers", 1, where, 1)
     if num_workers > 1 and executor != "ray-train":
         raise ConfigError("num_workers", num_workers, "1 unless executor is ray-train", where)
