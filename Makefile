@@ -4,7 +4,7 @@ VENV ?= .venv
 # CPU-only machines take the CPU torch wheel; GPU users run `make setup CONSTRAINTS=` to get a CUDA build.
 CONSTRAINTS ?= -c constraints-cpu.txt
 
-.PHONY: setup quickstart test ui clean
+.PHONY: setup quickstart lint test ui clean
 
 $(VENV)/.installed: pyproject.toml constraints-cpu.txt
 	$(PY) -m venv $(VENV)
@@ -17,7 +17,12 @@ setup: $(VENV)/.installed
 quickstart: setup
 	$(VENV)/bin/veil sweep sweeps/quickstart.yaml
 
-test: setup
+lint: setup
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/mypy
+
+test: lint
 	$(VENV)/bin/pytest
 
 ui: setup

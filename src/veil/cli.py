@@ -176,13 +176,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--set", "-s", action="append", metavar="KEY=VALUE",
                      help="a parameter: method field (beta=1), dataset field (rho=0.5 or dataset.n=2000), audit.FIELD, "
                           "fed.FIELD (federation options), seed")
-    run.add_argument("--executor", choices=["auto", "inline", "ray-train"],
-                     help="where training runs (auto: ray-train when --gpu or --workers > 1, else inline)")
+    run.add_argument("--executor", help="where training runs: auto | inline | ray-train (auto: ray-train when --gpu "
+                     "or --workers > 1, else inline)")
     run.add_argument("--workers", type=int, help="Ray Train data-parallel workers (default 1)")
     run.add_argument("--partition", help="federated methods: how rows are split over the nodes: iid (default), "
                      "dirichlet:ALPHA, quantity:ALPHA, silo:COLUMN, variance")
-    run.add_argument("--runtime", choices=["auto", "in-process", "ray-actors", "virtual"],
-                     help="federated methods: where nodes run (auto = virtual: many nodes per Ray actor, vectorised)")
+    run.add_argument("--runtime", help="federated methods: where nodes run: auto | in-process | ray-actors | virtual "
+                     "(auto = virtual: many nodes per Ray actor, vectorised)")
     run.add_argument("--gpu", action="store_true", help="train on GPU when the cluster has one")
     run.add_argument("--address", help="Ray cluster to join (e.g. 'auto'); default: a local Ray when needed")
     run.add_argument("--tracking-uri", dest="tracking_uri", help="MLflow tracking URI (default $MLFLOW_TRACKING_URI or sqlite:///./mlflow.db)")

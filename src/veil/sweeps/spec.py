@@ -33,6 +33,7 @@ import yaml
 
 from veil.audit.mi import MI_ESTIMATORS
 from veil.errors import ConfigError, UnknownNameError, VeilError
+from veil.methods.registry import is_federated
 from veil.platform.executors import EXECUTOR_CHOICES
 from veil.runspec import KeyRouter
 from veil.sweeps.pareto import AUC_ORIGINS, DIRECTIONS
@@ -645,7 +646,7 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
             raise ConfigError(k, data.get(k), "a name (required)", where)
     method, dataset = data["method"], data["dataset"]
     sections = _Sections(method, dataset, where, check_names)
-    federated = bool(getattr(sections.method_cls, "federated", False)) if check_names else bool(data.get("partition") or data.get("runtime")
+    federated = is_federated(method) if check_names else bool(data.get("partition") or data.get("runtime")
                                                                            or data.get("federation"))
 
     params = _mapping(data, "params", where)
