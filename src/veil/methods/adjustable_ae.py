@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, cast
 
 import numpy as np
 import torch
@@ -39,7 +39,7 @@ from veil.config import build, param
 from veil.datasets.base import Split
 from veil.errors import ConfigError
 from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext, step
-from veil.methods.nets import make_optimizer, mlp
+from veil.methods.nets import loss_row, loss_sum, make_optimizer, mlp
 from veil.methods.registry import register_method
 
 
@@ -67,6 +67,9 @@ class AdjustableAEConfig(MethodConfig):
 
 class MinMaxScaler(nn.Module):
     """Per-column min-max scaling to [0, 1] with training statistics kept as buffers (they travel in `state()`)."""
+
+    low: torch.Tensor
+    span: torch.Tensor
 
     def __init__(self, d: int) -> None:
         super().__init__()
@@ -113,6 +116,8 @@ class AdjustableAE(Method):
                    "release knobs noise (f) and lam (g) set privacy without retraining; z has width d_in")
     paper = "seed 003 (adjustable privacy autoencoder), Alg. 1, Table 2, Sec. 4.2"
     config: AdjustableAEConfig
+    AE_ROLES = ("encoder", "classifier", "rest", "decoder")  # trained on the reconstruction (eq. 9)
+    CLASSIFIER_ROLES = ("encoder", "classifier")  # trained on the utility NLL (eq. 10)
 
     def build(self) -> None:
         c, t = self.config, self.task
@@ -131,25 +136,25 @@ class AdjustableAE(Method):
         return self.task.d_in
 
     @classmethod
-    def deviations(cls, config: AdjustableAEConfig) -> dict[str, str]:
+    def deviations(cls, config: MethodConfig) -> dict[str, str]:
+        c = cast(AdjustableAEConfig, config)
         out: dict[str, str] = {}
-        if config.apply_g:
+        if c.apply_g:
             out["g_label"] = ("encode(x) applies g with the classifier's predicted utility label argmax C(v); "
                               "the paper uses the true label (release_with_labels)")
         else:
             out["g"] = ("g not applied at release: the classifier's soft log-probabilities are decoded "
                         "(the paper's ablation)")
-        if config.decoder_out == "linear":
+        if c.decoder_out == "linear":
             out["decoder_out"] = "linear decoder output instead of Table 2's sigmoid"
         return out
 
     def make_optimizers(self) -> None:
         lr = self.config.lr
-        self.opt_ae = make_optimizer(self.parameters_of("encoder", "classifier", "rest", "decoder"), lr)
-        self.opt_c = make_optimizer(self.parameters_of("encoder", "classifier"), lr)
+        self.opt_ae = make_optimizer(self.parameters_of(*self.AE_ROLES), lr)
+        self.opt_c = make_optimizer(self.parameters_of(*self.CLASSIFIER_ROLES), lr)
 
-
-    def modules(self):
+    def modules(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder, "classifier": self.classifier, "rest": self.rest, "decoder": self.decoder,
                 "scaler": self.scaler}
 
@@ -163,14 +168,13 @@ class AdjustableAE(Method):
         v = self.encoder(xs)
         x_rec = self.decoder(torch.cat(self.classifier(v) + [self.rest(v)], dim=1))
         loss_ae = F.mse_loss(x_rec, xs)
-        step(loss_ae, self.opt_ae, ctx, self.parameters_of("encoder", "classifier", "rest", "decoder"))
+        step(loss_ae, self.opt_ae, ctx, list(self.parameters_of(*self.AE_ROLES)))
         w_np = self.classifier(self.encoder(xs))
         nll = {n: F.nll_loss(w, batch.utility[n]) for n, w in zip(self.classifier.names, w_np)}
-        loss_c = sum(nll.values())
-        step(loss_c, self.opt_c, ctx, self.parameters_of("encoder", "classifier"))
-        row = {"loss/reconstruction": loss_ae.item(), "loss/classifier": loss_c.item()}
-        row.update({f"loss/utility/{k}": v.item() for k, v in nll.items()})
-        return row
+        loss_c = loss_sum(nll.values())
+        step(loss_c, self.opt_c, ctx, list(self.parameters_of(*self.CLASSIFIER_ROLES)))
+        return {"loss/reconstruction": loss_ae.item(), "loss/classifier": loss_c.item(),
+                **loss_row("loss/utility", nll)}
 
     # -- release ---------------------------------------------------------------------------------
     def obfuscate(self, x: torch.Tensor, labels: Mapping[str, torch.Tensor] | None = None) -> torch.Tensor:
@@ -248,4 +252,5 @@ class AdjustableAE(Method):
         cfg = build(self.Config, {**dataclasses.asdict(self.config), **knobs}, where=f"method '{self.name}'")
         new = type(self)(cfg, self.task)
         new.load_state(self.state())
-        return new.to(self.device)
+        new.to(self.device)
+        return new

@@ -39,8 +39,7 @@ class Autoencoder(Method):
     def make_optimizers(self) -> None:
         self.opt = make_optimizer(list(self.encoder.parameters()) + list(self.decoder.parameters()), self.config.lr)
 
-
-    def modules(self):
+    def modules(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder, "decoder": self.decoder}
 
     def code(self, x: torch.Tensor) -> torch.Tensor:
@@ -49,7 +48,7 @@ class Autoencoder(Method):
 
     def train_step(self, batch: Batch, sampler: BatchSampler, ctx: TrainContext) -> dict[str, float]:
         loss = F.mse_loss(self.decoder(self.code(batch.x)), batch.x)
-        step(loss, self.opt, ctx, self.parameters_of("encoder", "decoder"))
+        step(loss, self.opt, ctx, list(self.parameters_of("encoder", "decoder")))
         return {"loss/reconstruction": loss.item()}
 
 
@@ -79,6 +78,9 @@ class NoisyEncoder(Autoencoder):
 class LinearMap(nn.Module):
     """z = (x - mean) @ W, with mean and W as buffers so they travel in `state()`."""
 
+    mean: torch.Tensor
+    weight: torch.Tensor
+
     def __init__(self, d_in: int, d_z: int) -> None:
         super().__init__()
         self.register_buffer("mean", torch.zeros(d_in))
@@ -86,6 +88,22 @@ class LinearMap(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return (x - self.mean) @ self.weight
+
+    @torch.no_grad()
+    def set(self, mean: np.ndarray | torch.Tensor, weight: np.ndarray | torch.Tensor) -> None:
+        """Load a fitted mean (d_in) and weight (d_in x d_z), cast to float32."""
+        self.mean.copy_(torch.as_tensor(mean, dtype=torch.float32))
+        self.weight.copy_(torch.as_tensor(weight, dtype=torch.float32))
+
+
+class LinearBaseline(Method):
+    """A closed-form method whose encoder is one `LinearMap` (x -> d_z), set by `fit_closed_form`."""
+
+    def build(self) -> None:
+        self.encoder = LinearMap(self.task.d_in, self.config.d_z)
+
+    def modules(self) -> dict[str, nn.Module]:
+        return {"encoder": self.encoder}
 
 
 @dataclass(frozen=True)
@@ -97,7 +115,7 @@ class PCAConfig(MethodConfig):
 
 
 @register_method
-class PCA(Method):
+class PCA(LinearBaseline):
     name = "pca"
     Config = PCAConfig
     description = "top principal components of X (no training, no privacy)"
@@ -105,11 +123,8 @@ class PCA(Method):
     config: PCAConfig
 
     def build(self) -> None:
-        self.encoder = LinearMap(self.task.d_in, self.config.d_z)
+        super().build()
         self.kept = 0
-
-    def modules(self):
-        return {"encoder": self.encoder}
 
     def fit_closed_form(self, train: Split) -> None:
         x = train.x.astype(np.float64)
@@ -123,8 +138,7 @@ class PCA(Method):
         w = np.zeros((self.task.d_in, self.config.d_z))
         w[:, :k] = vt[:k].T
         self.kept = k
-        self.encoder.mean.copy_(torch.as_tensor(mean, dtype=torch.float32))
-        self.encoder.weight.copy_(torch.as_tensor(w, dtype=torch.float32))
+        self.encoder.set(mean, w)
 
 
 @dataclass(frozen=True)
@@ -133,20 +147,13 @@ class RandomProjectionConfig(MethodConfig):
 
 
 @register_method
-class RandomProjection(Method):
+class RandomProjection(LinearBaseline):
     name = "random-projection"
     Config = RandomProjectionConfig
     description = "z = (x - mean) @ W with W ~ N(0, 1/d_z), seeded (no training)"
     paper = "baseline in seed 001 (GPP)"
 
-    def build(self) -> None:
-        self.encoder = LinearMap(self.task.d_in, self.config.d_z)
-
-    def modules(self):
-        return {"encoder": self.encoder}
-
     def fit_closed_form(self, train: Split) -> None:
         gen = torch.Generator().manual_seed(self.config.seed)
         w = torch.randn(self.task.d_in, self.config.d_z, generator=gen) / np.sqrt(self.config.d_z)
-        self.encoder.mean.copy_(torch.as_tensor(train.x.mean(axis=0), dtype=torch.float32))
-        self.encoder.weight.copy_(w)
+        self.encoder.set(train.x.mean(axis=0), w)

@@ -27,21 +27,42 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from functools import partial
+from typing import Any, Mapping, Sequence, cast
 
 import numpy as np
 import torch
+from torch import nn
 
 from veil.config import param
 from veil.errors import ConfigError
-from veil.methods.eigan import EIGAN, EIGANConfig
-from veil.methods.nets import mlp
-from veil.methods.registry import register_method
-from veil.methods.federated.core import (ClientUpdate, Failure, Node, Objective, derive_seed, index_set,
-                                    sparse_count)
+from veil.methods.base import MethodConfig
+from veil.methods.deviations import fraction_deviation
+from veil.methods.eigan import EIGAN, EIGANConfig, encoder_objective
+from veil.methods.ensemble_ops import (
+    assign_slots,
+    copy_ces,
+    members,
+    node_mean,
+    privacy_term,
+    put_all,
+    seeded_stack,
+    single,
+    slot,
+    stack_tensors,
+    take_all,
+)
+from veil.methods.federated.core import ClientUpdate, Failure, Node, Objective, derive_seed, index_set, sparse_count
+from veil.methods.federated.ensemble import (
+    ShardStack,
+    StackedOptimizer,
+    flat_module,
+    load_flat_module,
+    step_all,
+)
 from veil.methods.federated.method import FederatedMethod
-from veil.methods.federated.ensemble import (ShardStack, Stack, StackedOptimizer, copy_ce, copy_uniform_ce, flat_module,
-                                        load_flat_module, seeded_modules, step_all)
+from veil.methods.nets import loss_sum, mlp
+from veil.methods.registry import register_method
 
 AGGREGATIONS = ("paper", "masked-mean")
 
@@ -114,22 +135,15 @@ class _Group:
         classes = {**t.utility, **t.sensitive}
         self.nodes = [n.id for n in nodes]
         self.obj = obj
-        self.enc = Stack(seeded_modules(lambda: mlp(t.d_in, c.encoder_hidden, c.d_z, out="tanh"),
-                                        [derive_seed(c.seed, n.id, 10) for n in nodes]))
-        self.allies = [Stack(seeded_modules(lambda lab=lab: mlp(c.d_z, c.head_hidden, classes[lab]),
-                                            [derive_seed(c.seed, n.id, 11, j) for n in nodes]))
+        self.enc = seeded_stack(partial(mlp, t.d_in, c.encoder_hidden, c.d_z, out="tanh"), c.seed, nodes, 10)
+        self.allies = [seeded_stack(partial(mlp, c.d_z, c.head_hidden, classes[lab]), c.seed, nodes, 11, j)
                        for j, lab in enumerate(obj.utility)]
-        self.advs = [Stack(seeded_modules(lambda lab=lab: mlp(c.d_z, c.head_hidden, classes[lab]),
-                                          [derive_seed(c.seed, n.id, 12, j) for n in nodes]))
+        self.advs = [seeded_stack(partial(mlp, c.d_z, c.head_hidden, classes[lab]), c.seed, nodes, 12, j)
                      for j, lab in enumerate(obj.sensitive)]
         self.opt_e = StackedOptimizer(self.enc.tensors(), c.lr_encoder, c.optimizer)
-        self.opt_a = StackedOptimizer(_tensors(self.allies), c.lr_ally, c.optimizer)
-        self.opt_v = StackedOptimizer(_tensors(self.advs), c.lr_adversary, c.optimizer)
+        self.opt_a = StackedOptimizer(stack_tensors(self.allies), c.lr_ally, c.optimizer)
+        self.opt_v = StackedOptimizer(stack_tensors(self.advs), c.lr_adversary, c.optimizer)
         self.shards = ShardStack(nodes, obj.utility + obj.sensitive)
-
-
-def _tensors(stacks: Sequence[Stack]) -> list[torch.Tensor]:
-    return [p for s in stacks for p in s.tensors()]
 
 
 @register_method
@@ -150,20 +164,19 @@ class DEIGAN(FederatedMethod, EIGAN):
     def make_optimizers(self) -> None:  # the server trains nothing; nodes keep their own optimizers
         pass
 
-    def modules(self):
+    def modules(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder}
 
     @classmethod
-    def deviations(cls, config: DEIGANConfig) -> dict[str, str]:
-        out = dict(EIGAN.deviations(config))
-        if config.phi < 1:
+    def deviations(cls, config: MethodConfig) -> dict[str, str]:
+        c = cast(DEIGANConfig, config)
+        out = EIGAN.deviations(c)
+        if c.phi < 1:
             out["wire"] = ("sparse messages: phi*|theta| float32 values plus a seed regenerating the index set "
                            "(the paper sends the dense vector with zeros; the aggregate is the same)")
-        if config.aggregation == "masked-mean":
+        if c.aggregation == "masked-mean":
             out["aggregation"] = "each entry averaged over the nodes that sent it (the paper counts unsent entries as 0)"
-        if config.fraction < 1:
-            out["fraction"] = f"{config.fraction} of the nodes take part in each round (the paper uses every node)"
-        return out
+        return {**out, **fraction_deviation(c.fraction, "nodes", "the paper uses every node")}
 
     # -- shape ----------------------------------------------------------------------------------
     def _resolve_objectives(self) -> list[Objective]:
@@ -195,16 +208,15 @@ class DEIGAN(FederatedMethod, EIGAN):
         by_obj: dict[Objective, list[Node]] = {}
         for n in nodes:
             by_obj.setdefault(n.objective, []).append(n)
-        for obj, members in by_obj.items():
+        for obj, group_nodes in by_obj.items():
             key = obj.signature()
-            self.groups[key] = _Group(self, members, obj)
-            for i, n in enumerate(members):
-                n.slot = (key, i)
+            self.groups[key] = _Group(self, group_nodes, obj)
+            assign_slots(group_nodes, key)
 
     def join(self, nodes: Sequence[Node], message: Any) -> None:
         theta = torch.as_tensor(np.asarray(message["theta"]))
         for n in nodes:
-            key, i = n.slot
+            key, i = slot(n)
             self.groups[key].enc.set_flat(i, theta)
             n.joined = True
 
@@ -213,52 +225,48 @@ class DEIGAN(FederatedMethod, EIGAN):
         out: dict[int, ClientUpdate] = {}
         by_group: dict[Any, list[Node]] = {}
         for n in nodes:
-            by_group.setdefault(n.slot[0], []).append(n)
-        for key, members_nodes in by_group.items():
+            by_group.setdefault(slot(n)[0], []).append(n)
+        for key, group_nodes in by_group.items():
             g = self.groups[key]
-            members = torch.tensor([n.slot[1] for n in members_nodes])
-            enc, allies, advs = g.enc.take(members), [a.take(members) for a in g.allies], [v.take(members) for v in g.advs]
-            opt_e = g.opt_e.take(members, enc.tensors())
-            opt_a = g.opt_a.take(members, _tensors(allies))
-            opt_v = g.opt_v.take(members, _tensors(advs))
-            for i, n in enumerate(members_nodes):  # 1. downlink: overwrite the server's chosen entries
+            rows = members(group_nodes)
+            enc, allies, advs = g.enc.take(rows), take_all(g.allies, rows), take_all(g.advs, rows)
+            opt_e = g.opt_e.take(rows, enc.tensors())
+            opt_a = g.opt_a.take(rows, stack_tensors(allies))
+            opt_v = g.opt_v.take(rows, stack_tensors(advs))
+            for i, n in enumerate(group_nodes):  # 1. downlink: overwrite the server's chosen entries
                 msg = messages.get(n.id)
                 if msg is not None:
                     idx = index_set(int(msg["seed"]), enc.size, len(msg["values"]))
                     enc.set_entries(i, idx, torch.as_tensor(np.asarray(msg["values"])))
-            plan, steps = ShardStack.epoch_plan(members_nodes, c.delta, c.batch_size)  # 2. delta local epochs
-            sums = torch.zeros(len(members_nodes), 3)
+            plan, steps = ShardStack.epoch_plan(group_nodes, c.delta, c.batch_size)  # 2. delta local epochs
+            sums = torch.zeros(len(group_nodes), 3)
             for t in range(plan.shape[1]):
                 active = t < steps
-                x, y, w = g.shards.gather(plan[:, t], members)
-                z = enc(x)
-                la = [copy_ce(a(z), y[lab], w) for a, lab in zip(allies, g.obj.utility)]
-                lv = [copy_ce(v(z), y[lab], w) for v, lab in zip(advs, g.obj.sensitive)]
-                if c.privacy_loss == "uniform":
-                    privacy = sum(copy_uniform_ce(v(z), w) for v in advs)
-                else:
-                    privacy = -sum(lv)
-                loss_e = (c.alpha / len(la)) * sum(la) + ((1 - c.alpha) / len(lv)) * privacy
+                x, y, w = g.shards.gather(plan[:, t], rows)
+                z = single(enc, x)
+                la = list(copy_ces(allies, g.obj.utility, z, y, w))
+                lv = list(copy_ces(advs, g.obj.sensitive, z, y, w))
+                privacy = privacy_term(c.privacy_loss, advs, z, w, lv)
+                loss_e = encoder_objective(c.alpha, la, len(lv), privacy)
                 step_all(loss_e.sum(), enc.tensors(), opt_e, active)
                 with torch.no_grad():
-                    z = enc(x)
-                la = sum(copy_ce(a(z), y[lab], w) for a, lab in zip(allies, g.obj.utility))
-                lv = sum(copy_ce(v(z), y[lab], w) for v, lab in zip(advs, g.obj.sensitive))
-                step_all(la.sum(), _tensors(allies), opt_a, active)
-                step_all(lv.sum(), _tensors(advs), opt_v, active)
-                sums += active.unsqueeze(1) * torch.stack([loss_e.detach(), la.detach(), lv.detach()], dim=1)
-            g.enc.put(members, enc)
-            for full, sub in zip(g.allies + g.advs, allies + advs):
-                full.put(members, sub)
-            g.opt_e.put(members, opt_e)
-            g.opt_a.put(members, opt_a)
-            g.opt_v.put(members, opt_v)
+                    z = single(enc, x)
+                ce_a = loss_sum(copy_ces(allies, g.obj.utility, z, y, w))
+                ce_v = loss_sum(copy_ces(advs, g.obj.sensitive, z, y, w))
+                step_all(ce_a.sum(), stack_tensors(allies), opt_a, active)
+                step_all(ce_v.sum(), stack_tensors(advs), opt_v, active)
+                sums += active.unsqueeze(1) * torch.stack([loss_e.detach(), ce_a.detach(), ce_v.detach()], dim=1)
+            g.enc.put(rows, enc)
+            put_all(g.allies + g.advs, allies + advs, rows)
+            g.opt_e.put(rows, opt_e)
+            g.opt_a.put(rows, opt_a)
+            g.opt_v.put(rows, opt_v)
             count = sparse_count(c.phi, enc.size)
-            for i, n in enumerate(members_nodes):  # 3. upload a random fraction phi of the entries
+            for i, n in enumerate(group_nodes):  # 3. upload a random fraction phi of the entries
                 seed = derive_seed(c.seed, n.id, round, 20)
                 idx = index_set(seed, enc.size, count)
                 values = enc.flat(i)[torch.as_tensor(idx)].numpy().astype(np.float32)
-                mean = (sums[i] / max(int(steps[i]), 1)).tolist()
+                mean = node_mean(sums, steps, i)
                 out[n.id] = ClientUpdate(n.id, round, n.num_examples, {"seed": seed, "values": values}, "parameters",
                                          {"loss/encoder": mean[0], "loss/ally": mean[1], "loss/adversary": mean[2]})
         return out

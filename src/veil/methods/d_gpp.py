@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from functools import partial
+from typing import Any, Mapping, Sequence, cast
 
 import numpy as np
 import torch
@@ -34,13 +35,35 @@ from torch.nn import functional as F
 from veil.config import param
 from veil.errors import ConfigError
 from veil.methods.base import Method, MethodConfig
-from veil.methods.gpp import GaussianEncoder, reparameterize
-from veil.methods.nets import ClassifierBank, make_optimizer, mlp
-from veil.methods.registry import register_method
+from veil.methods.deviations import fraction_deviation, privacy_loss_deviation, release_deviation
+from veil.methods.ensemble_ops import (
+    assign_slots,
+    copy_ces,
+    members,
+    pair,
+    privacy_term,
+    put_all,
+    seeded_stack,
+    slot,
+    stack_tensors,
+    take_all,
+)
 from veil.methods.federated.core import ClientUpdate, Failure, Node, derive_seed
+from veil.methods.federated.ensemble import (
+    ShardStack,
+    Stack,
+    StackedOptimizer,
+    copy_mean,
+    flat_module,
+    load_flat_module,
+    noise_like,
+    seeded_modules,
+    step_all,
+)
 from veil.methods.federated.method import FederatedMethod
-from veil.methods.federated.ensemble import (ShardStack, Stack, StackedOptimizer, copy_ce, copy_mean, copy_uniform_ce,
-                                        flat_module, load_flat_module, noise_like, seeded_modules, step_all)
+from veil.methods.gpp import GaussianEncoder, released, reparameterize
+from veil.methods.nets import ClassifierBank, gaussian_kl_rows, loss_sum, make_optimizer, mlp
+from veil.methods.registry import register_method
 
 
 @dataclass(frozen=True)
@@ -72,13 +95,11 @@ def per_client(field: str, values: tuple[float, ...], k: int) -> list[float]:
 class _Group:
     def __init__(self, m: "DGPP", nodes: Sequence[Node]) -> None:
         c, t = m.config, m.task
-        self.enc = Stack(seeded_modules(lambda: GaussianEncoder(t.d_in, c.encoder_hidden, c.d_z),
-                                        [derive_seed(c.seed, n.id, 50) for n in nodes]))
-        self.advs = [Stack(seeded_modules(lambda k=k: mlp(c.d_z, c.head_hidden, k),
-                                          [derive_seed(c.seed, n.id, 51, j) for n in nodes]))
+        self.enc = seeded_stack(m.new_encoder, c.seed, nodes, 50)
+        self.advs = [seeded_stack(partial(mlp, c.d_z, c.head_hidden, k), c.seed, nodes, 51, j)
                      for j, k in enumerate(t.sensitive.values())]
         self.opt_e = StackedOptimizer(self.enc.tensors(), c.lr)
-        self.opt_s = StackedOptimizer([p for s in self.advs for p in s.tensors()], c.lr)
+        self.opt_s = StackedOptimizer(stack_tensors(self.advs), c.lr)
         self.beta = torch.tensor([m.betas[n.id] for n in nodes])
         self.lam = torch.tensor([m.lambdas[n.id] for n in nodes])
         self.shards = ShardStack(nodes, list(t.utility) + list(t.sensitive))
@@ -86,6 +107,13 @@ class _Group:
 
 def _randn(shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
     return torch.randn(shape, generator=gen)
+
+
+def _draw(enc: Stack, x: torch.Tensor, nodes: Sequence[Node], idx: torch.Tensor,
+          d_z: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Every copy's mu, log-variance and z = mu + sigma * eps on rows `idx`, eps from each node's own stream."""
+    mu, logvar = pair(enc, x)
+    return mu, logvar, reparameterize(mu, logvar, noise_like(nodes, idx, d_z, _randn))
 
 
 @register_method
@@ -102,8 +130,7 @@ class DGPP(FederatedMethod, Method):
         c, t = self.config, self.task
         self.betas = per_client("beta", c.beta, c.K)
         self.lambdas = per_client("lambda_kl", c.lambda_kl, c.K)
-        self.encoder = nn.ModuleList(seeded_modules(lambda: GaussianEncoder(t.d_in, c.encoder_hidden, c.d_z),
-                                                    [derive_seed(c.seed, k, 50) for k in range(c.K)]))
+        self.encoder = nn.ModuleList(seeded_modules(self.new_encoder, [derive_seed(c.seed, k, 50) for k in range(c.K)]))
         self.utility = ClassifierBank(c.d_z, t.utility, c.head_hidden)
         self.groups: dict[int, _Group] = {}
         self._node: int | None = None
@@ -112,19 +139,19 @@ class DGPP(FederatedMethod, Method):
     def make_optimizers(self) -> None:
         self.opt_u = make_optimizer(self.utility.parameters(), self.config.lr)
 
-    def modules(self):
+    def new_encoder(self) -> GaussianEncoder:
+        """A freshly initialised client encoder T_theta (seeded by the caller)."""
+        c = self.config
+        return GaussianEncoder(self.task.d_in, c.encoder_hidden, c.d_z)
+
+    def modules(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder, "utility": self.utility}
 
     @classmethod
-    def deviations(cls, config: DGPPConfig) -> dict[str, str]:
-        out = {}
-        if config.release == "mean":
-            out["release"] = "releases the mean mu instead of the paper's stochastic draw mu + sigma*eps"
-        if config.privacy_loss == "uniform":
-            out["privacy_loss"] = "encoder pushes adversaries to uniform predictions instead of maximising their CE"
-        if config.fraction < 1:
-            out["fraction"] = f"{config.fraction} of the clients take part in each round (Alg. 2 uses all)"
-        return out
+    def deviations(cls, config: MethodConfig) -> dict[str, str]:
+        c = cast(DGPPConfig, config)
+        return {**release_deviation(c.release), **privacy_loss_deviation(c.privacy_loss),
+                **fraction_deviation(c.fraction, "clients", "Alg. 2 uses all")}
 
     def num_rounds(self, sizes: Sequence[int]) -> int:
         return self.config.epochs * max(1, math.ceil(max(sizes) / self.config.batch_size))
@@ -135,7 +162,7 @@ class DGPP(FederatedMethod, Method):
 
     def release(self, x: torch.Tensor) -> torch.Tensor:
         mu, logvar = self.encoder[self._node or 0](x)
-        return mu if self.config.release == "mean" else reparameterize(mu, logvar)
+        return released(mu, logvar, self.config.release)
 
     def encode_node(self, x: np.ndarray, node: int) -> np.ndarray:
         self._node = int(node)
@@ -157,61 +184,56 @@ class DGPP(FederatedMethod, Method):
     def init_nodes(self, nodes: Sequence[Node]) -> None:
         self.groups[0] = _Group(self, nodes)
         self.psi = ClassifierBank(self.config.d_z, self.task.utility, self.config.head_hidden)  # local copy of the broadcast
-        for i, n in enumerate(nodes):
-            n.slot = (0, i)
+        assign_slots(nodes)
 
     def join(self, nodes: Sequence[Node], message: Any) -> None:
         for n in nodes:
             n.joined = True
 
-    def _phase3(self, nodes: Sequence[Node], members: torch.Tensor, g: _Group, enc: Stack, advs: list[Stack],
+    def _phase3(self, nodes: Sequence[Node], rows: torch.Tensor, g: _Group, enc: Stack, advs: list[Stack],
                 opt_e: StackedOptimizer, opt_s: StackedOptimizer, psi: np.ndarray) -> dict[str, torch.Tensor]:
         """k adversary steps on fresh batches, then one encoder step against the received psi (Alg. 2, l. 21-35)."""
         c, t = self.config, self.task
         load_flat_module(self.psi, psi)
         plan = ShardStack.sample_plan(nodes, c.k + 1, c.batch_size)
         everyone = torch.ones(len(nodes), dtype=torch.bool)
-        adv_tensors = [p for s in advs for p in s.tensors()]
+        adv_tensors = stack_tensors(advs)
         for tau in range(c.k):
-            x, y, w = g.shards.gather(plan[:, tau], members)
+            x, y, w = g.shards.gather(plan[:, tau], rows)
             with torch.no_grad():
-                mu, logvar = enc(x)
-                z = mu + torch.exp(0.5 * logvar) * noise_like(nodes, plan[:, tau], c.d_z, _randn)
-            ls = sum(copy_ce(a(z), y[lab], w) for a, lab in zip(advs, t.sensitive))
+                _, _, z = _draw(enc, x, nodes, plan[:, tau], c.d_z)
+            ls = loss_sum(copy_ces(advs, t.sensitive, z, y, w))
             step_all(ls.sum(), adv_tensors, opt_s, everyone)
-        x, y, w = g.shards.gather(plan[:, c.k], members)
-        mu, logvar = enc(x)
-        z = mu + torch.exp(0.5 * logvar) * noise_like(nodes, plan[:, c.k], c.d_z, _randn)
-        lu = sum(copy_ce(h(z), y[lab], w) for h, lab in zip(self.psi.heads, t.utility))
-        lv = [copy_ce(a(z), y[lab], w) for a, lab in zip(advs, t.sensitive)]
-        privacy = sum(copy_uniform_ce(a(z), w) for a in advs) if c.privacy_loss == "uniform" else -sum(lv)
-        kl = copy_mean(0.5 * (mu.pow(2) + logvar.exp() - logvar - 1).sum(-1), w)
-        beta, lam = g.beta[members], g.lam[members]
+        x, y, w = g.shards.gather(plan[:, c.k], rows)
+        mu, logvar, z = _draw(enc, x, nodes, plan[:, c.k], c.d_z)
+        lu = loss_sum(copy_ces(self.psi.heads, t.utility, z, y, w))
+        lv = list(copy_ces(advs, t.sensitive, z, y, w))
+        privacy = privacy_term(c.privacy_loss, advs, z, w, lv)
+        kl = copy_mean(gaussian_kl_rows(mu, logvar), w)
+        beta, lam = g.beta[rows], g.lam[rows]
         loss = beta * lu + privacy + lam * kl
         step_all(loss.sum(), enc.tensors(), opt_e, everyone)
         return {"loss/encoder": loss.detach(), "loss/kl": kl.detach(), "loss/utility": lu.detach(),
-                "loss/adversary": sum(lv).detach()}
+                "loss/adversary": loss_sum(lv).detach()}
 
     def _run(self, nodes: Sequence[Node], psi: np.ndarray | None, round: int, upload: bool) -> dict[int, ClientUpdate]:
         c, t = self.config, self.task
         g = self.groups[0]
-        members = torch.tensor([n.slot[1] for n in nodes])
-        enc, advs = g.enc.take(members), [a.take(members) for a in g.advs]
-        opt_e = g.opt_e.take(members, enc.tensors())
-        opt_s = g.opt_s.take(members, [p for s in advs for p in s.tensors()])
-        metrics = self._phase3(nodes, members, g, enc, advs, opt_e, opt_s, psi) if psi is not None else {}
-        g.enc.put(members, enc)
-        for full, sub in zip(g.advs, advs):
-            full.put(members, sub)
-        g.opt_e.put(members, opt_e)
-        g.opt_s.put(members, opt_s)
+        rows = members(nodes)
+        enc, advs = g.enc.take(rows), take_all(g.advs, rows)
+        opt_e = g.opt_e.take(rows, enc.tensors())
+        opt_s = g.opt_s.take(rows, stack_tensors(advs))
+        metrics = self._phase3(nodes, rows, g, enc, advs, opt_e, opt_s, psi) if psi is not None else {}
+        g.enc.put(rows, enc)
+        put_all(g.advs, advs, rows)
+        g.opt_e.put(rows, opt_e)
+        g.opt_s.put(rows, opt_s)
         if not upload:
             return {}
         plan = ShardStack.sample_plan(nodes, 1, c.batch_size)  # Phase 1: one sanitized batch per client
-        x, y, w = g.shards.gather(plan[:, 0], members)
+        x, y, w = g.shards.gather(plan[:, 0], rows)
         with torch.no_grad():
-            mu, logvar = enc(x)
-            z = mu + torch.exp(0.5 * logvar) * noise_like(nodes, plan[:, 0], c.d_z, _randn)
+            _, _, z = _draw(enc, x, nodes, plan[:, 0], c.d_z)
         out = {}
         for i, n in enumerate(nodes):
             b = int((plan[i, 0] >= 0).sum())
@@ -230,7 +252,7 @@ class DGPP(FederatedMethod, Method):
             self._run(nodes, message["psi"], -1, upload=False)
 
     def export_node_state(self, node: Node) -> dict[str, np.ndarray]:
-        st = self.groups[0].enc.state_dict(node.slot[1])
+        st = self.groups[0].enc.state_dict(slot(node)[1])
         return {k: v.numpy() for k, v in st.items()}
 
     # -- server role ----------------------------------------------------------------------------
@@ -254,7 +276,8 @@ class DGPP(FederatedMethod, Method):
             labels = {lab: torch.as_tensor(np.concatenate([np.asarray(u.payload["u"][lab]) for u in updates])).long()
                       for lab in self.task.utility}
             for _ in range(self.config.k):
-                loss = sum(F.cross_entropy(h(z), labels[lab]) for h, lab in zip(self.utility.heads, self.task.utility))
+                loss = loss_sum(F.cross_entropy(h(z), labels[lab])
+                                for h, lab in zip(self.utility.heads, self.task.utility))
                 self.opt_u.zero_grad(set_to_none=True)
                 loss.backward()
                 self.opt_u.step()

@@ -6,12 +6,15 @@ then one step of every ally and adversary on its own cross-entropy, with separat
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence, cast
 
 import torch
+from torch import nn
 
 from veil.config import param
 from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext, step
-from veil.methods.nets import ClassifierBank, make_optimizer, mlp, uniform_ce
+from veil.methods.deviations import optimizer_deviation, privacy_loss_deviation
+from veil.methods.nets import ClassifierBank, loss_row, loss_sum, make_optimizer, mlp
 from veil.methods.registry import register_method
 
 
@@ -32,6 +35,13 @@ class EIGANConfig(MethodConfig):
                            choices=("adam", "sgd"))
 
 
+def encoder_objective(alpha: float, ally_losses: Sequence[torch.Tensor], adversaries: int,
+                      privacy: torch.Tensor) -> torch.Tensor:
+    """Eq. 4 with alpha_A = alpha/n and alpha_V = (1-alpha)/m: the n allies' losses, and the privacy term
+    against the m adversaries (-sum CE(V), or the uniform alternative)."""
+    return (alpha / len(ally_losses)) * loss_sum(ally_losses) + ((1 - alpha) / adversaries) * privacy
+
+
 @register_method
 class EIGAN(Method):
     name = "eigan"
@@ -47,13 +57,9 @@ class EIGAN(Method):
         self.adversaries = ClassifierBank(c.d_z, t.sensitive, c.head_hidden)
 
     @classmethod
-    def deviations(cls, config: EIGANConfig) -> dict[str, str]:
-        out = {}
-        if config.optimizer == "adam":
-            out["optimizer"] = "adam instead of Alg. A1's plain gradient step (set optimizer=sgd for the letter)"
-        if config.privacy_loss == "uniform":
-            out["privacy_loss"] = "encoder pushes adversaries to uniform predictions instead of maximising their CE"
-        return out
+    def deviations(cls, config: MethodConfig) -> dict[str, str]:
+        c = cast(EIGANConfig, config)
+        return {**optimizer_deviation(c.optimizer, "Alg. A1"), **privacy_loss_deviation(c.privacy_loss)}
 
     def make_optimizers(self) -> None:
         c = self.config
@@ -61,8 +67,7 @@ class EIGAN(Method):
         self.opt_a = make_optimizer(self.allies.parameters(), c.lr_ally, c.optimizer)
         self.opt_v = make_optimizer(self.adversaries.parameters(), c.lr_adversary, c.optimizer)
 
-
-    def modules(self):
+    def modules(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder, "allies": self.allies, "adversaries": self.adversaries}
 
     def encoder_loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
@@ -71,12 +76,8 @@ class EIGAN(Method):
         z = self.encoder(batch.x)
         la = self.allies.losses(z, batch.utility)
         lv = self.adversaries.losses(z, batch.sensitive)
-        if c.privacy_loss == "uniform":
-            privacy = sum(uniform_ce(h(z)) for h in self.adversaries.heads)
-        else:
-            privacy = -sum(lv.values())
-        loss = (c.alpha / len(la)) * sum(la.values()) + ((1 - c.alpha) / len(lv)) * privacy
-        return loss, la, lv
+        privacy = self.adversaries.privacy_term(c.privacy_loss, z, lv)
+        return encoder_objective(c.alpha, list(la.values()), len(lv), privacy), la, lv
 
     def train_step(self, batch: Batch, sampler: BatchSampler, ctx: TrainContext) -> dict[str, float]:
         loss_e, _, _ = self.encoder_loss(batch)
@@ -85,9 +86,6 @@ class EIGAN(Method):
             z = self.encoder(batch.x)
         la = self.allies.losses(z, batch.utility)
         lv = self.adversaries.losses(z, batch.sensitive)
-        step(sum(la.values()), self.opt_a, ctx, list(self.allies.parameters()))
-        step(sum(lv.values()), self.opt_v, ctx, list(self.adversaries.parameters()))
-        row = {"loss/encoder": loss_e.item()}
-        row.update({f"loss/ally/{k}": v.item() for k, v in la.items()})
-        row.update({f"loss/adversary/{k}": v.item() for k, v in lv.items()})
-        return row
+        step(loss_sum(la.values()), self.opt_a, ctx, list(self.allies.parameters()))
+        step(loss_sum(lv.values()), self.opt_v, ctx, list(self.adversaries.parameters()))
+        return {"loss/encoder": loss_e.item(), **loss_row("loss/ally", la), **loss_row("loss/adversary", lv)}

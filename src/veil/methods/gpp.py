@@ -7,13 +7,15 @@ encoder step on
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from torch import nn
 
 from veil.config import param
 from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext, step
-from veil.methods.nets import ClassifierBank, gaussian_kl, make_optimizer, mlp, uniform_ce
+from veil.methods.deviations import privacy_loss_deviation, release_deviation
+from veil.methods.nets import ClassifierBank, gaussian_kl, loss_row, loss_sum, make_optimizer, mlp
 from veil.methods.registry import register_method
 
 
@@ -48,8 +50,14 @@ class GaussianEncoder(nn.Module):
         return self.mu(h), self.logvar(h).clamp(-12.0, 8.0)
 
 
-def reparameterize(mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
-    return mu + torch.exp(0.5 * logvar) * torch.randn_like(mu)
+def reparameterize(mu: torch.Tensor, logvar: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
+    """z = mu + sigma * eps, eps standard normal: `noise` if given, else a fresh draw like mu."""
+    return mu + torch.exp(0.5 * logvar) * (torch.randn_like(mu) if noise is None else noise)
+
+
+def released(mu: torch.Tensor, logvar: torch.Tensor, release: str) -> torch.Tensor:
+    """The released z of a Gaussian encoder's output: the mean mu ('mean') or a draw ('sample')."""
+    return mu if release == "mean" else reparameterize(mu, logvar)
 
 
 @register_method
@@ -67,13 +75,9 @@ class GPP(Method):
         self.adversaries = ClassifierBank(c.d_z, t.sensitive, c.head_hidden)
 
     @classmethod
-    def deviations(cls, config: GPPConfig) -> dict[str, str]:
-        out = {}
-        if config.release == "mean":
-            out["release"] = "releases the mean mu instead of the paper's stochastic draw mu + sigma*eps"
-        if config.privacy_loss == "uniform":
-            out["privacy_loss"] = "encoder pushes adversaries to uniform predictions instead of maximising their CE"
-        return out
+    def deviations(cls, config: MethodConfig) -> dict[str, str]:
+        c = cast(GPPConfig, config)
+        return {**release_deviation(c.release), **privacy_loss_deviation(c.privacy_loss)}
 
     def make_optimizers(self) -> None:
         lr = self.config.lr
@@ -81,17 +85,15 @@ class GPP(Method):
         self.opt_u = make_optimizer(self.utility.parameters(), lr)
         self.opt_s = make_optimizer(self.adversaries.parameters(), lr)
 
-
-    def modules(self):
+    def modules(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder, "utility": self.utility, "adversaries": self.adversaries}
 
     def release(self, x: torch.Tensor) -> torch.Tensor:
         mu, logvar = self.encoder(x)
-        return mu if self.config.release == "mean" else reparameterize(mu, logvar)
+        return released(mu, logvar, self.config.release)
 
     def train_step(self, batch: Batch, sampler: BatchSampler, ctx: TrainContext) -> dict[str, float]:
         c = self.config
-        row: dict[str, float] = {}
         # Phase 1: k steps of the utility classifiers and adversaries on fresh minibatches.
         for _ in range(c.k):
             b = sampler.sample()
@@ -99,22 +101,16 @@ class GPP(Method):
                 z = reparameterize(*self.encoder(b.x))
             lu = self.utility.losses(z, b.utility)
             ls = self.adversaries.losses(z, b.sensitive)
-            step(sum(lu.values()), self.opt_u, ctx, list(self.utility.parameters()))
-            step(sum(ls.values()), self.opt_s, ctx, list(self.adversaries.parameters()))
+            step(loss_sum(lu.values()), self.opt_u, ctx, list(self.utility.parameters()))
+            step(loss_sum(ls.values()), self.opt_s, ctx, list(self.adversaries.parameters()))
         # Phase 2: one encoder step (eq. 39).
         mu, logvar = self.encoder(batch.x)
         z = reparameterize(mu, logvar)
         lu = self.utility.losses(z, batch.utility)
         ls = self.adversaries.losses(z, batch.sensitive)
         kl = gaussian_kl(mu, logvar)
-        if c.privacy_loss == "uniform":
-            privacy = sum(uniform_ce(h(z)) for h in self.adversaries.heads)
-        else:
-            privacy = -sum(ls.values())
-        loss = c.beta * sum(lu.values()) + privacy + c.lambda_kl * kl
+        privacy = self.adversaries.privacy_term(c.privacy_loss, z, ls)
+        loss = c.beta * loss_sum(lu.values()) + privacy + c.lambda_kl * kl
         step(loss, self.opt_e, ctx, list(self.encoder.parameters()))
-        row["loss/encoder"] = loss.item()
-        row["loss/kl"] = kl.item()
-        row.update({f"loss/utility/{k}": v.item() for k, v in lu.items()})
-        row.update({f"loss/adversary/{k}": v.item() for k, v in ls.items()})
-        return row
+        return {"loss/encoder": loss.item(), "loss/kl": kl.item(), **loss_row("loss/utility", lu),
+                **loss_row("loss/adversary", ls)}

@@ -11,19 +11,41 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from functools import partial
+from typing import Any, Mapping, Sequence, cast
 
 import numpy as np
 import torch
+from torch import nn
 
 from veil.config import param
-from veil.methods.ldp_frl import LDPFRL, BoundedExtractor, LDPFRLConfig, side_input, side_width
-from veil.methods.nets import mlp
-from veil.methods.registry import register_method
-from veil.methods.federated.core import ClientUpdate, Failure, Node, derive_seed
+from veil.methods.base import MethodConfig
+from veil.methods.deviations import fraction_deviation
+from veil.methods.ensemble_ops import (
+    assign_slots,
+    copy_ces,
+    members,
+    node_mean,
+    put_all,
+    seeded_stack,
+    single,
+    slot,
+    stack_tensors,
+    take_all,
+)
+from veil.methods.federated.core import ClientUpdate, Failure, Node
+from veil.methods.federated.ensemble import (
+    ShardStack,
+    Stack,
+    StackedOptimizer,
+    copy_mean,
+    noise_like,
+    step_all,
+)
 from veil.methods.federated.method import FederatedMethod
-from veil.methods.federated.ensemble import (ShardStack, Stack, StackedOptimizer, copy_ce, copy_mean, noise_like,
-                                        seeded_modules, step_all)
+from veil.methods.ldp_frl import LDPFRL, BoundedExtractor, LDPFRLConfig, side_input, side_width
+from veil.methods.nets import loss_sum, mlp
+from veil.methods.registry import register_method
 
 
 @dataclass(frozen=True)
@@ -40,11 +62,11 @@ class _Group:
 
     def __init__(self, m: "LDPFedAvg", nodes: Sequence[Node]) -> None:
         c, t = m.config, m.task
-        seeds = lambda role, j=0: [derive_seed(c.seed, n.id, role, j) for n in nodes]  # noqa: E731
-        self.enc = Stack(seeded_modules(lambda: BoundedExtractor(t.d_in, c.encoder_hidden, c.d_z, c.bound, c.clip), seeds(40)))
-        self.util = [Stack(seeded_modules(lambda k=k: mlp(c.d_z, c.utility_hidden, k), seeds(41, j)))
+        self.enc = seeded_stack(partial(BoundedExtractor, t.d_in, c.encoder_hidden, c.d_z, c.bound, c.clip),
+                                c.seed, nodes, 40, 0)
+        self.util = [seeded_stack(partial(mlp, c.d_z, c.utility_hidden, k), c.seed, nodes, 41, j)
                      for j, k in enumerate(t.utility.values())]
-        self.side = [Stack(seeded_modules(lambda k=k: mlp(c.d_z + side_width(k), c.side_hidden, t.d_in), seeds(42, j)))
+        self.side = [seeded_stack(partial(mlp, c.d_z + side_width(k), c.side_hidden, t.d_in), c.seed, nodes, 42, j)
                      for j, k in enumerate(t.sensitive.values())]
         self.opt = StackedOptimizer(self.tensors(), c.lr, c.optimizer)
         self.shards = ShardStack(nodes, list(t.utility) + list(t.sensitive))
@@ -53,7 +75,7 @@ class _Group:
         return [self.enc, *self.util, *self.side]
 
     def tensors(self, stacks: Sequence[Stack] | None = None) -> list[torch.Tensor]:
-        return [p for s in (stacks or self.stacks()) for p in s.tensors()]
+        return stack_tensors(stacks or self.stacks())
 
 
 def _set_flat(stacks: Sequence[Stack], i: int, vec: torch.Tensor) -> None:
@@ -89,35 +111,32 @@ class LDPFedAvg(FederatedMethod, LDPFRL):
         pass
 
     @classmethod
-    def deviations(cls, config: LDPFedAvgConfig) -> dict[str, str]:
-        out = {k: v for k, v in LDPFRL.deviations(config).items() if k != "training"}
-        if config.fraction < 1:
-            out["fraction"] = f"{config.fraction} of the clients take part in each round (the paper uses all)"
-        return out
+    def deviations(cls, config: MethodConfig) -> dict[str, str]:
+        c = cast(LDPFedAvgConfig, config)
+        out = {k: v for k, v in LDPFRL.deviations(c).items() if k != "training"}
+        return {**out, **fraction_deviation(c.fraction, "clients", "the paper uses all")}
 
     def num_rounds(self, sizes: Sequence[int]) -> int:
         return math.ceil(self.config.epochs / self.config.local_epochs)
 
     # -- client role ----------------------------------------------------------------------------
     def init_nodes(self, nodes: Sequence[Node]) -> None:
-        g = _Group(self, nodes)
-        self.groups[0] = g
-        for i, n in enumerate(nodes):
-            n.slot = (0, i)
+        self.groups[0] = _Group(self, nodes)
+        assign_slots(nodes)
 
     def join(self, nodes: Sequence[Node], message: Any) -> None:
         omega = torch.as_tensor(np.asarray(message["omega"]))
         for n in nodes:
-            _set_flat(self.groups[0].stacks(), n.slot[1], omega)
+            _set_flat(self.groups[0].stacks(), slot(n)[1], omega)
             n.joined = True
 
     def client_update_many(self, nodes: Sequence[Node], messages: Mapping[int, Any], round: int) -> dict[int, ClientUpdate]:
         c, t = self.config, self.task
         g = self.groups[0]
-        members = torch.tensor([n.slot[1] for n in nodes])
-        stacks = [s.take(members) for s in g.stacks()]
+        rows = members(nodes)
+        stacks = take_all(g.stacks(), rows)
         enc, util, side = stacks[0], stacks[1:1 + len(g.util)], stacks[1 + len(g.util):]
-        opt = g.opt.take(members, g.tensors(stacks))
+        opt = g.opt.take(rows, g.tensors(stacks))
         for i, n in enumerate(nodes):  # omega_k <- omega_t
             _set_flat(stacks, i, torch.as_tensor(np.asarray(messages[n.id]["omega"])))
         plan, steps = ShardStack.epoch_plan(nodes, c.local_epochs, c.batch_size)
@@ -125,29 +144,28 @@ class LDPFedAvg(FederatedMethod, LDPFRL):
         classes = list(t.sensitive.values())
         for step in range(plan.shape[1]):
             active = step < steps
-            x, y, w = g.shards.gather(plan[:, step], members)
-            v = enc(x)
+            x, y, w = g.shards.gather(plan[:, step], rows)
+            v = single(enc, x)
             noise = noise_like(nodes, plan[:, step], c.d_z,
                                lambda shape, gen: self.mechanism.noise(torch.empty(shape), generator=gen))
             z = v + noise
-            ce = sum(copy_ce(h(z), y[lab], w) for h, lab in zip(util, t.utility))
-            mse = sum(copy_mean(((dec(torch.cat([z, _side(y[lab], k)], dim=-1)) - x) ** 2).mean(-1), w)
-                      for dec, lab, k in zip(side, t.sensitive, classes)) / len(side)
+            ce = loss_sum(copy_ces(util, t.utility, z, y, w))
+            mse = loss_sum(copy_mean(((single(dec, torch.cat([z, _side(y[lab], k)], dim=-1)) - x) ** 2).mean(-1), w)
+                           for dec, lab, k in zip(side, t.sensitive, classes)) / len(side)
             loss = ce + c.beta * mse
             step_all(loss.sum(), g.tensors(stacks), opt, active)
             sums += active.unsqueeze(1) * torch.stack([loss.detach(), mse.detach()], dim=1)
-        for full, sub in zip(g.stacks(), stacks):
-            full.put(members, sub)
-        g.opt.put(members, opt)
+        put_all(g.stacks(), stacks, rows)
+        g.opt.put(rows, opt)
         out = {}
         for i, n in enumerate(nodes):
-            mean = (sums[i] / max(int(steps[i]), 1)).tolist()
+            mean = node_mean(sums, steps, i)
             out[n.id] = ClientUpdate(n.id, round, n.num_examples, {"omega": _flat(stacks, i).numpy().astype(np.float32)},
                                      "parameters", {"loss/total": mean[0], "loss/reconstruction": mean[1]})
         return out
 
     # -- server role ----------------------------------------------------------------------------
-    def _modules(self):
+    def _modules(self) -> list[nn.Module]:
         return [self.encoder, self.utility, self.side]
 
     def server_start(self, sizes: Mapping[int, int]) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, cast
 
 import torch
 from torch import nn
@@ -26,8 +26,9 @@ from torch.nn import functional as F
 
 from veil.config import param
 from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext, step
+from veil.methods.deviations import optimizer_deviation
 from veil.methods.mechanisms import LaplaceMechanism, l1_sensitivity
-from veil.methods.nets import ClassifierBank, make_optimizer, mlp
+from veil.methods.nets import ClassifierBank, loss_row, loss_sum, make_optimizer, mlp
 from veil.methods.registry import register_method
 
 
@@ -86,7 +87,7 @@ class SideDecoders(nn.Module):
         self.decoders = nn.ModuleList([mlp(d_z + side_width(k), hidden, d_in) for k in self.classes])
 
     def losses(self, z: torch.Tensor, x: torch.Tensor, labels: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        out = {}
+        out: dict[str, torch.Tensor] = {}
         for name, k, dec in zip(self.names, self.classes, self.decoders):
             x_hat = dec(torch.cat([z, side_input(labels[name], k)], dim=1))
             out[name] = F.mse_loss(x_hat, x)
@@ -109,20 +110,18 @@ class LDPFRL(Method):
         self.mechanism = LaplaceMechanism(c.eps, l1_sensitivity(c.clip, c.d_z))
 
     @classmethod
-    def deviations(cls, config: LDPFRLConfig) -> dict[str, str]:
-        out = {"bound": f"v bounded to [-c, c] by {config.bound} (c={config.clip}) so the Laplace scale "
-                        "Delta/eps is calibrated; the paper's extractor output is unbounded and names no scale",
-               "training": "centralised (one client); the paper averages K=20 clients with FedAvg"}
-        if config.optimizer == "adam":
-            out["optimizer"] = "adam instead of Alg. 1's plain gradient step (set optimizer=sgd for the letter)"
-        return out
+    def deviations(cls, config: MethodConfig) -> dict[str, str]:
+        c = cast(LDPFRLConfig, config)
+        return {"bound": f"v bounded to [-c, c] by {c.bound} (c={c.clip}) so the Laplace scale "
+                         "Delta/eps is calibrated; the paper's extractor output is unbounded and names no scale",
+                "training": "centralised (one client); the paper averages K=20 clients with FedAvg",
+                **optimizer_deviation(c.optimizer, "Alg. 1")}
 
     def make_optimizers(self) -> None:
         self.opt = make_optimizer(self.parameters_of("encoder", "utility", "side"), self.config.lr,
                                   self.config.optimizer)
 
-
-    def modules(self):
+    def modules(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder, "utility": self.utility, "side": self.side}
 
     def release(self, x: torch.Tensor) -> torch.Tensor:
@@ -132,11 +131,9 @@ class LDPFRL(Method):
         z = self.mechanism(self.encoder(batch.x))
         lu = self.utility.losses(z, batch.utility)
         ls = self.side.losses(z, batch.x, batch.sensitive)
-        ce = sum(lu.values())
-        mse = sum(ls.values()) / len(ls)
+        ce = loss_sum(lu.values())
+        mse = loss_sum(ls.values()) / len(ls)
         loss = ce + self.config.beta * mse
-        step(loss, self.opt, ctx, self.parameters_of("encoder", "utility", "side"))
-        row = {"loss/total": loss.item(), "loss/reconstruction": mse.item()}
-        row.update({f"loss/utility/{k}": v.item() for k, v in lu.items()})
-        row.update({f"loss/side/{k}": v.item() for k, v in ls.items()})
-        return row
+        step(loss, self.opt, ctx, list(self.parameters_of("encoder", "utility", "side")))
+        return {"loss/total": loss.item(), "loss/reconstruction": mse.item(), **loss_row("loss/utility", lu),
+                **loss_row("loss/side", ls)}

@@ -19,14 +19,14 @@ Several utility / sensitive labels are stacked as one-hot blocks of Y / S."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
-import torch
 
 from veil.config import param
 from veil.datasets.base import Split
-from veil.methods.baselines import LinearMap
-from veil.methods.base import Method, MethodConfig
+from veil.methods.base import MethodConfig
+from veil.methods.baselines import LinearBaseline
 from veil.methods.registry import register_method
 
 
@@ -81,7 +81,7 @@ def linear_arl_solution(x: np.ndarray, y: np.ndarray, s: np.ndarray, lam: float,
 
 
 @register_method
-class LinearARL(Method):
+class LinearARL(LinearBaseline):
     name = "linear-arl"
     Config = LinearARLConfig
     description = ("closed-form linear ARL: z spans the eigenvectors of lambda*SS^T - (1-lambda)*YY^T "
@@ -90,19 +90,16 @@ class LinearARL(Method):
     config: LinearARLConfig
 
     def build(self) -> None:
-        self.encoder = LinearMap(self.task.d_in, self.config.d_z)
+        super().build()
         self.kept = 0
         self.eigenvalues = np.zeros(0)
 
     @classmethod
-    def deviations(cls, config: LinearARLConfig) -> dict[str, str]:
-        if not config.negative_only:
+    def deviations(cls, config: MethodConfig) -> dict[str, str]:
+        if not cast(LinearARLConfig, config).negative_only:
             return {"negative_only": "keeps d_z eigenvectors even where the eigenvalue is >= 0 "
                                      "(the paper's optimum keeps only the negative ones)"}
         return {}
-
-    def modules(self):
-        return {"encoder": self.encoder}
 
     def fit_closed_form(self, train: Split) -> None:
         c, t = self.config, self.task
@@ -111,5 +108,4 @@ class LinearARL(Method):
         mean, w, evals = linear_arl_solution(train.x, y, s, c.lambda_arl, c.d_z, c.negative_only)
         self.eigenvalues = evals
         self.kept = int(np.count_nonzero(np.abs(w).sum(axis=0)))
-        self.encoder.mean.copy_(torch.as_tensor(mean, dtype=torch.float32))
-        self.encoder.weight.copy_(torch.as_tensor(w, dtype=torch.float32))
+        self.encoder.set(mean, w)

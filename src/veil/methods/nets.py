@@ -1,11 +1,12 @@
 """Networks and losses shared by every method (one place, no copies)."""
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import torch
 from torch import nn
 from torch.nn import functional as F
+from torch.optim.optimizer import ParamsT
 
 
 def mlp(d_in: int, hidden: Sequence[int], d_out: int, out: str | None = None) -> nn.Sequential:
@@ -42,13 +43,39 @@ class ClassifierBank(nn.Module):
         """Sum of the heads' cross-entropies (each head's gradient is its own loss's)."""
         return torch.stack(list(self.losses(z, labels).values())).sum()
 
+    def privacy_term(self, kind: str, z: torch.Tensor, losses: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """An encoder's term against these heads (the adversaries): minus the sum of their cross-entropies
+        `losses` ('neg-ce'), or the sum of their CEs against uniform on `z` ('uniform', see `uniform_ce`)."""
+        if kind == "uniform":
+            return loss_sum(uniform_ce(h(z)) for h in self.heads)
+        return -loss_sum(losses.values())
+
+
+def loss_sum(losses: Iterable[torch.Tensor]) -> torch.Tensor:
+    """The builtin `sum` of at least one loss tensor (left to right, so values and gradients are exactly
+    sum()'s), typed as a tensor. A generator is consumed lazily, as by sum()."""
+    total = sum(losses)
+    if not isinstance(total, torch.Tensor):
+        raise ValueError("loss_sum needs at least one loss")
+    return total
+
+
+def loss_row(prefix: str, losses: Mapping[str, torch.Tensor]) -> dict[str, float]:
+    """Named scalar losses as one row of a training log: {'<prefix>/<name>': value}."""
+    return {f"{prefix}/{k}": v.item() for k, v in losses.items()}
+
+
+def gaussian_kl_rows(mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
+    """KL(N(mu, diag exp(logvar)) || N(0, I)) of every row, summed over the last (latent) dimension."""
+    return 0.5 * (mu.pow(2) + logvar.exp() - logvar - 1).sum(dim=-1)
+
 
 def gaussian_kl(mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
     """KL(N(mu, diag exp(logvar)) || N(0, I)) summed over dimensions, averaged over the batch (GPP eq. 38)."""
-    return 0.5 * (mu.pow(2) + logvar.exp() - logvar - 1).sum(dim=1).mean()
+    return gaussian_kl_rows(mu, logvar).mean()
 
 
-def make_optimizer(params, lr: float, kind: str = "adam") -> torch.optim.Optimizer:
+def make_optimizer(params: ParamsT, lr: float, kind: str = "adam") -> torch.optim.Optimizer:
     """Adam (default) or plain SGD over `params`."""
     if kind == "adam":
         return torch.optim.Adam(params, lr=lr)

@@ -1,0 +1,36 @@
+"""Deviation texts that several methods record, written once.
+
+A method's `deviations(config)` names the choices that depart from its paper; a run records each as the
+param `method.deviation.<key>`. Runs are compared and grouped by these texts, so a choice shared by
+several methods (the uniform privacy loss, the mean release, Adam, partial participation) must read the
+same everywhere. Each helper returns the entry a method adds for one config field: {key: text} when the
+choice departs from the paper, {} when it follows it. Texts only one method uses stay in that method."""
+from __future__ import annotations
+
+UNIFORM_PRIVACY_LOSS = "encoder pushes adversaries to uniform predictions instead of maximising their CE"
+MEAN_RELEASE = "releases the mean mu instead of the paper's stochastic draw mu + sigma*eps"
+
+
+def privacy_loss_deviation(privacy_loss: str) -> dict[str, str]:
+    """'uniform': the encoder's adversary term is CE against uniform instead of the paper's -CE."""
+    return {"privacy_loss": UNIFORM_PRIVACY_LOSS} if privacy_loss == "uniform" else {}
+
+
+def release_deviation(release: str) -> dict[str, str]:
+    """'mean': a Gaussian encoder releases mu instead of a draw mu + sigma * eps."""
+    return {"release": MEAN_RELEASE} if release == "mean" else {}
+
+
+def optimizer_deviation(optimizer: str, algorithm: str) -> dict[str, str]:
+    """'adam' where `algorithm` (e.g. "Alg. A1") writes a plain gradient step."""
+    if optimizer != "adam":
+        return {}
+    return {"optimizer": f"adam instead of {algorithm}'s plain gradient step (set optimizer=sgd for the letter)"}
+
+
+def fraction_deviation(fraction: float, participants: str, paper: str) -> dict[str, str]:
+    """A `fraction` < 1 of the `participants` ("nodes", "clients") per round, where the paper (`paper`: what
+    it does instead, e.g. "the paper uses all") takes every one."""
+    if fraction >= 1:
+        return {}
+    return {"fraction": f"{fraction} of the {participants} take part in each round ({paper})"}
