@@ -166,7 +166,7 @@ def field_table(cls: type) -> list[dict[str, str]]:
     """Name, type, default, allowed values and doc of every field, for `veil methods` / `veil datasets`."""
     th = hints(cls)
     rows = []
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+    for f in dataclasses.fields(cls):
         rows.append({
             "name": f.name,
             "type": type_name(th[f.name]),

@@ -37,7 +37,8 @@ EpochHook = Callable[[int, dict[str, float]], None]
 class TrainOutcome:
     """A trained method plus its per-epoch (or per-round) rows and where it ran."""
 
-    method: Method
+    method: Any
+    """The trained `Method` (a federated one for the federated executor)."""
     history: list[dict[str, float]]
     executor: str
     device: str

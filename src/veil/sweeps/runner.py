@@ -22,7 +22,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ray.tune import Callback
 from ray.tune.stopper import Stopper
@@ -53,7 +53,7 @@ def default_name(spec: SweepSpec) -> str:
 # one trial (runs in a Ray worker; `run_trial` itself needs no Ray)
 
 
-def _aggregate(per_seed: list[Mapping[str, float]]) -> dict[str, float]:
+def _aggregate(per_seed: Sequence[Mapping[str, float]]) -> dict[str, float]:
     """Mean and (population) std over seeds of every metric all seeds have."""
     import numpy as np
 
@@ -217,10 +217,11 @@ class SweepMonitor(Callback, Stopper):
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         r = trial.last_result or {}
-        vals = [r.get(tune_key(m)) for m in self.metrics]
-        if any(v is None for v in vals):
+        raw = [r.get(tune_key(m)) for m in self.metrics]
+        if any(v is None for v in raw):
             return
-        self.done[trial.trial_id] = ([float(v) for v in vals], self._label(trial))
+        vals = [float(v) for v in raw if v is not None]
+        self.done[trial.trial_id] = (vals, self._label(trial))
         ids = list(self.done)
         mask = _front_mask([self.done[i][0] for i in ids], self.directions)
         front = {i for i, keep in zip(ids, mask) if keep}

@@ -194,6 +194,7 @@ class SearchParam:
         if self.type == "categorical":
             return list(self.values)
         if self.type == "int":
+            assert self.low is not None and self.high is not None  # int ranges are checked to have both ends
             return list(range(int(self.low), int(self.high) + 1, int(self.step or 1)))
         raise ConfigError(f"space.{self.key}.type", self.type, "categorical | int for the grid sampler")
 
@@ -550,12 +551,12 @@ def _parse_objectives(raw: Any, where: str, ctx: MetricContext) -> tuple[Objecti
             if ik not in ("metric", "direction"):
                 raise UnknownNameError("objective key", ik, ["metric", "direction"], where=f"{where}: key '{k}'")
         metric = check_metric(item.get("metric"), f"{k}.metric", where, ctx)
-        d = item.get("direction")
-        if d not in DIRECTIONS:
-            raise ConfigError(f"{k}.direction", d, "max | min", where)
+        direction = item.get("direction")
+        if direction not in DIRECTIONS:
+            raise ConfigError(f"{k}.direction", direction, "max | min", where)
         if any(o.metric == metric for o in out):
             raise ConfigError(f"{k}.metric", metric, "each metric once", where)
-        out.append(Objective(metric, DIRECTIONS[d]))
+        out.append(Objective(metric, DIRECTIONS[direction]))
     return tuple(out)
 
 
@@ -750,9 +751,10 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
     chull_origin = data.get("chull_origin", "zero")
     if chull_origin not in AUC_ORIGINS:
         raise ConfigError("chull_origin", chull_origin, " | ".join(AUC_ORIGINS), where)
-    name = data.get("name")
-    if name is not None and (not isinstance(name, str) or not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", name)):
-        raise ConfigError("name", name, "letters, digits, '_', '-', '.'", where)
+    sweep_name = data.get("name")
+    if sweep_name is not None and (not isinstance(sweep_name, str)
+                                   or not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", sweep_name)):
+        raise ConfigError("name", sweep_name, "letters, digits, '_', '-', '.'", where)
     description = data.get("description", "")
     if not isinstance(description, str):
         raise ConfigError("description", description, "a string", where)
@@ -763,7 +765,7 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
                      sampler_options=sopts, sampler_seed=sampler_seed, trials=trials, seeds=seeds,
                      concurrency=concurrency, resources=resources, constraints=constraints, max_failures=max_failures,
                      retries=retries, executor=executor, num_workers=num_workers, experiment=experiment,
-                     chull_origin=chull_origin, name=name, description=description, source=where,
+                     chull_origin=chull_origin, name=sweep_name, description=description, source=where,
                      raw=json.loads(json.dumps(dict(data), default=str)))
     if check_names:
         _check_run(spec, where)
@@ -790,8 +792,8 @@ def _check_run(spec: SweepSpec, where: str) -> None:
     except UnknownNameError as e:
         if e.where and e.where.startswith(where):
             raise
-        key = _section_key(e.where)
-        raise UnknownNameError(e.kind, e.name, e.valid, where=f"{where}: key '{key}'" if key else where) from None
+        section = _section_key(e.where)
+        raise UnknownNameError(e.kind, e.name, e.valid, where=f"{where}: key '{section}'" if section else where) from None
 
 
 def _section_key(inner_where: str | None) -> str | None:

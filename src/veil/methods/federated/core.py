@@ -185,6 +185,7 @@ class FederatedRoles:
     Methods subclass `veil.methods.federated.method.FederatedMethod`, which adds `fit`; the hosts, the
     coordinator and the simulation see only these roles."""
 
+    name: ClassVar[str]
     federated: ClassVar[bool] = True
     message_kind: ClassVar[str] = "parameters"
     vectorised: ClassVar[bool] = True  # client_update_many runs a host's nodes as one ensemble

@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from veil.datasets.base import TaskSpec
-from veil.methods.federated.core import NOT_JOINED, InjectedFault, Node, NodeData, dumps, loads
+from veil.methods.federated.core import NOT_JOINED, FederatedRoles, InjectedFault, Node, NodeData, dumps, loads
 
 
 class NodeHost:
@@ -27,7 +27,9 @@ class NodeHost:
         if threads:
             torch.set_num_threads(threads)
         self.host_id = host_id
-        self.method: Any = create_method(method_name, config, task)  # a built config: no re-validation
+        method = create_method(method_name, config, task)  # a built config: no re-validation
+        assert isinstance(method, FederatedRoles), f"{method_name} is not a federated method"
+        self.method = method
         seed = int(config.seed)
         self.nodes = {d.node: Node(d, seed) for d in shards}
         self.method.init_nodes(list(self.nodes.values()))

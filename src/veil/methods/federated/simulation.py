@@ -355,7 +355,7 @@ class FederationOutcome:
 
 
 RoundHook = Callable[[int, dict[str, float]], None]
-LiveAudit = Callable[[FederatedRoles], dict[str, float]]
+LiveAudit = Callable[[Any], dict[str, float]]
 
 
 def run_federation(plan: FederationPlan, fed: Federation, *, on_round: RoundHook | None = None,
@@ -398,7 +398,7 @@ def run_federation(plan: FederationPlan, fed: Federation, *, on_round: RoundHook
 
 def run_in_process(method: FederatedRoles, train: Split, *, partition_scheme: str = "iid",
                    options: FederationOptions | None = None, tap: Tap | None = None) -> FederationOutcome:
-    """`FederatedRoles.fit`: the whole federation in this process (one vectorised host by default)."""
-    plan = plan_federation(method, str(method.name), train, partition_scheme=partition_scheme,
+    """`FederatedMethod.fit`: the whole federation in this process (one vectorised host by default)."""
+    plan = plan_federation(method, method.name, train, partition_scheme=partition_scheme,
                            options=options, seed=method.config.seed)
     return run_federation(plan, LocalFederation(plan, tap=tap))

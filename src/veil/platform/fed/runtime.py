@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping, Sequence
 from veil.datasets.base import TaskSpec
 from veil.errors import UnknownNameError
 from veil.methods.federated.coordinator import Coordinator, Tap
-from veil.methods.federated.core import NodeData, ResourceError
+from veil.methods.federated.core import FederatedRoles, NodeData, ResourceError
 from veil.methods.federated.host import NodeHost
 from veil.methods.federated.simulation import (
     Coordinated,
@@ -92,7 +92,9 @@ class CoordinatorService(Coordinated):
                  cpus_per_actor: float, max_restarts: int, faults: Mapping[int, int] | None, seed: int) -> None:
         from veil.methods.registry import create_method
 
-        self.method: Any = create_method(method_name, config, task)  # the validated config, not rebuilt
+        method = create_method(method_name, config, task)  # the validated config, not rebuilt
+        assert isinstance(method, FederatedRoles), f"{method_name} is not a federated method"
+        self.method = method
         self.pool = RayPool(method_name, config, task, shard_refs, node_blocks, sizes, pg=pg,
                             cpus_per_actor=cpus_per_actor, max_restarts=max_restarts, faults=faults)
         self.coordinator = Coordinator(self.method, self.pool, seed=seed)
@@ -113,9 +115,9 @@ class RayPool(PoolBase):
         self.node_ids = [k for block in node_blocks for k in block]
         self.sizes = {int(k): int(v) for k, v in sizes.items()}
         self.host_of = {k: h for h, block in enumerate(node_blocks) for k in block}
-        actor_cls = ray.remote(NodeHost)
+        actor_cls: Any = ray.remote(NodeHost)
         threads = max(1, int(cpus_per_actor))
-        self.actors = []
+        self.actors: list[Any] = []
         for h, ref in enumerate(shard_refs):
             opts = {"num_cpus": cpus_per_actor, "max_restarts": max_restarts, "max_task_retries": 0,
                     "scheduling_strategy": PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=h + 1)}
@@ -217,7 +219,7 @@ class RayFederation:
         by_id = {d.node: d for d in shards}
         # The driver owns the shard objects, so a restarted host actor can rebuild from them.
         self.shard_refs = [ray.put([by_id[k] for k in block]) for block in node_blocks]
-        svc = ray.remote(CoordinatorService)
+        svc: Any = ray.remote(CoordinatorService)
         self.coord = svc.options(num_cpus=plan.cpus_per_actor, max_restarts=0, scheduling_strategy=
                                  PlacementGroupSchedulingStrategy(self.pg, placement_group_bundle_index=0)).remote(
             method_name, config, task, self.shard_refs, node_blocks, {d.node: len(d.train) for d in shards},
