@@ -52,6 +52,7 @@ from veil.methods.ensemble_ops import (
     stack_tensors,
     take_all,
 )
+from veil.methods.federated.aggregation import aggregate
 from veil.methods.federated.core import ClientUpdate, Failure, Node, Objective, derive_seed, index_set, sparse_count
 from veil.methods.federated.ensemble import (
     ShardStack,
@@ -64,7 +65,7 @@ from veil.methods.federated.method import FederatedMethod
 from veil.methods.nets import loss_sum, mlp
 from veil.methods.registry import register_method
 
-AGGREGATIONS = ("paper", "masked-mean")
+AGGREGATIONS = ("paper", "masked-mean")  # the sparse rules of veil.methods.federated.aggregation
 
 
 @dataclass(frozen=True)
@@ -81,33 +82,6 @@ class DEIGANConfig(EIGANConfig):
                                           "blocks; empty = the dataset's utility labels not hidden by the node")
     node_sensitive: tuple[str, ...] = param((), "per-node adversary labels ('a' or 'a+b'), dealt to nodes in "
                                             "contiguous blocks; empty = the dataset's sensitive labels")
-
-
-def aggregate_sparse(size: int, previous: np.ndarray, updates: Sequence[tuple[np.ndarray, np.ndarray, int]],
-                     mode: str) -> np.ndarray:
-    """D-EIGAN's server rule on sparse uploads (indices, values, N_k); float64 accumulation.
-
-    paper:       sum_k (N_k / N) * theta~_k, theta~_k zero off its indices, N = sum of the senders' N_k.
-    masked-mean: per entry, sum_{k sent q} N_k theta_k(q) / sum_{k sent q} N_k; unsent entries keep `previous`."""
-    if not updates:
-        return previous.copy()
-    if mode == "paper":
-        total = float(sum(n for _, _, n in updates))
-        acc = np.zeros(size, dtype=np.float64)
-        for idx, vals, n in updates:
-            acc[idx] += (n / total) * vals.astype(np.float64)
-        return acc.astype(np.float32)
-    if mode == "masked-mean":
-        num = np.zeros(size, dtype=np.float64)
-        den = np.zeros(size, dtype=np.float64)
-        for idx, vals, n in updates:
-            num[idx] += n * vals.astype(np.float64)
-            den[idx] += n
-        out = previous.astype(np.float64).copy()
-        sent = den > 0
-        out[sent] = num[sent] / den[sent]
-        return out.astype(np.float32)
-    raise ConfigError("aggregation", mode, " | ".join(AGGREGATIONS))
 
 
 def deal(field: str, entries: Sequence[str], k: int, labels: Sequence[str]) -> list[tuple[str, ...]] | None:
@@ -289,7 +263,7 @@ class DEIGAN(FederatedMethod, EIGAN):
         sparse = [(index_set(int(u.payload["seed"]), size, len(u.payload["values"])), np.asarray(u.payload["values"]),
                    u.num_examples) for u in updates]
         if sparse:
-            self.theta = aggregate_sparse(size, self.theta, sparse, c.aggregation)
+            self.theta = aggregate(c.aggregation, size, self.theta, sparse)
             load_flat_module(self.encoder, self.theta)
             seed = derive_seed(c.seed, round, 30)  # the server's downlink choice Q for the next round
             idx = index_set(seed, size, sparse_count(c.phi, size))

@@ -33,6 +33,7 @@ from veil.methods.ensemble_ops import (
     stack_tensors,
     take_all,
 )
+from veil.methods.federated.aggregation import aggregate
 from veil.methods.federated.core import ClientUpdate, Failure, Node
 from veil.methods.federated.ensemble import (
     ShardStack,
@@ -181,10 +182,9 @@ class LDPFedAvg(FederatedMethod, LDPFRL):
 
     def aggregate(self, round: int, updates: Sequence[ClientUpdate], failures: Sequence[Failure]) -> Any:
         if updates:  # omega_{t+1} = (1/K) sum_k omega_k over the clients that delivered
-            acc = np.zeros(self.omega.size, dtype=np.float64)
-            for u in updates:
-                acc += np.asarray(u.payload["omega"], dtype=np.float64)
-            self.omega = (acc / len(updates)).astype(np.float32)
+            every = np.arange(self.omega.size)
+            self.omega = aggregate("mean", self.omega.size, self.omega,
+                                   [(every, np.asarray(u.payload["omega"]), u.num_examples) for u in updates])
             self._load(self.omega)
         return {"omega": self.omega}
 

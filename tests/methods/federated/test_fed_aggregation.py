@@ -7,7 +7,7 @@ import pytest
 
 from veil.datasets import load_dataset
 from veil.methods import create_method
-from veil.methods.d_eigan import aggregate_sparse
+from veil.methods.federated.aggregation import aggregate
 from veil.methods.federated.core import ClientUpdate, index_set, sparse_count
 
 
@@ -16,7 +16,7 @@ def test_paper_rule_by_hand():
     prev = np.array([9, 9, 9, 9, 9], np.float32)
     a = (np.array([0, 1, 3]), np.array([1.0, 2.0, 4.0], np.float32), 30)
     b = (np.array([1, 2, 3]), np.array([10.0, 20.0, 40.0], np.float32), 10)
-    out = aggregate_sparse(5, prev, [a, b], "paper")
+    out = aggregate("paper", 5, prev, [a, b])
     # theta = 0.75 * [1, 2, 0, 4, 0] + 0.25 * [0, 10, 20, 40, 0]  (unsent entries count as 0)
     np.testing.assert_allclose(out, [0.75, 4.0, 5.0, 13.0, 0.0], rtol=0, atol=1e-6)
 
@@ -25,7 +25,7 @@ def test_masked_mean_by_hand():
     prev = np.array([9, 9, 9, 9, 9], np.float32)
     a = (np.array([0, 1, 3]), np.array([1.0, 2.0, 4.0], np.float32), 30)
     b = (np.array([1, 2, 3]), np.array([10.0, 20.0, 40.0], np.float32), 10)
-    out = aggregate_sparse(5, prev, [a, b], "masked-mean")
+    out = aggregate("masked-mean", 5, prev, [a, b])
     # entry 0: only A -> 1; entry 1: (30*2 + 10*10)/40 = 4; entry 2: only B -> 20;
     # entry 3: (30*4 + 10*40)/40 = 13; entry 4: nobody -> previous 9
     np.testing.assert_allclose(out, [1.0, 4.0, 20.0, 13.0, 9.0], rtol=0, atol=1e-6)
@@ -38,12 +38,12 @@ def test_full_upload_is_the_weighted_average():
     ups = [(np.arange(7), t, n) for t, n in zip(thetas, ns)]
     want = sum(n / 40 * t for t, n in zip(thetas, ns))
     for mode in ("paper", "masked-mean"):
-        np.testing.assert_allclose(aggregate_sparse(7, np.zeros(7, np.float32), ups, mode), want, atol=1e-6)
+        np.testing.assert_allclose(aggregate(mode, 7, np.zeros(7, np.float32), ups), want, atol=1e-6)
 
 
 def test_no_update_keeps_the_global_state():
     prev = np.arange(4, dtype=np.float32)
-    np.testing.assert_array_equal(aggregate_sparse(4, prev, [], "paper"), prev)
+    np.testing.assert_array_equal(aggregate("paper", 4, prev, []), prev)
 
 
 def test_index_sets_are_regenerated_from_the_seed():
@@ -74,7 +74,7 @@ def test_server_aggregates_wire_messages_like_the_hand_rule(task, mode):
         ups.append(ClientUpdate(node, 1, n, {"seed": seed, "values": vals}))
         hand.append((idx, vals, n))
     m.aggregate(1, ups, [])
-    np.testing.assert_allclose(m.theta, aggregate_sparse(size, prev, hand, mode), atol=1e-7)
+    np.testing.assert_allclose(m.theta, aggregate(mode, size, prev, hand), atol=1e-7)
     z = m.encode(np.zeros((3, task.d_in), np.float32))  # the released encoder is the aggregate
     assert z.shape == (3, 2)
     # the downlink for the next round carries the aggregate on the server's index set
