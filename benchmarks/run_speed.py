@@ -4,6 +4,7 @@ benchmarks/RESULTS.md with the exact command that produced them.
     python benchmarks/run_speed.py                      # GPP, 20,000 rows, paper defaults
     python benchmarks/run_speed.py -- --method eigan --dataset gaussian-quadrant --set n=20000
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,9 +44,11 @@ def main() -> int:
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     m = out["metrics"]
-    line = (f"| {date.today()} | `veil run {shlex.join(veil_args)}` | {wall:.1f} s wall "
-            f"(train {m['train_seconds']:.1f} s) | {rss_mb:.0f} MB | utility_auc {m['utility_auc']:.3f}, "
-            f"adversary_auc {m['adversary_auc']:.3f} | {os.cpu_count()} CPU, {platform.machine()}, torch threads default |")
+    line = (
+        f"| {date.today()} | `veil run {shlex.join(veil_args)}` | {wall:.1f} s wall "
+        f"(train {m['train_seconds']:.1f} s) | {rss_mb:.0f} MB | utility_auc {m['utility_auc']:.3f}, "
+        f"adversary_auc {m['adversary_auc']:.3f} | {os.cpu_count()} CPU, {platform.machine()}, torch threads default |"
+    )
     print(line)
     if not args.no_record:
         text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"

@@ -1,5 +1,6 @@
 """Shared fixtures: an isolated dataset cache, a real local Ray and a real MLflow server on 127.0.0.1.
 Each fixture stops only the processes it started."""
+
 from __future__ import annotations
 
 import os
@@ -45,10 +46,23 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory):
     exe = shutil.which("mlflow", path=str(Path(sys.executable).parent)) or "mlflow"
     log = open(root / "server.log", "w")
     proc = subprocess.Popen(
-        [exe, "server", "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
-         "--default-artifact-root", str(root / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
-         "--workers", "1"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            exe,
+            "server",
+            "--backend-store-uri",
+            f"sqlite:///{root / 'mlflow.db'}",
+            "--default-artifact-root",
+            str(root / "artifacts"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     uri = f"http://127.0.0.1:{port}"
     try:
@@ -81,8 +95,13 @@ def ray_local(tmp_path_factory: pytest.TempPathFactory):
 
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
     tmp = Path("/tmp") / f"veil-ray-{os.getpid()}"  # short path: Ray's socket names have a length limit
-    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=str(tmp), configure_logging=False,
-             runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}})
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        _temp_dir=str(tmp),
+        configure_logging=False,
+        runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}},
+    )
     yield ray
     ray.shutdown()
     shutil.rmtree(tmp, ignore_errors=True)

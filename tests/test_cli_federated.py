@@ -1,6 +1,7 @@
 """`veil run` for a federated method from the command line, on a real local Ray (default runtime:
 virtual nodes in node-host actors), with a Dirichlet partition, a per-round progress bar and the
 per-node audit table, all logged to MLflow."""
+
 from __future__ import annotations
 
 import json
@@ -13,9 +14,30 @@ from veil.cli import main
 
 @pytest.mark.ray
 def test_veil_run_d_eigan_federated(ray_local, in_tmp, capsys):
-    argv = ["run", "--method", "d-eigan", "--dataset", "gaussian-nodes", "--set", "K=10", "--set", "phi=0.8",
-            "--set", "delta=2", "--partition", "dirichlet:0.3", "--set", "epochs=4", "--set", "n=1200",
-            "--set", "audit.epochs=3", "--set", "fed.audit_every=1", "--json"]
+    argv = [
+        "run",
+        "--method",
+        "d-eigan",
+        "--dataset",
+        "gaussian-nodes",
+        "--set",
+        "K=10",
+        "--set",
+        "phi=0.8",
+        "--set",
+        "delta=2",
+        "--partition",
+        "dirichlet:0.3",
+        "--set",
+        "epochs=4",
+        "--set",
+        "n=1200",
+        "--set",
+        "audit.epochs=3",
+        "--set",
+        "fed.audit_every=1",
+        "--json",
+    ]
     assert main(argv) == 0
     captured = capsys.readouterr()
     out = json.loads(captured.out.strip().splitlines()[-1])
@@ -32,7 +54,9 @@ def test_veil_run_d_eigan_federated(ray_local, in_tmp, capsys):
     ups = client.get_metric_history(rid, "bytes_up")
     assert sorted(x.step for x in ups) == [1, 2] and m["bytes_up_total"] == sum(x.value for x in ups)
     assert len(client.get_metric_history(rid, "live/adversary_auc")) == 2
-    arts = {a.path for a in client.list_artifacts(rid, "audit")} | {a.path for a in client.list_artifacts(rid, "federation")}
+    arts = {a.path for a in client.list_artifacts(rid, "audit")} | {
+        a.path for a in client.list_artifacts(rid, "federation")
+    }
     assert {"audit/per_node.csv", "audit/per_node.json", "federation/rounds.json", "federation/failures.json"} <= arts
     csv_path = client.download_artifacts(rid, "audit/per_node.csv", str(in_tmp))
     lines = open(csv_path).read().strip().splitlines()

@@ -1,29 +1,42 @@
 """Bad input to a federated run is refused with a clear message before any actor starts (and before an
 MLflow run is created)."""
+
 from __future__ import annotations
 
 import pytest
 
 from veil.cli import main
 
+BASE = [
+    "run",
+    "--method",
+    "d-eigan",
+    "--dataset",
+    "gaussian-octant",
+    "--set",
+    "n=200",
+    "--quiet",
+    "--runtime",
+    "in-process",
+]
 
-BASE = ["run", "--method", "d-eigan", "--dataset", "gaussian-octant", "--set", "n=200", "--quiet",
-        "--runtime", "in-process"]
 
-
-@pytest.mark.parametrize("extra,needle", [
-    (["--set", "phi=0"], "'phi': 0.0 (allowed: float > 0 and <= 1)"),
-    (["--set", "phi=1.5"], "'phi': 1.5 (allowed: float > 0 and <= 1)"),
-    (["--set", "delta=0"], "'delta': 0 (allowed: int >= 1)"),
-    (["--set", "K=0"], "'K': 0 (allowed: int >= 1)"),
-    (["--set", "K=500"], "'K': 500 (allowed: at most the 150 training rows"),
-    (["--set", "K=20", "--partition", "dirichlet:0.01"], "received no rows"),
-    (["--set", "node_sensitive=[adversary_1, nope]"], "unknown: ['nope']"),
-    (["--set", "node_utility=[ally+adversary_1]", "--set", "node_sensitive=[adversary_1]"], "disjoint"),
-    (["--partition", "zipf:2"], "unknown partition scheme 'zipf'"),
-    (["--set", "fed.faults=[7@1]"], "'faults'"),
-    (["--set", "fed.hostz=2"], "unknown fed parameter 'hostz'"),
-])
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        (["--set", "phi=0"], "'phi': 0.0 (allowed: float > 0 and <= 1)"),
+        (["--set", "phi=1.5"], "'phi': 1.5 (allowed: float > 0 and <= 1)"),
+        (["--set", "delta=0"], "'delta': 0 (allowed: int >= 1)"),
+        (["--set", "K=0"], "'K': 0 (allowed: int >= 1)"),
+        (["--set", "K=500"], "'K': 500 (allowed: at most the 150 training rows"),
+        (["--set", "K=20", "--partition", "dirichlet:0.01"], "received no rows"),
+        (["--set", "node_sensitive=[adversary_1, nope]"], "unknown: ['nope']"),
+        (["--set", "node_utility=[ally+adversary_1]", "--set", "node_sensitive=[adversary_1]"], "disjoint"),
+        (["--partition", "zipf:2"], "unknown partition scheme 'zipf'"),
+        (["--set", "fed.faults=[7@1]"], "'faults'"),
+        (["--set", "fed.hostz=2"], "unknown fed parameter 'hostz'"),
+    ],
+)
 def test_refused_before_anything_starts(in_tmp, capsys, extra, needle):
     assert main(BASE + extra) == 2
     assert needle in capsys.readouterr().err
@@ -31,8 +44,25 @@ def test_refused_before_anything_starts(in_tmp, capsys, extra, needle):
 
 
 def test_per_client_lists_must_match_k(in_tmp, capsys):
-    assert main(["run", "--method", "d-gpp", "--dataset", "gaussian-octant", "--set", "K=3", "--set", "beta=[1, 2]",
-                 "--runtime", "in-process", "--quiet"]) == 2
+    assert (
+        main(
+            [
+                "run",
+                "--method",
+                "d-gpp",
+                "--dataset",
+                "gaussian-octant",
+                "--set",
+                "K=3",
+                "--set",
+                "beta=[1, 2]",
+                "--runtime",
+                "in-process",
+                "--quiet",
+            ]
+        )
+        == 2
+    )
     assert "'beta': [1.0, 2.0] (allowed: one value, or K=3 values (one per client))" in capsys.readouterr().err
 
 
@@ -42,14 +72,19 @@ def test_partition_is_for_federated_methods_only(in_tmp, capsys):
 
 
 @pytest.mark.ray
-@pytest.mark.parametrize("extra,needle", [
-    (["--set", "fed.cpus=8"], "asks for 8 CPUs but the cluster has 2 available"),
-    (["--runtime", "ray-actors", "--set", "K=30", "--set", "fed.actor_memory_mb=1000"], "need about 31000 MB"),
-    (["--runtime", "ray-actors", "--set", "K=100", "--set", "fed.cpus=1"], "CPU per actor (minimum 0.05)"),
-])
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        (["--set", "fed.cpus=8"], "asks for 8 CPUs but the cluster has 2 available"),
+        (["--runtime", "ray-actors", "--set", "K=30", "--set", "fed.actor_memory_mb=1000"], "need about 31000 MB"),
+        (["--runtime", "ray-actors", "--set", "K=100", "--set", "fed.cpus=1"], "CPU per actor (minimum 0.05)"),
+    ],
+)
 def test_unsatisfiable_resources_are_refused(ray_local, in_tmp, capsys, extra, needle):
     before = ray_local.available_resources().get("CPU")
-    assert main(["run", "--method", "d-eigan", "--dataset", "gaussian-octant", "--set", "n=400", "--quiet", *extra]) == 2
+    assert (
+        main(["run", "--method", "d-eigan", "--dataset", "gaussian-octant", "--set", "n=400", "--quiet", *extra]) == 2
+    )
     assert needle in capsys.readouterr().err
     assert not (in_tmp / "mlflow.db").exists()
     assert ray_local.available_resources().get("CPU") == before  # no placement group, no actor

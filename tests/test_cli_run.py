@@ -1,4 +1,5 @@
 """`veil run` end to end from the command line (inline executor, embedded MLflow store)."""
+
 import json
 from dataclasses import dataclass
 
@@ -19,8 +20,9 @@ def run_json(capsys, *argv) -> dict:
 
 
 def test_run_from_flags_logs_everything(in_tmp, capsys):
-    out = run_json(capsys, "--method", "gpp", "--dataset", "gaussian-correlated", "--set", "beta=1.0",
-                   "--set", "d_z=8", *FAST)
+    out = run_json(
+        capsys, "--method", "gpp", "--dataset", "gaussian-correlated", "--set", "beta=1.0", "--set", "d_z=8", *FAST
+    )
     assert out["params"]["method.beta"] == 1.0 and out["params"]["executor"] == "inline"
     assert 0 <= out["metrics"]["adversary_auc"] <= 1 and "utility_acc/u" in out["metrics"]
     client = MlflowClient(tracking_uri=f"sqlite:///{in_tmp / 'mlflow.db'}")
@@ -37,23 +39,39 @@ def test_run_from_flags_logs_everything(in_tmp, capsys):
 def test_run_from_yaml_file_with_cli_override(in_tmp, capsys):
     (in_tmp / "run.yaml").write_text(
         "method: eigan\ndataset: gaussian-two-allies\nseed: 3\n"
-        "params: {alpha: 0.7, epochs: 2, d_z: 2}\ndataset_params: {n: 300}\naudit: {epochs: 2}\n")
+        "params: {alpha: 0.7, epochs: 2, d_z: 2}\ndataset_params: {n: 300}\naudit: {epochs: 2}\n"
+    )
     out = run_json(capsys, "run.yaml", "--set", "alpha=0.6", "--quiet")
     assert out["params"]["method.alpha"] == 0.6 and out["params"]["seed"] == 3 and out["params"]["dataset.seed"] == 3
     assert {"utility_acc/ally_1", "utility_acc/ally_2", "adversary_acc/adversary"} <= set(out["metrics"])
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["--method", "nope", "--dataset", "gaussian-quadrant"], "unknown method 'nope'; valid methods:"),
-    (["--method", "eigan", "--dataset", "gaussian-quadrant", "--set", "alpha=1.5"], "'alpha': 1.5 (allowed: float > 0 and < 1)"),
-    (["--method", "gpp", "--dataset", "gaussian-correlated", "--set", "beta=-1"], "'beta': -1.0 (allowed: float >= 0)"),
-    (["--method", "gpp", "--dataset", "gaussian-correlated", "--set", "d_z=0"], "'d_z': 0 (allowed: int >= 1)"),
-    (["--method", "gpp", "--dataset", "gaussian-correlated", "--set", "k=-2"], "'k': -2 (allowed: int >= 0)"),
-    (["--method", "gpp", "--dataset", "gaussian-correlated", "--set", "rho=1.2"], "'rho': 1.2 (allowed: float >= 0 and <= 1)"),
-    (["--method", "gpp", "--dataset", "gaussian-correlated", "--set", "d_z=abc"], "'d_z': 'abc' (allowed: an integer)"),
-    (["--method", "gpp", "--dataset", "gaussian-correlated", "--set", "betta=1"], "unknown parameter 'betta'"),
-    (["--method", "gpp", "--dataset", "no-such-data"], "unknown dataset 'no-such-data'"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["--method", "nope", "--dataset", "gaussian-quadrant"], "unknown method 'nope'; valid methods:"),
+        (
+            ["--method", "eigan", "--dataset", "gaussian-quadrant", "--set", "alpha=1.5"],
+            "'alpha': 1.5 (allowed: float > 0 and < 1)",
+        ),
+        (
+            ["--method", "gpp", "--dataset", "gaussian-correlated", "--set", "beta=-1"],
+            "'beta': -1.0 (allowed: float >= 0)",
+        ),
+        (["--method", "gpp", "--dataset", "gaussian-correlated", "--set", "d_z=0"], "'d_z': 0 (allowed: int >= 1)"),
+        (["--method", "gpp", "--dataset", "gaussian-correlated", "--set", "k=-2"], "'k': -2 (allowed: int >= 0)"),
+        (
+            ["--method", "gpp", "--dataset", "gaussian-correlated", "--set", "rho=1.2"],
+            "'rho': 1.2 (allowed: float >= 0 and <= 1)",
+        ),
+        (
+            ["--method", "gpp", "--dataset", "gaussian-correlated", "--set", "d_z=abc"],
+            "'d_z': 'abc' (allowed: an integer)",
+        ),
+        (["--method", "gpp", "--dataset", "gaussian-correlated", "--set", "betta=1"], "unknown parameter 'betta'"),
+        (["--method", "gpp", "--dataset", "no-such-data"], "unknown dataset 'no-such-data'"),
+    ],
+)
 def test_bad_input_fails_before_training(in_tmp, capsys, argv, needle):
     assert main(["run", *argv, "--quiet"]) == 2
     assert needle in capsys.readouterr().err
@@ -99,8 +117,22 @@ def crashing_method():
 
 def test_crash_mid_training_leaves_a_failed_run_with_what_was_logged(in_tmp, crashing_method):
     with pytest.raises(RuntimeError, match="boom"):
-        main(["run", "-m", crashing_method, "-d", "gaussian-quadrant", "--set", "epochs=5", "--set", "crash_at=2",
-              "--set", "n=300", "--quiet"])
+        main(
+            [
+                "run",
+                "-m",
+                crashing_method,
+                "-d",
+                "gaussian-quadrant",
+                "--set",
+                "epochs=5",
+                "--set",
+                "crash_at=2",
+                "--set",
+                "n=300",
+                "--quiet",
+            ]
+        )
     client = MlflowClient(tracking_uri=f"sqlite:///{in_tmp / 'mlflow.db'}")
     (run,) = client.search_runs([client.get_experiment_by_name("veil").experiment_id])
     assert run.info.status == "FAILED" and "boom" in run.data.tags["error"]

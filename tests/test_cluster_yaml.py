@@ -1,4 +1,5 @@
 """cluster.yaml is valid input for `ray up` (Ray's own schema and config preparation)."""
+
 from pathlib import Path
 
 import yaml

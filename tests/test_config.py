@@ -1,4 +1,5 @@
 """Unit tests of the typed-config helpers (pure logic)."""
+
 from dataclasses import dataclass
 
 import pytest
@@ -22,10 +23,19 @@ def test_coerces_cli_strings():
     assert (d.alpha, d.k, d.widths, d.flag, d.maybe) == (0.25, 3, (16, 8), True, None)
 
 
-@pytest.mark.parametrize("key,value,needle", [
-    ("alpha", 1.0, "float > 0 and < 1"), ("alpha", 0, "float > 0"), ("k", -1, ">= 0"), ("k", 1.5, "integer"),
-    ("widths", [0], ">= 1"), ("mode", "c", "a | b"), ("flag", "maybe", "true | false"), ("alpha", "nan", "float"),
-])
+@pytest.mark.parametrize(
+    "key,value,needle",
+    [
+        ("alpha", 1.0, "float > 0 and < 1"),
+        ("alpha", 0, "float > 0"),
+        ("k", -1, ">= 0"),
+        ("k", 1.5, "integer"),
+        ("widths", [0], ">= 1"),
+        ("mode", "c", "a | b"),
+        ("flag", "maybe", "true | false"),
+        ("alpha", "nan", "float"),
+    ],
+)
 def test_bad_values_name_field_value_and_allowed(key, value, needle):
     with pytest.raises(ConfigError) as e:
         build(Demo, {key: value}, where="demo")

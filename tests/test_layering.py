@@ -1,6 +1,7 @@
 """The package's shape (DESIGN.md): no import cycles anywhere, and the lower layers (methods, audit, datasets)
 import nothing above them and none of Ray, MLflow or Optuna; proven both on the import graph (every import
 statement, function-local ones included) and by really importing and using them with those three blocked."""
+
 from __future__ import annotations
 
 import ast
@@ -144,8 +145,16 @@ def test_lower_layers_work_with_ray_mlflow_optuna_blocked():
 def test_packages_export_their_public_api():
     import importlib
 
-    for pkg in ("veil.methods", "veil.methods.federated", "veil.audit", "veil.datasets", "veil.platform",
-                "veil.platform.fed", "veil.sweeps", "veil.tracking"):
+    for pkg in (
+        "veil.methods",
+        "veil.methods.federated",
+        "veil.audit",
+        "veil.datasets",
+        "veil.platform",
+        "veil.platform.fed",
+        "veil.sweeps",
+        "veil.tracking",
+    ):
         mod = importlib.import_module(pkg)
         exported = getattr(mod, "__all__", [])
         assert exported, pkg

@@ -46,10 +46,16 @@ def test_suite_validation_names_the_problem(tmp_path):
 
 def test_two_nightlies_compare_against_each_other(in_tmp, capsys):
     suite = in_tmp / "suite.yaml"
-    run = {"method": "autoencoder", "dataset": "gaussian-quadrant", "dataset_params": {"n": 300},
-           "params": {"epochs": 2, "d_z": 2}, "audit": {"epochs": 2}}
-    suite.write_text(yaml.safe_dump({"experiment": "nightly-test", "runs": {"ae": run},
-                                     "tolerances": {"throughput": 1.0}}))
+    run = {
+        "method": "autoencoder",
+        "dataset": "gaussian-quadrant",
+        "dataset_params": {"n": 300},
+        "params": {"epochs": 2, "d_z": 2},
+        "audit": {"epochs": 2},
+    }
+    suite.write_text(
+        yaml.safe_dump({"experiment": "nightly-test", "runs": {"ae": run}, "tolerances": {"throughput": 1.0}})
+    )
     assert main(["nightly", "--suite", str(suite)]) == 0
     first = capsys.readouterr().out
     assert "baseline: none" in first and "ae/utility_auc" in first

@@ -1,6 +1,7 @@
 """The one run pipeline: every parameter is validated exactly once per run (centralized, federated, and a
 sweep trial), and a centralized and a federated run give, at a fixed seed, the metrics recorded before the
 pipeline was unified (tests/fixtures/pipeline_metrics_seed3.json, made by the pre-refactor code)."""
+
 from __future__ import annotations
 
 import json
@@ -18,10 +19,23 @@ from veil.run import RunSpec, execute
 
 FIXTURE = Path(__file__).parent / "fixtures" / "pipeline_metrics_seed3.json"
 RUNS = {
-    "centralized": RunSpec(method="gpp", dataset="gaussian-correlated", params={"epochs": 3, "d_z": 4},
-                           dataset_params={"n": 600}, audit={"epochs": 5}, seed=3),
-    "federated": RunSpec(method="d-eigan", dataset="gaussian-nodes", params={"K": 3, "epochs": 2},
-                         dataset_params={"n": 600}, audit={"epochs": 5}, seed=3, runtime="in-process"),
+    "centralized": RunSpec(
+        method="gpp",
+        dataset="gaussian-correlated",
+        params={"epochs": 3, "d_z": 4},
+        dataset_params={"n": 600},
+        audit={"epochs": 5},
+        seed=3,
+    ),
+    "federated": RunSpec(
+        method="d-eigan",
+        dataset="gaussian-nodes",
+        params={"K": 3, "epochs": 2},
+        dataset_params={"n": 600},
+        audit={"epochs": 5},
+        seed=3,
+        runtime="in-process",
+    ),
 }
 
 
@@ -52,15 +66,56 @@ def test_fixed_seed_metrics_unchanged(in_tmp, name):
 
 
 def test_cli_run_validates_each_config_once(in_tmp, builds):
-    assert main(["run", "-m", "gpp", "-d", "gaussian-correlated", "--set", "n=300", "--set", "epochs=1",
-                 "--set", "beta=2", "--set", "audit.epochs=2", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "-m",
+                "gpp",
+                "-d",
+                "gaussian-correlated",
+                "--set",
+                "n=300",
+                "--set",
+                "epochs=1",
+                "--set",
+                "beta=2",
+                "--set",
+                "audit.epochs=2",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert builds == Counter({"GPPConfig": 1, "CorrelatedParams": 1, "AuditConfig": 1}), builds
 
 
 def test_federated_run_validates_each_config_once(in_tmp, builds):
-    assert main(["run", "-m", "d-eigan", "-d", "gaussian-nodes", "--set", "n=300", "--set", "K=3",
-                 "--set", "epochs=1", "--set", "audit.epochs=2", "--set", "fed.per_node_audit=false",
-                 "--runtime", "in-process", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "-m",
+                "d-eigan",
+                "-d",
+                "gaussian-nodes",
+                "--set",
+                "n=300",
+                "--set",
+                "K=3",
+                "--set",
+                "epochs=1",
+                "--set",
+                "audit.epochs=2",
+                "--set",
+                "fed.per_node_audit=false",
+                "--runtime",
+                "in-process",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert builds["DEIGANConfig"] == 1 and builds["AuditConfig"] == 1 and builds["FederationOptions"] == 1, builds
     assert sum(builds.values()) == 4, builds  # plus the dataset's params, once
 
@@ -70,10 +125,18 @@ def test_sweep_trial_validates_each_config_once(in_tmp, builds):
     from veil.sweeps.spec import sweep_from_mapping
     from veil.tracking.mlflow_run import resolve_tracking_uri
 
-    spec = sweep_from_mapping({"method": "gpp", "dataset": "gaussian-correlated", "params": {"epochs": 1},
-                               "dataset_params": {"n": 300}, "audit": {"epochs": 2},
-                               "space": {"beta": {"type": "float", "low": 0.5, "high": 2}},
-                               "objectives": [{"utility_auc": "max"}, {"privacy_gap": "min"}], "trials": 1})
+    spec = sweep_from_mapping(
+        {
+            "method": "gpp",
+            "dataset": "gaussian-correlated",
+            "params": {"epochs": 1},
+            "dataset_params": {"n": 300},
+            "audit": {"epochs": 2},
+            "space": {"beta": {"type": "float", "low": 0.5, "high": 2}},
+            "objectives": [{"utility_auc": "max"}, {"privacy_gap": "min"}],
+            "trials": 1,
+        }
+    )
     builds.clear()  # the spec's own checks ran on the driver, before any trial
     run_trial(spec, {"method.beta": 1.0}, "t0", sweep="s", parent_run_id=None, tracking_uri=resolve_tracking_uri())
     assert builds == Counter({"GPPConfig": 1, "CorrelatedParams": 1, "AuditConfig": 1}), builds

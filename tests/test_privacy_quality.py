@@ -1,4 +1,5 @@
 """The foundation's quality claims, with the fresh-probe audit as the judge (never the training adversary)."""
+
 import pytest
 
 from veil.audit import AuditConfig, audit

@@ -1,4 +1,5 @@
 """The synthetic datasets of the papers: shapes, labels, seeds, correlation and the Parquet cache."""
+
 import numpy as np
 import pytest
 
@@ -6,11 +7,21 @@ from veil.datasets import DATASETS, load_dataset
 from veil.datasets.cache import read_parquet, write_parquet
 from veil.errors import ConfigError, UnknownNameError
 
-SYNTHETIC = ["gaussian-quadrant", "gaussian-circles", "gaussian-octant", "gaussian-two-allies", "gaussian-nodes",
-             "gaussian-correlated"]
+SYNTHETIC = [
+    "gaussian-quadrant",
+    "gaussian-circles",
+    "gaussian-octant",
+    "gaussian-two-allies",
+    "gaussian-nodes",
+    "gaussian-correlated",
+]
 EXPECTED_LABELS = {
-    "gaussian-quadrant": (1, 1), "gaussian-circles": (1, 1), "gaussian-octant": (1, 2),
-    "gaussian-two-allies": (2, 1), "gaussian-nodes": (1, 1), "gaussian-correlated": (1, 1),
+    "gaussian-quadrant": (1, 1),
+    "gaussian-circles": (1, 1),
+    "gaussian-octant": (1, 2),
+    "gaussian-two-allies": (2, 1),
+    "gaussian-nodes": (1, 1),
+    "gaussian-correlated": (1, 1),
 }
 
 

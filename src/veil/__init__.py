@@ -1,2 +1,3 @@
 """Veil: private representation learning on Ray."""
+
 __version__ = "0.1.0"

@@ -1,4 +1,5 @@
 """The `veil` command: run | methods | datasets | sweep | report | resume | nightly."""
+
 from __future__ import annotations
 
 import argparse
@@ -52,9 +53,13 @@ def build_run_spec(args: argparse.Namespace):
     method = args.method or (base.method if base else None)
     dataset = args.dataset or (base.dataset if base else None)
     if not method:
-        raise ConfigError("method", None, "a method name (--method NAME or 'method:' in the run file; see `veil methods`)")
+        raise ConfigError(
+            "method", None, "a method name (--method NAME or 'method:' in the run file; see `veil methods`)"
+        )
     if not dataset:
-        raise ConfigError("dataset", None, "a dataset name (--dataset NAME or 'dataset:' in the run file; see `veil datasets`)")
+        raise ConfigError(
+            "dataset", None, "a dataset name (--dataset NAME or 'dataset:' in the run file; see `veil datasets`)"
+        )
     routed = split_assignments(args.set or [], method, dataset)
     data: dict[str, Any] = dataclasses.asdict(base) if base else {}
     data.update({"method": method, "dataset": dataset})
@@ -86,8 +91,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.quiet and v.method_config.epochs > 0:
         from tqdm import tqdm
 
-        bar = tqdm(total=None if federated else v.method_config.epochs, desc=f"{spec.method} on {spec.dataset}",
-                   unit="round" if federated else "epoch", file=sys.stderr, dynamic_ncols=True)
+        bar = tqdm(
+            total=None if federated else v.method_config.epochs,
+            desc=f"{spec.method} on {spec.dataset}",
+            unit="round" if federated else "epoch",
+            file=sys.stderr,
+            dynamic_ncols=True,
+        )
 
     def on_epoch(epoch: int, row: dict[str, float]) -> None:
         if bar is None:
@@ -117,8 +127,10 @@ def _kb(n: float) -> str:
 
 def round_status(row: dict[str, float]) -> str:
     """A federated round for the progress bar: nodes, bytes, failures and the latest live audit."""
-    text = (f"round {int(row['round'])} nodes {int(row['participants'])}/{int(row['selected'])} "
-            f"up {_kb(row['bytes_up'])} down {_kb(row['bytes_down'])}")
+    text = (
+        f"round {int(row['round'])} nodes {int(row['participants'])}/{int(row['selected'])} "
+        f"up {_kb(row['bytes_up'])} down {_kb(row['bytes_down'])}"
+    )
     if row.get("failures"):
         text += f" failures {int(row['failures'])}"
     live = [(k, row[f"live/{k}"]) for k in ("utility_auc", "adversary_auc") if f"live/{k}" in row]
@@ -141,8 +153,11 @@ def print_summary(result, executor: str, out) -> None:
         print("per node (each node's own test rows and objective):", file=out)
         print(per_node_markdown(result.extra["per_node"]), file=out)
     if "bytes_up_total" in m:
-        print(f"rounds {int(m['rounds'])}  bytes up {_kb(m['bytes_up_total'])}  down {_kb(m['bytes_down_total'])}  "
-              f"failures {int(m['failures_total'])}  restarts {int(m['restarts'])}", file=out)
+        print(
+            f"rounds {int(m['rounds'])}  bytes up {_kb(m['bytes_up_total'])}  down {_kb(m['bytes_down_total'])}  "
+            f"failures {int(m['failures_total'])}  restarts {int(m['restarts'])}",
+            file=out,
+        )
     print(f"MLflow run {result.run_id} (experiment {result.experiment_id}) at {result.tracking_uri}", file=out)
 
 
@@ -165,30 +180,56 @@ def cmd_methods(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from veil import __version__
 
-    parser = argparse.ArgumentParser(prog="veil", description="Private representation learning on Ray, tracked in MLflow.")
+    parser = argparse.ArgumentParser(
+        prog="veil", description="Private representation learning on Ray, tracked in MLflow."
+    )
     parser.add_argument("--version", action="version", version=f"veil {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="train one method on one dataset, audit it and log it to MLflow")
-    run.add_argument("file", nargs="?", help="YAML run file (keys: method, dataset, params, dataset_params, audit, seed, executor, ...)")
+    run.add_argument(
+        "file",
+        nargs="?",
+        help="YAML run file (keys: method, dataset, params, dataset_params, audit, seed, executor, ...)",
+    )
     run.add_argument("--method", "-m", help="method name (see `veil methods`)")
     run.add_argument("--dataset", "-d", help="dataset name (see `veil datasets`) or a CSV/Parquet path")
-    run.add_argument("--set", "-s", action="append", metavar="KEY=VALUE",
-                     help="a parameter: method field (beta=1), dataset field (rho=0.5 or dataset.n=2000), audit.FIELD, "
-                          "fed.FIELD (federation options), seed")
-    run.add_argument("--executor", help="where training runs: auto | inline | ray-train (auto: ray-train when --gpu "
-                     "or --workers > 1, else inline)")
+    run.add_argument(
+        "--set",
+        "-s",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a parameter: method field (beta=1), dataset field (rho=0.5 or dataset.n=2000), audit.FIELD, "
+        "fed.FIELD (federation options), seed",
+    )
+    run.add_argument(
+        "--executor",
+        help="where training runs: auto | inline | ray-train (auto: ray-train when --gpu "
+        "or --workers > 1, else inline)",
+    )
     run.add_argument("--workers", type=int, help="Ray Train data-parallel workers (default 1)")
-    run.add_argument("--partition", help="federated methods: how rows are split over the nodes: iid (default), "
-                     "dirichlet:ALPHA, quantity:ALPHA, silo:COLUMN, variance")
-    run.add_argument("--runtime", help="federated methods: where nodes run: auto | in-process | ray-actors | virtual "
-                     "(auto = virtual: many nodes per Ray actor, vectorised)")
+    run.add_argument(
+        "--partition",
+        help="federated methods: how rows are split over the nodes: iid (default), "
+        "dirichlet:ALPHA, quantity:ALPHA, silo:COLUMN, variance",
+    )
+    run.add_argument(
+        "--runtime",
+        help="federated methods: where nodes run: auto | in-process | ray-actors | virtual "
+        "(auto = virtual: many nodes per Ray actor, vectorised)",
+    )
     run.add_argument("--gpu", action="store_true", help="train on GPU when the cluster has one")
     run.add_argument("--address", help="Ray cluster to join (e.g. 'auto'); default: a local Ray when needed")
-    run.add_argument("--tracking-uri", dest="tracking_uri", help="MLflow tracking URI (default $MLFLOW_TRACKING_URI or sqlite:///./mlflow.db)")
+    run.add_argument(
+        "--tracking-uri",
+        dest="tracking_uri",
+        help="MLflow tracking URI (default $MLFLOW_TRACKING_URI or sqlite:///./mlflow.db)",
+    )
     run.add_argument("--experiment", help="MLflow experiment name (default 'veil')")
     run.add_argument("--run-name", dest="run_name", help="MLflow run name")
-    run.add_argument("--json", action="store_true", help="print one JSON object (run id, params, metrics) as the last stdout line")
+    run.add_argument(
+        "--json", action="store_true", help="print one JSON object (run id, params, metrics) as the last stdout line"
+    )
     run.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     run.set_defaults(func=cmd_run)
 

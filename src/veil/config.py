@@ -1,5 +1,6 @@
 """Typed, validated, frozen configs: one `param(...)` per field carries its default, its one-line doc
 and its allowed range, so validation, CLI help and MLflow params all come from one place."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -75,7 +76,11 @@ def _coerce(value: Any, typ: Any, name: str, where: str | None) -> Any:
     if origin is tuple:
         inner = get_args(typ)[0]
         if isinstance(value, str):
-            value = [v for v in value.replace("(", "").replace(")", "").replace("[", "").replace("]", "").split(",") if v.strip()]
+            value = [
+                v
+                for v in value.replace("(", "").replace(")", "").replace("[", "").replace("]", "").split(",")
+                if v.strip()
+            ]
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             value = [value]
         if not isinstance(value, (list, tuple)):
@@ -167,13 +172,15 @@ def field_table(cls: type) -> list[dict[str, str]]:
     th = hints(cls)
     rows = []
     for f in dataclasses.fields(cls):
-        rows.append({
-            "name": f.name,
-            "type": type_name(th[f.name]),
-            "default": repr(f.default),
-            "allowed": allowed_text(f.metadata, th[f.name]) if f.metadata else "",
-            "doc": f.metadata.get("doc", ""),
-        })
+        rows.append(
+            {
+                "name": f.name,
+                "type": type_name(th[f.name]),
+                "default": repr(f.default),
+                "allowed": allowed_text(f.metadata, th[f.name]) if f.metadata else "",
+                "doc": f.metadata.get("doc", ""),
+            }
+        )
     return rows
 
 

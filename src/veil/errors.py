@@ -1,4 +1,5 @@
 """Errors Veil raises for bad input: each names the field, the value and what is allowed."""
+
 from __future__ import annotations
 
 from typing import Any

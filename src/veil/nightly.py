@@ -1,6 +1,7 @@
 """`veil nightly`: run the benchmark suite, compare it with the previous nightly recorded in MLflow, and
 fail loudly (exit 1) on a regression: utility down, leakage up at equal utility, throughput down, or a
 sweep's hypervolume down. Scheduling (cron, a systemd timer, a CI schedule) is in docs/nightly.md."""
+
 from __future__ import annotations
 
 import argparse
@@ -67,8 +68,13 @@ def load_suite(path: str | Path) -> Suite:
     if not runs and not sweeps:
         raise ConfigError("runs", None, "at least one run or sweep", str(p))
     digest = hashlib.sha256(json.dumps([runs, sorted(sweeps)], sort_keys=True, default=str).encode()).hexdigest()[:12]
-    return Suite(data.get("experiment", "veil-nightly"), build(Tolerances, data.get("tolerances"), where=f"{p}: tolerances"),
-                 runs, sweeps, digest)
+    return Suite(
+        data.get("experiment", "veil-nightly"),
+        build(Tolerances, data.get("tolerances"), where=f"{p}: tolerances"),
+        runs,
+        sweeps,
+        digest,
+    )
 
 
 @dataclass
@@ -99,8 +105,11 @@ def compare(current: Mapping[str, float], previous: Mapping[str, float] | None, 
             checks.append(Check(f"{e}/utility_auc", u, u0, not note, note))
         if a is not None:
             gain = (u - u0) if (u is not None and u0 is not None) else 0.0
-            note = ("" if a0 is None or (a - a0) <= tol.leakage + max(gain, 0.0)
-                    else f"rose {a - a0:.3f} with utility change {gain:+.3f}")
+            note = (
+                ""
+                if a0 is None or (a - a0) <= tol.leakage + max(gain, 0.0)
+                else f"rose {a - a0:.3f} with utility change {gain:+.3f}"
+            )
             checks.append(Check(f"{e}/adversary_auc", a, a0, not note, note))
         for m, t in (("rows_per_second", tol.throughput), ("hypervolume", tol.hypervolume)):
             c, c0 = _figure(current, e, m), _figure(prev, e, m)
@@ -119,9 +128,12 @@ def previous_nightly(uri: str, experiment: str, digest: str) -> tuple[str | None
     exp = c.get_experiment_by_name(experiment)
     if exp is None:
         return None, None
-    runs = c.search_runs([exp.experiment_id],
-                              f"tags.`{NIGHTLY_TAG}` = 'true' and tags.`veil.suite` = '{digest}' and attributes.status = 'FINISHED'",
-                              order_by=["attributes.start_time DESC"], max_results=1)
+    runs = c.search_runs(
+        [exp.experiment_id],
+        f"tags.`{NIGHTLY_TAG}` = 'true' and tags.`veil.suite` = '{digest}' and attributes.status = 'FINISHED'",
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
     return (runs[0].info.run_id, dict(runs[0].data.metrics)) if runs else (None, None)
 
 
@@ -130,14 +142,25 @@ def run_suite(suite: Suite, tracking_uri: str | None, address: str | None = None
     from veil.run import execute, spec_from_mapping
     from veil.tracking import TrackedRun
 
-    parent = TrackedRun.start(tracking_uri, suite.experiment, f"nightly-{time.strftime('%Y-%m-%d')}",
-                              tags={NIGHTLY_TAG: "true", "veil.suite": suite.digest})
+    parent = TrackedRun.start(
+        tracking_uri,
+        suite.experiment,
+        f"nightly-{time.strftime('%Y-%m-%d')}",
+        tags={NIGHTLY_TAG: "true", "veil.suite": suite.digest},
+    )
     figures: dict[str, float] = {}
     try:
         for name, mapping in suite.runs.items():
             print(f"[nightly] run {name}", file=sys.stderr, flush=True)
-            spec = spec_from_mapping({**mapping, "experiment": suite.experiment, "tracking_uri": parent.tracking_uri,
-                                      "run_name": name, **({"address": address} if address else {})})
+            spec = spec_from_mapping(
+                {
+                    **mapping,
+                    "experiment": suite.experiment,
+                    "tracking_uri": parent.tracking_uri,
+                    "run_name": name,
+                    **({"address": address} if address else {}),
+                }
+            )
             res = execute(spec, parent_run_id=parent.run_id)
             figures[f"{name}/utility_auc"] = res.metrics["utility_auc"]
             figures[f"{name}/adversary_auc"] = res.metrics["adversary_auc"]
@@ -159,8 +182,12 @@ def run_nightly_sweep(spec_path: str, name: str, tracking_uri: str, address: str
     from veil.sweeps.runner import run_sweep
     from veil.sweeps.spec import load_sweep_spec
 
-    outcome = run_sweep(load_sweep_spec(spec_path), name=f"nightly-{name}-{int(time.time())}",
-                        address=address, tracking_uri=tracking_uri)
+    outcome = run_sweep(
+        load_sweep_spec(spec_path),
+        name=f"nightly-{name}-{int(time.time())}",
+        address=address,
+        tracking_uri=tracking_uri,
+    )
     return float(outcome.results.hypervolume)
 
 
@@ -184,8 +211,9 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     table = format_checks(checks)
     failed = [c for c in checks if not c.ok]
     parent = TrackedRun(uri, run_id)
-    parent.log_text(f"# Nightly {time.strftime('%Y-%m-%d')}\n\nbaseline: {prev_id or 'none'}\n\n{table}\n",
-                    "nightly/report.md")
+    parent.log_text(
+        f"# Nightly {time.strftime('%Y-%m-%d')}\n\nbaseline: {prev_id or 'none'}\n\n{table}\n", "nightly/report.md"
+    )
     parent.set_tags({"veil.baseline": prev_id or "none", "veil.regressions": len(failed)})
     parent.finish()
     print(table)

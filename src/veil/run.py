@@ -3,6 +3,7 @@
 
 A RunSpec is validated completely (method, dataset, audit and federation parameters, ranges, executor) into a
 `ValidatedRun` before any data are loaded or any training starts; everything downstream uses its built configs."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -25,6 +26,7 @@ from veil.runspec import RUN_KEYS, RunSpec, ValidatedRun, load_run_file, spec_fr
 
 if TYPE_CHECKING:
     from veil.platform.executors import Job, TrainOutcome
+
 
 def validate(spec: RunSpec) -> ValidatedRun:
     """Check and build method, dataset, audit and execution settings, once; raises before anything is trained."""
@@ -69,8 +71,14 @@ class RunResult:
     """Federated runs: 'per_node' audit rows and 'federation' totals."""
 
     def to_json(self) -> dict[str, Any]:
-        out = {"run_id": self.run_id, "experiment_id": self.experiment_id, "tracking_uri": self.tracking_uri,
-               "params": self.params, "metrics": self.metrics, "seconds": round(self.seconds, 3)}
+        out = {
+            "run_id": self.run_id,
+            "experiment_id": self.experiment_id,
+            "tracking_uri": self.tracking_uri,
+            "params": self.params,
+            "metrics": self.metrics,
+            "seconds": round(self.seconds, 3),
+        }
         if self.extra.get("per_node"):
             out["per_node"] = self.extra["per_node"]
         return out
@@ -79,8 +87,13 @@ class RunResult:
 def code_version() -> str:
     """Package version plus the git commit when run from a checkout."""
     try:
-        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent,
-                             capture_output=True, text=True, timeout=5).stdout.strip()
+        sha = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
     except Exception:
         sha = ""
     return f"{__version__}+{sha}" if sha else __version__
@@ -89,8 +102,15 @@ def code_version() -> str:
 def run_params(v: ValidatedRun, ds_params: Mapping[str, Any]) -> dict[str, Any]:
     """Flat params recorded in MLflow: method.*, dataset.*, audit.*, run.*."""
     s = v.spec
-    out: dict[str, Any] = {"method": s.method, "dataset": s.dataset, "seed": s.seed, "executor": v.executor_label,
-                           "num_workers": s.num_workers, "use_gpu": s.use_gpu, "code_version": code_version()}
+    out: dict[str, Any] = {
+        "method": s.method,
+        "dataset": s.dataset,
+        "seed": s.seed,
+        "executor": v.executor_label,
+        "num_workers": s.num_workers,
+        "use_gpu": s.use_gpu,
+        "code_version": code_version(),
+    }
     out.update(as_params(v.method_config, "method."))
     out.update({f"dataset.{k}": val for k, val in ds_params.items()})
     out.update(as_params(v.audit_config, "audit."))
@@ -98,16 +118,30 @@ def run_params(v: ValidatedRun, ds_params: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def log_outcome(tracker: Any, v: ValidatedRun, ds: Dataset, outcome: TrainOutcome, audited: AuditOutcome,
-                job: Job, code_version: str) -> None:
+def log_outcome(
+    tracker: Any,
+    v: ValidatedRun,
+    ds: Dataset,
+    outcome: TrainOutcome,
+    audited: AuditOutcome,
+    job: Job,
+    code_version: str,
+) -> None:
     """Artifacts every run leaves: the trained weights with their config, the audit report and the audits'
     files, the training history, and for a federation its rounds, failures and nodes."""
     spec = v.spec
     tracker.log_torch_state(outcome.method.state(), "model/state.pt")
     extra = {"partition": spec.partition, "runtime": v.runtime} if job.federation is not None else {}
-    tracker.log_dict({"method": spec.method, "config": dataclasses.asdict(v.method_config),
-                      "task": dataclasses.asdict(ds.task()), "code_version": code_version, **extra},
-                     "model/config.json")
+    tracker.log_dict(
+        {
+            "method": spec.method,
+            "config": dataclasses.asdict(v.method_config),
+            "task": dataclasses.asdict(ds.task()),
+            "code_version": code_version,
+            **extra,
+        },
+        "model/config.json",
+    )
     tracker.log_dict(audited.report.to_dict(), "audit/report.json")
     tracker.log_text(audited.report.to_markdown() + "\n", "audit/report.md")
     for path, obj in audited.artifacts.items():
@@ -116,17 +150,26 @@ def log_outcome(tracker: Any, v: ValidatedRun, ds: Dataset, outcome: TrainOutcom
     if fed is not None and plan is not None:
         tracker.log_dict([r.to_dict() for r in fed.records], "federation/rounds.json")
         tracker.log_dict(fed.failures(), "federation/failures.json")
-        tracker.log_dict({"join_bytes": {str(k): b for k, b in fed.join_bytes.items()},
-                          "final_bytes": {str(k): b for k, b in fed.final_bytes.items()},
-                          "node_rows": {str(k): int(len(p)) for k, p in enumerate(plan.parts)},
-                          "objectives": [{"utility": list(o.utility), "sensitive": list(o.sensitive)}
-                                         for o in plan.objectives]}, "federation/nodes.json")
+        tracker.log_dict(
+            {
+                "join_bytes": {str(k): b for k, b in fed.join_bytes.items()},
+                "final_bytes": {str(k): b for k, b in fed.final_bytes.items()},
+                "node_rows": {str(k): int(len(p)) for k, p in enumerate(plan.parts)},
+                "objectives": [{"utility": list(o.utility), "sensitive": list(o.sensitive)} for o in plan.objectives],
+            },
+            "federation/nodes.json",
+        )
     if outcome.history:
         tracker.log_dict(outcome.history, "training/history.json")
 
 
-def execute(run: RunSpec | ValidatedRun, *, on_epoch: Callable[[int, dict[str, float]], None] | None = None,
-            parent_run_id: str | None = None, storage: Path | None = None) -> RunResult:
+def execute(
+    run: RunSpec | ValidatedRun,
+    *,
+    on_epoch: Callable[[int, dict[str, float]], None] | None = None,
+    parent_run_id: str | None = None,
+    storage: Path | None = None,
+) -> RunResult:
     """THE pipeline of every run, centralized or federated, from the CLI or a sweep trial: validate (unless
     given a validated run), load the data, let the executor check and plan it, then track: train, audit, log.
     Everything refusable is refused before the MLflow run starts; a crash after that leaves the run FAILED
@@ -141,11 +184,18 @@ def execute(run: RunSpec | ValidatedRun, *, on_epoch: Callable[[int, dict[str, f
         check_mi_case(v.audit_config, ds.d_in)
     job = get_executor(v.executor)(v, ds, storage or Path(".veil") / "ray")
     t0 = time.time()
-    tracker = TrackedRun.start(spec.tracking_uri, spec.experiment, spec.run_name or f"{spec.method}-{spec.dataset}",
-                               parent_run_id=parent_run_id,
-                               tags={"veil.method": spec.method, "veil.dataset": spec.dataset,
-                                     **({"veil.federated": "true"} if job.federation is not None else {}),
-                                     **spec.tags})
+    tracker = TrackedRun.start(
+        spec.tracking_uri,
+        spec.experiment,
+        spec.run_name or f"{spec.method}-{spec.dataset}",
+        parent_run_id=parent_run_id,
+        tags={
+            "veil.method": spec.method,
+            "veil.dataset": spec.dataset,
+            **({"veil.federated": "true"} if job.federation is not None else {}),
+            **spec.tags,
+        },
+    )
     with tracker:
         params = {**run_params(v, ds.params), **job.params}
         tracker.log_params(params)
@@ -153,8 +203,9 @@ def execute(run: RunSpec | ValidatedRun, *, on_epoch: Callable[[int, dict[str, f
 
         def log_epoch(epoch: int, row: dict[str, float]) -> None:
             if federated:  # one row per round, stepped from 1
-                tracker.log_metrics({k: x for k, x in row.items() if k not in ("round", "rounds_total")},
-                                    step=epoch + 1)
+                tracker.log_metrics(
+                    {k: x for k, x in row.items() if k not in ("round", "rounds_total")}, step=epoch + 1
+                )
             else:
                 tracker.log_metrics(row, step=epoch)
             if on_epoch:
@@ -176,11 +227,25 @@ def execute(run: RunSpec | ValidatedRun, *, on_epoch: Callable[[int, dict[str, f
         log_outcome(tracker, v, ds, outcome, audited, job, params["code_version"])
     extra: dict[str, Any] = {}
     if outcome.federation is not None:
-        extra = {"per_node": audited.per_node,
-                 "federation": {**outcome.federation.totals(), "runtime": v.runtime,
-                                "failures": outcome.federation.failures()}}
-    return RunResult(tracker.run_id, tracker.experiment_id, tracker.tracking_uri, params, metrics, audited.report,
-                     outcome.history, time.time() - t0, extra=extra)
+        extra = {
+            "per_node": audited.per_node,
+            "federation": {
+                **outcome.federation.totals(),
+                "runtime": v.runtime,
+                "failures": outcome.federation.failures(),
+            },
+        }
+    return RunResult(
+        tracker.run_id,
+        tracker.experiment_id,
+        tracker.tracking_uri,
+        params,
+        metrics,
+        audited.report,
+        outcome.history,
+        time.time() - t0,
+        extra=extra,
+    )
 
 
 def load_method(state_file: str | Path, method: str, config: Mapping[str, Any], task: Any):
@@ -194,5 +259,16 @@ def load_method(state_file: str | Path, method: str, config: Mapping[str, Any], 
     return m
 
 
-__all__ = ["RUN_KEYS", "RunResult", "RunSpec", "ValidatedRun", "code_version", "execute", "load_method",
-           "load_run_file", "run_params", "spec_from_mapping", "validate"]
+__all__ = [
+    "RUN_KEYS",
+    "RunResult",
+    "RunSpec",
+    "ValidatedRun",
+    "code_version",
+    "execute",
+    "load_method",
+    "load_run_file",
+    "run_params",
+    "spec_from_mapping",
+    "validate",
+]

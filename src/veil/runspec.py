@@ -15,8 +15,25 @@ from veil.datasets.registry import get_dataset_entry
 from veil.errors import ConfigError, UnknownNameError
 from veil.methods.federated.simulation import FederationOptions
 
-RUN_KEYS = ("method", "dataset", "params", "dataset_params", "audit", "seed", "executor", "num_workers", "use_gpu",
-            "experiment", "run_name", "tracking_uri", "address", "tags", "partition", "runtime", "federation")
+RUN_KEYS = (
+    "method",
+    "dataset",
+    "params",
+    "dataset_params",
+    "audit",
+    "seed",
+    "executor",
+    "num_workers",
+    "use_gpu",
+    "experiment",
+    "run_name",
+    "tracking_uri",
+    "address",
+    "tags",
+    "partition",
+    "runtime",
+    "federation",
+)
 
 
 @dataclass(frozen=True)
@@ -147,9 +164,14 @@ class KeyRouter:
         from veil.methods.registry import get_method
 
         fields = lambda c: frozenset(f.name for f in dataclasses.fields(c))  # noqa: E731
-        return cls({"method": fields(get_method(method).Config),
-                    "dataset": fields(get_dataset_entry(dataset).params_cls),
-                    "audit": fields(AuditConfig), "fed": fields(FederationOptions)})
+        return cls(
+            {
+                "method": fields(get_method(method).Config),
+                "dataset": fields(get_dataset_entry(dataset).params_cls),
+                "audit": fields(AuditConfig),
+                "fed": fields(FederationOptions),
+            }
+        )
 
     def valid(self, sections: tuple[str, ...]) -> list[str]:
         """Every name the sections accept, prefixed where a bare name would not reach it."""
@@ -157,8 +179,9 @@ class KeyRouter:
         out |= {f"{s}.{n}" for s in sections if s not in ("method", "dataset") for n in self.names[s]}
         return sorted(out)
 
-    def route(self, key: str, *, sections: tuple[str, ...] = SECTIONS, where: str = "--set",
-              field: str | None = None) -> tuple[str, str]:
+    def route(
+        self, key: str, *, sections: tuple[str, ...] = SECTIONS, where: str = "--set", field: str | None = None
+    ) -> tuple[str, str]:
         """'beta' -> ('method', 'beta'); 'dataset.rho' -> ('dataset', 'rho'); unknown or ambiguous names raise.
         `field` is how errors name the key (default: the key itself)."""
         label = field or key
@@ -173,6 +196,7 @@ class KeyRouter:
         if not owners:
             raise UnknownNameError("parameter", key, self.valid(sections), where=where)
         if len(owners) > 1:
-            raise ConfigError(label, key, f"a prefixed key ({', '.join(o + '.' + key for o in owners)}): the name "
-                              "is ambiguous", where)
+            raise ConfigError(
+                label, key, f"a prefixed key ({', '.join(o + '.' + key for o in owners)}): the name is ambiguous", where
+            )
         return owners[0], key

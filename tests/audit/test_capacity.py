@@ -1,4 +1,5 @@
 """Adversary-capacity sweep: per-probe scores, the worst case over probes, seed mean and std."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -9,8 +10,9 @@ from veil.config import build
 from veil.datasets import load_dataset
 from veil.errors import ConfigError
 
-FAST = CapacityConfig(probes=("logistic", "mlp-32", "mlp-256x4", "random-forest", "hist-gradient-boosting"),
-                      repeats=2, epochs=5, trees=20)
+FAST = CapacityConfig(
+    probes=("logistic", "mlp-32", "mlp-256x4", "random-forest", "hist-gradient-boosting"), repeats=2, epochs=5, trees=20
+)
 
 
 @pytest.fixture(scope="module")

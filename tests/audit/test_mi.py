@@ -1,5 +1,6 @@
 """MI estimators against closed forms (nats). Sample sizes are small so the file runs in seconds;
 tolerances are stated below with the reasoning behind each."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -45,6 +46,7 @@ SKLEARN_AGREE_TOL = 1e-6
 
 
 # --- closed forms / numerical integration -----------------------------------------------------
+
 
 def mixture_mi(mu: float) -> float:
     """I(Z;S), S ~ Bernoulli(1/2), Z | S ~ N(+-mu, 1), by numerical integration of
@@ -97,6 +99,7 @@ def test_closed_form_helpers() -> None:
 
 
 # --- KSG / Ross ------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("mu", [0.5, 1.0, 2.0])
 def test_ksg_mixture_1d_matches_integral(mu: float) -> None:
@@ -206,6 +209,7 @@ def test_ksg_refusals() -> None:
 
 # --- variational bound ------------------------------------------------------------------------
 
+
 def test_label_entropy() -> None:
     assert label_entropy([0, 1, 0, 1]) == pytest.approx(np.log(2))
     assert label_entropy(["a", "a", "a"]) == 0.0
@@ -293,6 +297,7 @@ def test_variational_refusals() -> None:
 
 # --- MINE -------------------------------------------------------------------------------------
 
+
 def test_mine_bivariate_gaussian() -> None:
     rng = np.random.default_rng(27)
     x, y = sample_bivariate(3000, 0.8, rng)
@@ -337,6 +342,7 @@ def test_mine_refusals() -> None:
 
 
 # --- dispatcher -------------------------------------------------------------------------------
+
 
 def test_estimate_mi_dispatch() -> None:
     rng = np.random.default_rng(31)

@@ -1,4 +1,5 @@
 """The fresh-probe audit on representations whose leakage is known."""
+
 import numpy as np
 import pytest
 import torch
@@ -23,8 +24,13 @@ def split(n, seed):
 
 def test_a_copy_of_the_label_leaks_fully_and_noise_leaks_nothing():
     tr, te = split(1500, 0), split(600, 1)
-    z = lambda sp, seed: np.stack([sp.utility["u"] + 0.05 * np.random.default_rng(seed).standard_normal(len(sp)),  # noqa: E731
-                                   np.random.default_rng(seed + 9).standard_normal(len(sp))], 1)
+    z = lambda sp, seed: np.stack(
+        [
+            sp.utility["u"] + 0.05 * np.random.default_rng(seed).standard_normal(len(sp)),  # noqa: E731
+            np.random.default_rng(seed + 9).standard_normal(len(sp)),
+        ],
+        1,
+    )
     m = audit(z(tr, 0), tr, z(te, 1), te, {"u": 2, "s": 3}, CFG).metrics()
     assert m["utility_acc"] > 0.97 and m["utility_auc"] > 0.99
     assert abs(m["adversary_auc"] - 0.5) < 0.06 and m["privacy_gap"] < 0.06
@@ -51,12 +57,18 @@ def test_multiclass_auc_is_one_vs_rest_macro():
 # Recorded with the audit as it was BEFORE the probe trainers were unified into
 # veil.audit.train.train_classifier (commit 934d9ff); the refactor must reproduce them exactly.
 RECORDED_AUDIT = {
-    "adversary_acc": 0.9266666666666666, "adversary_acc/s": 0.9266666666666666,
-    "adversary_auc": 0.9823772702751303, "adversary_auc/s": 0.9823772702751303,
-    "majority/s": 0.5533333333333333, "majority/u": 0.5133333333333333,
-    "privacy_gap": 0.48237727027513033, "privacy_gap/s": 0.48237727027513033,
-    "utility_acc": 0.9133333333333333, "utility_acc/u": 0.9133333333333333,
-    "utility_auc": 0.9747375911759473, "utility_auc/u": 0.9747375911759473,
+    "adversary_acc": 0.9266666666666666,
+    "adversary_acc/s": 0.9266666666666666,
+    "adversary_auc": 0.9823772702751303,
+    "adversary_auc/s": 0.9823772702751303,
+    "majority/s": 0.5533333333333333,
+    "majority/u": 0.5133333333333333,
+    "privacy_gap": 0.48237727027513033,
+    "privacy_gap/s": 0.48237727027513033,
+    "utility_acc": 0.9133333333333333,
+    "utility_acc/u": 0.9133333333333333,
+    "utility_auc": 0.9747375911759473,
+    "utility_auc/u": 0.9747375911759473,
 }
 
 
@@ -71,8 +83,14 @@ def test_audit_reproduces_the_metrics_recorded_before_the_trainer_refactor():
 def test_audit_leaves_torch_global_rng_alone():
     tr, te = split(200, 4), split(100, 5)
     before = torch.get_rng_state().clone()
-    audit(tr.utility["u"][:, None].astype(float), tr, te.utility["u"][:, None].astype(float), te,
-          {"u": 2, "s": 3}, AuditConfig(epochs=1, hidden=(8,)))
+    audit(
+        tr.utility["u"][:, None].astype(float),
+        tr,
+        te.utility["u"][:, None].astype(float),
+        te,
+        {"u": 2, "s": 3},
+        AuditConfig(epochs=1, hidden=(8,)),
+    )
     assert torch.equal(before, torch.get_rng_state())
 
 

@@ -1,4 +1,5 @@
 """MI estimates inside a run: named by estimator, refused before training where the estimator cannot cope."""
+
 import pytest
 
 from veil.errors import ConfigError
@@ -7,8 +8,13 @@ from veil.sweeps.spec import sweep_from_mapping
 
 
 def test_run_logs_mi_per_label_named_by_estimator(in_tmp):
-    spec = RunSpec(method="pca", dataset="gaussian-correlated", params={"d_z": 4},
-                   dataset_params={"n": 600}, audit={"epochs": 2, "mi": "ksg"})
+    spec = RunSpec(
+        method="pca",
+        dataset="gaussian-correlated",
+        params={"d_z": 4},
+        dataset_params={"n": 600},
+        audit={"epochs": 2, "mi": "ksg"},
+    )
     m = execute(spec).metrics
     assert m["mi/ksg/u"] > 0.1 and m["mi/ksg/s"] > 0.1  # PCA keeps both signals
 
@@ -19,9 +25,16 @@ def test_knn_mi_on_a_wide_release_is_refused_before_training():
 
 
 def test_sweep_objective_on_mi_needs_the_estimator():
-    base = {"method": "gpp", "dataset": "gaussian-correlated", "space": {"beta": {"type": "log", "low": 0.1, "high": 4}},
-            "objectives": [{"metric": "utility_auc", "direction": "max"}, {"metric": "mi/variational/s", "direction": "min"}],
-            "reference": {"utility_auc": 0.5, "mi/variational/s": 1.0}}
+    base = {
+        "method": "gpp",
+        "dataset": "gaussian-correlated",
+        "space": {"beta": {"type": "log", "low": 0.1, "high": 4}},
+        "objectives": [
+            {"metric": "utility_auc", "direction": "max"},
+            {"metric": "mi/variational/s", "direction": "min"},
+        ],
+        "reference": {"utility_auc": 0.5, "mi/variational/s": 1.0},
+    }
     with pytest.raises(ConfigError, match="mi/variational/s"):
         sweep_from_mapping(base, where="s.yaml")
     assert sweep_from_mapping({**base, "audit": {"mi": "variational"}}, where="s.yaml")

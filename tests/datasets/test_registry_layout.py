@@ -1,5 +1,6 @@
 """The registry validates parameters once (a params object from dataset_params is used as it is), and
 veil.datasets has no import cycle (function-local imports included) and imports nothing above it."""
+
 from __future__ import annotations
 
 import ast

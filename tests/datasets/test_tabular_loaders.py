@@ -1,4 +1,5 @@
 """Adult, Adult-102, COMPAS, Titanic and MIMIC loaders on small files in the published formats."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -95,8 +96,10 @@ def test_mimic_user_csv(install_raw):
     rows = ["subject_id,survival,gender,ethnicity,age,heart_rate,admission_type"]
     eth = ["WHITE", "BLACK/AFRICAN AMERICAN", "HISPANIC OR LATINO", "WHITE - RUSSIAN", "ASIAN"]
     for i in range(n):
-        rows.append(f"{100 + i},{i % 2},{'MF'[(i // 2) % 2]},{eth[i % 5]},{rng.integers(20, 90)},{rng.normal(80, 10):.1f},"
-                    f"{['EMERGENCY', 'ELECTIVE'][i % 2]}")
+        rows.append(
+            f"{100 + i},{i % 2},{'MF'[(i // 2) % 2]},{eth[i % 5]},{rng.integers(20, 90)},{rng.normal(80, 10):.1f},"
+            f"{['EMERGENCY', 'ELECTIVE'][i % 2]}"
+        )
     install_raw("mimic-extract", {"mimic.csv": "\n".join(rows) + "\n"})
     ds = load_dataset("mimic-extract", use_cache=False)
     assert ds.num_classes == {"survival": 2, "gender": 2, "race": 3}

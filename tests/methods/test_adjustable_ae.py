@@ -1,5 +1,6 @@
 """Adjustable-privacy autoencoder (seed 003): architecture, release knobs without retraining, g by
 true vs predicted labels, bad input, and the weak adversary losing accuracy as noise rises."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -64,8 +65,18 @@ def test_adjusted_changes_only_release_knobs() -> None:
         m.adjusted(epochs=3)
 
 
-@pytest.mark.parametrize("values", [{"noise": -0.5}, {"lam": 0.0}, {"lam": 1.0}, {"lr": 0}, {"code_width": 0},
-                                    {"decoder_out": "tanh"}, {"noise": "inf"}])
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"noise": -0.5},
+        {"lam": 0.0},
+        {"lam": 1.0},
+        {"lr": 0},
+        {"code_width": 0},
+        {"decoder_out": "tanh"},
+        {"noise": "inf"},
+    ],
+)
 def test_bad_values_raise_config_error(values: dict) -> None:
     with pytest.raises(ConfigError):
         method_config("adjustable-ae", values)
@@ -89,10 +100,26 @@ def test_weak_adversary_accuracy_falls_as_noise_rises() -> None:
     res = {}
     for noise in (0.0, 200.0):
         r = m.adjusted(noise=noise)
-        res[noise] = obfuscation_audit(ds.train.x, r.encode(ds.train.x), ds.train, ds.test.x, r.encode(ds.test.x),
-                                       ds.test, ds.num_classes, SMALL_AUDIT).metrics()
-    for key in ("weak_adversary_acc", "weak_adversary_auc", "strong_adversary_acc", "strong_adversary_auc",
-                "provider_utility_acc", "provider_utility_auc", "weak_adversary_acc/s", "provider_utility_auc/u"):
+        res[noise] = obfuscation_audit(
+            ds.train.x,
+            r.encode(ds.train.x),
+            ds.train,
+            ds.test.x,
+            r.encode(ds.test.x),
+            ds.test,
+            ds.num_classes,
+            SMALL_AUDIT,
+        ).metrics()
+    for key in (
+        "weak_adversary_acc",
+        "weak_adversary_auc",
+        "strong_adversary_acc",
+        "strong_adversary_auc",
+        "provider_utility_acc",
+        "provider_utility_auc",
+        "weak_adversary_acc/s",
+        "provider_utility_auc/u",
+    ):
         assert key in res[0.0]
     weak = {k: v["weak_adversary_acc"] for k, v in res.items()}
     assert weak[0.0] - weak[200.0] >= 0.12, weak
@@ -104,5 +131,6 @@ def test_weak_adversary_accuracy_falls_as_noise_rises() -> None:
 def test_obfuscation_audit_refuses_a_release_in_another_format() -> None:
     ds = correlated(200, 0.0)
     with pytest.raises(DataError):
-        obfuscation_audit(ds.train.x, ds.train.x[:, :3], ds.train, ds.test.x, ds.test.x[:, :3], ds.test,
-                          ds.num_classes, SMALL_AUDIT)
+        obfuscation_audit(
+            ds.train.x, ds.train.x[:, :3], ds.train, ds.test.x, ds.test.x[:, :3], ds.test, ds.num_classes, SMALL_AUDIT
+        )

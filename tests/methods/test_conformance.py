@@ -1,4 +1,5 @@
 """One conformance test over every registered method: fit, encode, audit, state round-trip."""
+
 import numpy as np
 import pytest
 
@@ -32,7 +33,15 @@ def test_method_conformance(name, data):
     np.testing.assert_allclose(again.encode(data.test.x), z_test, atol=1e-6)
     report = audit(z_train, data.train, z_test, data.test, data.num_classes, AuditConfig(epochs=2, hidden=(16,)))
     metrics = report.metrics()
-    for key in ("utility_acc", "utility_auc", "adversary_acc", "adversary_auc", "privacy_gap",
-                "adversary_auc/adversary_1", "adversary_auc/adversary_2", "utility_auc/ally"):
+    for key in (
+        "utility_acc",
+        "utility_auc",
+        "adversary_acc",
+        "adversary_auc",
+        "privacy_gap",
+        "adversary_auc/adversary_1",
+        "adversary_auc/adversary_2",
+        "utility_auc/ally",
+    ):
         assert key in metrics
     assert isinstance(m.params(), dict) and "d_z" in m.params()

@@ -1,5 +1,6 @@
 """The deviation texts recorded in a run's params (`method.deviation.<key>`) are pinned word for word:
 runs compare and group by them, so moving where a text is written must not change a byte of it."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -13,13 +14,19 @@ UNIFORM = "encoder pushes adversaries to uniform predictions instead of maximisi
 MEAN = "releases the mean mu instead of the paper's stochastic draw mu + sigma*eps"
 ADAM_A1 = "adam instead of Alg. A1's plain gradient step (set optimizer=sgd for the letter)"
 ADAM_1 = "adam instead of Alg. 1's plain gradient step (set optimizer=sgd for the letter)"
-WIRE = ("sparse messages: phi*|theta| float32 values plus a seed regenerating the index set "
-        "(the paper sends the dense vector with zeros; the aggregate is the same)")
+WIRE = (
+    "sparse messages: phi*|theta| float32 values plus a seed regenerating the index set "
+    "(the paper sends the dense vector with zeros; the aggregate is the same)"
+)
 MASKED = "each entry averaged over the nodes that sent it (the paper counts unsent entries as 0)"
-BOUND = ("v bounded to [-c, c] by {} (c={}) so the Laplace scale Delta/eps is calibrated; the paper's extractor "
-         "output is unbounded and names no scale")
-G_LABEL = ("encode(x) applies g with the classifier's predicted utility label argmax C(v); "
-           "the paper uses the true label (release_with_labels)")
+BOUND = (
+    "v bounded to [-c, c] by {} (c={}) so the Laplace scale Delta/eps is calibrated; the paper's extractor "
+    "output is unbounded and names no scale"
+)
+G_LABEL = (
+    "encode(x) applies g with the classifier's predicted utility label argmax C(v); "
+    "the paper uses the true label (release_with_labels)"
+)
 
 CASES: list[tuple[str, dict[str, Any], dict[str, str]]] = [
     ("eigan", {}, {"optimizer": ADAM_A1}),
@@ -30,31 +37,71 @@ CASES: list[tuple[str, dict[str, Any], dict[str, str]]] = [
     ("gpp", {"release": "mean", "privacy_loss": "uniform"}, {"release": MEAN, "privacy_loss": UNIFORM}),
     ("d-gpp", {}, {}),
     ("d-gpp", {"fraction": 0.5}, {"fraction": "0.5 of the clients take part in each round (Alg. 2 uses all)"}),
-    ("d-gpp", {"release": "mean", "privacy_loss": "uniform", "fraction": 0.25},
-     {"release": MEAN, "privacy_loss": UNIFORM,
-      "fraction": "0.25 of the clients take part in each round (Alg. 2 uses all)"}),
+    (
+        "d-gpp",
+        {"release": "mean", "privacy_loss": "uniform", "fraction": 0.25},
+        {
+            "release": MEAN,
+            "privacy_loss": UNIFORM,
+            "fraction": "0.25 of the clients take part in each round (Alg. 2 uses all)",
+        },
+    ),
     ("d-eigan", {"optimizer": "sgd"}, {}),
-    ("d-eigan", {"phi": 0.5, "aggregation": "masked-mean"},
-     {"optimizer": ADAM_A1, "wire": WIRE, "aggregation": MASKED}),
-    ("d-eigan", {"privacy_loss": "uniform", "optimizer": "sgd", "fraction": 0.5},
-     {"privacy_loss": UNIFORM, "fraction": "0.5 of the nodes take part in each round (the paper uses every node)"}),
-    ("ldp-frl", {}, {"bound": BOUND.format("tanh", 1.0),
-                     "training": "centralised (one client); the paper averages K=20 clients with FedAvg",
-                     "optimizer": ADAM_1}),
-    ("ldp-frl", {"bound": "clip", "clip": 2.5, "optimizer": "sgd"},
-     {"bound": BOUND.format("clip", 2.5),
-      "training": "centralised (one client); the paper averages K=20 clients with FedAvg"}),
-    ("ldp-fedavg", {"fraction": 0.5}, {"bound": BOUND.format("tanh", 1.0), "optimizer": ADAM_1,
-                                       "fraction": "0.5 of the clients take part in each round (the paper uses all)"}),
+    (
+        "d-eigan",
+        {"phi": 0.5, "aggregation": "masked-mean"},
+        {"optimizer": ADAM_A1, "wire": WIRE, "aggregation": MASKED},
+    ),
+    (
+        "d-eigan",
+        {"privacy_loss": "uniform", "optimizer": "sgd", "fraction": 0.5},
+        {"privacy_loss": UNIFORM, "fraction": "0.5 of the nodes take part in each round (the paper uses every node)"},
+    ),
+    (
+        "ldp-frl",
+        {},
+        {
+            "bound": BOUND.format("tanh", 1.0),
+            "training": "centralised (one client); the paper averages K=20 clients with FedAvg",
+            "optimizer": ADAM_1,
+        },
+    ),
+    (
+        "ldp-frl",
+        {"bound": "clip", "clip": 2.5, "optimizer": "sgd"},
+        {
+            "bound": BOUND.format("clip", 2.5),
+            "training": "centralised (one client); the paper averages K=20 clients with FedAvg",
+        },
+    ),
+    (
+        "ldp-fedavg",
+        {"fraction": 0.5},
+        {
+            "bound": BOUND.format("tanh", 1.0),
+            "optimizer": ADAM_1,
+            "fraction": "0.5 of the clients take part in each round (the paper uses all)",
+        },
+    ),
     ("ldp-fedavg", {"optimizer": "sgd"}, {"bound": BOUND.format("tanh", 1.0)}),
     ("adjustable-ae", {}, {"g_label": G_LABEL}),
-    ("adjustable-ae", {"apply_g": False, "decoder_out": "linear"},
-     {"g": "g not applied at release: the classifier's soft log-probabilities are decoded (the paper's ablation)",
-      "decoder_out": "linear decoder output instead of Table 2's sigmoid"}),
+    (
+        "adjustable-ae",
+        {"apply_g": False, "decoder_out": "linear"},
+        {
+            "g": "g not applied at release: the classifier's soft log-probabilities are decoded (the paper's ablation)",
+            "decoder_out": "linear decoder output instead of Table 2's sigmoid",
+        },
+    ),
     ("linear-arl", {}, {}),
-    ("linear-arl", {"negative_only": False},
-     {"negative_only": "keeps d_z eigenvectors even where the eigenvalue is >= 0 "
-                       "(the paper's optimum keeps only the negative ones)"}),
+    (
+        "linear-arl",
+        {"negative_only": False},
+        {
+            "negative_only": "keeps d_z eigenvectors even where the eigenvalue is >= 0 "
+            "(the paper's optimum keeps only the negative ones)"
+        },
+    ),
     ("pca", {}, {}),
 ]
 
@@ -69,5 +116,9 @@ def test_recorded_params_carry_the_pinned_texts() -> None:
     task = TaskSpec(d_in=4, utility={"u": 2}, sensitive={"s": 3})
     m = create_method("d-eigan", {"phi": 0.5, "aggregation": "masked-mean", "privacy_loss": "uniform"}, task)
     params = {k: v for k, v in m.params().items() if k.startswith("deviation.")}
-    assert params == {"deviation.optimizer": ADAM_A1, "deviation.privacy_loss": UNIFORM, "deviation.wire": WIRE,
-                      "deviation.aggregation": MASKED}
+    assert params == {
+        "deviation.optimizer": ADAM_A1,
+        "deviation.privacy_loss": UNIFORM,
+        "deviation.wire": WIRE,
+        "deviation.aggregation": MASKED,
+    }

@@ -1,5 +1,6 @@
 """LDP-FRL (seed 002): calibrated mechanism inside the method, bounds, bad input, and the fresh-probe
 adversary losing accuracy as eps shrinks."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -39,8 +40,19 @@ def test_eps_inf_from_a_cli_string_releases_v_without_noise() -> None:
     np.testing.assert_allclose(m.encode(ds.test.x), v, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("values", [{"eps": 0}, {"eps": -1.0}, {"eps": "nan"}, {"clip": 0}, {"clip": "inf"},
-                                    {"beta": -0.1}, {"bound": "sigmoid"}, {"d_z": 0}])
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"eps": 0},
+        {"eps": -1.0},
+        {"eps": "nan"},
+        {"clip": 0},
+        {"clip": "inf"},
+        {"beta": -0.1},
+        {"bound": "sigmoid"},
+        {"d_z": 0},
+    ],
+)
 def test_bad_values_raise_config_error(values: dict) -> None:
     with pytest.raises(ConfigError):
         method_config("ldp-frl", values)

@@ -1,4 +1,5 @@
 """Closed-form linear ARL (Sadeghi, Yu & Boddeti 2019, linear case)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -62,8 +63,9 @@ def test_lambda_near_one_hides_s_and_keeps_u() -> None:
     for name, values in (("linear-arl", {"lambda_arl": 0.95, "d_z": 4}), ("pca", {"d_z": 4})):
         m = create_method(name, values, ds.task())
         m.fit(ds.train)
-        out[name] = audit(m.encode(ds.train.x), ds.train, m.encode(ds.test.x), ds.test, ds.num_classes,
-                          SMALL_AUDIT).metrics()
+        out[name] = audit(
+            m.encode(ds.train.x), ds.train, m.encode(ds.test.x), ds.test, ds.num_classes, SMALL_AUDIT
+        ).metrics()
     assert out["linear-arl"]["adversary_acc"] <= 0.57, out
     assert out["linear-arl"]["utility_acc"] >= 0.85, out
     assert out["pca"]["adversary_acc"] >= 0.7, out

@@ -1,4 +1,5 @@
 """Calibration of the eps-LDP Laplace mechanism (seed 002, METHODS.md sec. 3 'a test must check the calibration')."""
+
 from __future__ import annotations
 
 import math

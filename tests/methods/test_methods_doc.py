@@ -1,4 +1,5 @@
 """docs/methods.md is generated from the registry and must be current."""
+
 from pathlib import Path
 
 from veil.methods.docs import render_markdown

@@ -1,5 +1,6 @@
 """ldp-frl, adjustable-ae and linear-arl behind the common Method interface: build from raw values,
 fit, encode, and a state round trip (through torch.save / weights_only load) that reproduces z."""
+
 from __future__ import annotations
 
 import io
@@ -52,7 +53,10 @@ def test_run_validation_accepts_inf_and_refuses_bad_ranges() -> None:
 
     v = validate(RunSpec(method="ldp-frl", dataset="gaussian-correlated", params={"eps": "inf"}))
     assert v.method_config.eps == float("inf")
-    for method, params in (("ldp-frl", {"eps": 0}), ("adjustable-ae", {"noise": -1}),
-                           ("linear-arl", {"lambda_arl": 2})):
+    for method, params in (
+        ("ldp-frl", {"eps": 0}),
+        ("adjustable-ae", {"noise": -1}),
+        ("linear-arl", {"lambda_arl": 2}),
+    ):
         with pytest.raises(ConfigError):
             validate(RunSpec(method=method, dataset="gaussian-correlated", params=params))

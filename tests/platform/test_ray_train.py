@@ -1,5 +1,6 @@
 """The Ray Train executor for real: a 2-worker data-parallel TorchTrainer on a local Ray, logging to a
 real MLflow server on 127.0.0.1."""
+
 import numpy as np
 import pytest
 import torch
@@ -10,9 +11,17 @@ from veil.run import RunSpec, execute
 
 @pytest.mark.ray
 def test_ray_train_executor_matches_the_run_contract(ray_local, mlflow_server, tmp_path):
-    spec = RunSpec(method="eigan", dataset="gaussian-quadrant", params={"epochs": 2, "d_z": 2},
-                   dataset_params={"n": 600}, audit={"epochs": 2}, executor="auto", num_workers=2,
-                   tracking_uri=mlflow_server, experiment="ray-train-test")
+    spec = RunSpec(
+        method="eigan",
+        dataset="gaussian-quadrant",
+        params={"epochs": 2, "d_z": 2},
+        dataset_params={"n": 600},
+        audit={"epochs": 2},
+        executor="auto",
+        num_workers=2,
+        tracking_uri=mlflow_server,
+        experiment="ray-train-test",
+    )
     result = execute(spec, storage=tmp_path / "ray")
     assert result.params["executor"] == "ray-train" and result.params["num_workers"] == 2
     assert len(result.history) == 2

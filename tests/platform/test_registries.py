@@ -1,5 +1,6 @@
 """Executors and federation runtimes are chosen by registered name; an unknown name is refused listing the
 valid ones, and `veil run` refuses it before anything starts."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,11 +18,17 @@ def test_executors_by_name():
     assert e.value.valid == ["federated", "inline", "ray-train"]
 
 
-@pytest.mark.parametrize(("asked", "workers", "gpu", "federated", "chosen"), [
-    ("auto", 1, False, False, "inline"), ("auto", 2, False, False, "ray-train"), ("auto", 1, True, False, "ray-train"),
-    ("inline", 1, False, False, "inline"), ("ray-train", 1, False, False, "ray-train"),
-    ("auto", 1, False, True, "federated"),
-])
+@pytest.mark.parametrize(
+    ("asked", "workers", "gpu", "federated", "chosen"),
+    [
+        ("auto", 1, False, False, "inline"),
+        ("auto", 2, False, False, "ray-train"),
+        ("auto", 1, True, False, "ray-train"),
+        ("inline", 1, False, False, "inline"),
+        ("ray-train", 1, False, False, "ray-train"),
+        ("auto", 1, False, True, "federated"),
+    ],
+)
 def test_auto_executor_rule(asked, workers, gpu, federated, chosen):
     assert choose_executor(asked, workers, gpu, federated) == chosen
 

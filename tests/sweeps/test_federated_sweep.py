@@ -1,5 +1,6 @@
 """A small federated sweep over K and phi (D-EIGAN, in-process nodes) on a real local Ray, real Optuna and
 a real MLflow store: every trial lands as a child run with its federation figures, and a front comes out."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,15 +11,26 @@ from veil.sweeps.spec import sweep_from_mapping
 pytestmark = pytest.mark.ray
 
 FED = {
-    "method": "d-eigan", "dataset": "gaussian-nodes", "dataset_params": {"n": 800, "nodes": 4},
-    "partition": "iid", "runtime": "in-process",
+    "method": "d-eigan",
+    "dataset": "gaussian-nodes",
+    "dataset_params": {"n": 800, "nodes": 4},
+    "partition": "iid",
+    "runtime": "in-process",
     "params": {"epochs": 2, "d_z": 2, "encoder_hidden": [16], "head_hidden": [8]},
     "audit": {"epochs": 2, "hidden": [16]},
     "space": {"K": {"type": "int", "low": 2, "high": 4}, "phi": {"type": "float", "low": 0.3, "high": 1.0}},
-    "objectives": [{"metric": "utility_auc", "direction": "max"}, {"metric": "adversary_auc", "direction": "min"},
-                   {"metric": "bytes_up_total", "direction": "min"}],
+    "objectives": [
+        {"metric": "utility_auc", "direction": "max"},
+        {"metric": "adversary_auc", "direction": "min"},
+        {"metric": "bytes_up_total", "direction": "min"},
+    ],
     "reference": {"utility_auc": 0.5, "adversary_auc": 1.0, "bytes_up_total": 1.0e8},
-    "sampler": "random", "sampler_seed": 5, "trials": 3, "seeds": 1, "concurrency": 2, "resources": {"cpus": 1},
+    "sampler": "random",
+    "sampler_seed": 5,
+    "trials": 3,
+    "seeds": 1,
+    "concurrency": 2,
+    "resources": {"cpus": 1},
 }
 
 
@@ -28,8 +40,9 @@ def test_federated_sweep_over_k_and_phi(ray_local, tmp_path):
     from veil.sweeps.runner import run_sweep
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    outcome = run_sweep(sweep_from_mapping(FED, where="fed.yaml"), name="fed", tracking_uri=uri,
-                        storage_root=tmp_path / "sweeps")
+    outcome = run_sweep(
+        sweep_from_mapping(FED, where="fed.yaml"), name="fed", tracking_uri=uri, storage_root=tmp_path / "sweeps"
+    )
     kids = search_child_runs(uri, outcome.parent_run_id)
     assert len({k.data.tags[TAG_TRIAL] for k in kids}) == 3
     for k in kids:

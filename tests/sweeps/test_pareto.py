@@ -1,4 +1,5 @@
 """Pareto front, hypervolume and convex-hull AUC against brute force, Optuna and hand computation."""
+
 from __future__ import annotations
 
 import itertools
@@ -18,6 +19,7 @@ MC_SIGMAS = 5.0
 
 
 # --- brute-force references -------------------------------------------------------------------
+
 
 def brute_front(points: np.ndarray, directions: list[str]) -> np.ndarray:
     """O(n^2) loop: keep a point unless some other point is >= in all and > in one (after sign flip)."""
@@ -62,6 +64,7 @@ def optuna_hv(points: np.ndarray, directions: list[str], ref: np.ndarray) -> flo
 
 
 # --- pareto_front -----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("m", [1, 2, 3, 4])
 def test_front_matches_brute_force(m: int) -> None:
@@ -126,6 +129,7 @@ def test_front_validation(points, directions, field) -> None:
 
 
 # --- hypervolume ------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("m", [2, 3, 4])
 def test_hypervolume_matches_optuna(m: int) -> None:
@@ -214,6 +218,7 @@ def test_hypervolume_validation() -> None:
 
 
 # --- convex-hull AUC --------------------------------------------------------------------------
+
 
 def test_auc_ideal_point() -> None:
     # (leakage 0.5, utility 1): hull (0,0)-(0.5,1)-(1,1) -> 0.25 + 0.5; above 0.5 from 0.5: 0.5*0.5

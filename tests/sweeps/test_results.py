@@ -1,6 +1,7 @@
 """Reading a sweep back from a real MLflow store (sqlite in tmp), without Ray: each trial counted once
 (superseded and orphaned attempts dropped), the front and hypervolume recomputed from the recorded runs,
 report files written; one trial run in-process (`run_trial`), its crash recorded as a FAILED child run."""
+
 from __future__ import annotations
 
 import json
@@ -31,15 +32,24 @@ from veil.sweeps.spec import sweep_from_mapping
 from veil.tracking import TrackedRun
 
 SPEC = {
-    "method": "gpp", "dataset": "gaussian-correlated", "dataset_params": {"n": 200},
-    "params": {"epochs": 1, "encoder_hidden": [8], "head_hidden": [8]}, "audit": {"epochs": 1, "hidden": [8]},
+    "method": "gpp",
+    "dataset": "gaussian-correlated",
+    "dataset_params": {"n": 200},
+    "params": {"epochs": 1, "encoder_hidden": [8], "head_hidden": [8]},
+    "audit": {"epochs": 1, "hidden": [8]},
     "space": {"beta": {"type": "log", "low": 0.05, "high": 8}},
     "objectives": [{"metric": "utility_auc", "direction": "max"}, {"metric": "adversary_auc", "direction": "min"}],
-    "trials": 6, "concurrency": 1,
+    "trials": 6,
+    "concurrency": 1,
 }
 # (trial id, beta, utility_auc, adversary_auc)
-POINTS = [("t1", 0.1, 0.70, 0.55), ("t2", 1.0, 0.95, 0.80), ("t3", 0.5, 0.90, 0.70), ("t4", 0.3, 0.80, 0.75),
-          ("t5", 4.0, 0.96, 0.85)]
+POINTS = [
+    ("t1", 0.1, 0.70, 0.55),
+    ("t2", 1.0, 0.95, 0.80),
+    ("t3", 0.5, 0.90, 0.70),
+    ("t4", 0.3, 0.80, 0.75),
+    ("t5", 4.0, 0.96, 0.85),
+]
 
 
 @pytest.fixture(scope="module")
@@ -47,13 +57,19 @@ def store(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("store")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     spec = sweep_from_mapping(SPEC, where="test.yaml")
-    parent = TrackedRun.start(uri, "sweeps-test", "s1", tags={TAG_ROLE: "sweep", TAG_SWEEP: "s1",
-                                                              "veil.spec_name": "test"})
+    parent = TrackedRun.start(
+        uri, "sweeps-test", "s1", tags={TAG_ROLE: "sweep", TAG_SWEEP: "s1", "veil.spec_name": "test"}
+    )
     parent.log_dict({"spec": dict(spec.raw), "source": "test.yaml"}, "sweep/spec.json")
 
     def child(tid: str, beta: float, u: float | None, a: float | None, status: str = "FINISHED", **extra: str):
-        tags = {TAG_ROLE: "trial", TAG_SWEEP: "s1", TAG_TRIAL: tid, TAG_CONFIG: json.dumps({"method.beta": beta}),
-                **extra}
+        tags = {
+            TAG_ROLE: "trial",
+            TAG_SWEEP: "s1",
+            TAG_TRIAL: tid,
+            TAG_CONFIG: json.dumps({"method.beta": beta}),
+            **extra,
+        }
         r = TrackedRun.start(uri, "sweeps-test", f"s1/{tid}", parent_run_id=parent.run_id, tags=tags)
         if u is not None:
             r.log_metrics({"utility_auc": u, "adversary_auc": a, "utility_acc": u - 0.05})
@@ -84,8 +100,15 @@ def test_collect_counts_each_trial_once_and_recomputes_the_front(store):
     t = res.trials
     assert sorted(t["trial_id"]) == ["t1", "t2", "t3", "t4", "t5", "t6"]
     assert res.superseded == 2  # the orphaned t2 attempt and the duplicate t3 run
-    assert res.counts == {"trials": 6, "finished": 5, "failed": 1, "running": 0, "killed": 0, "front": 4,
-                          "infeasible": 0}
+    assert res.counts == {
+        "trials": 6,
+        "finished": 5,
+        "failed": 1,
+        "running": 0,
+        "killed": 0,
+        "front": 4,
+        "infeasible": 0,
+    }
     assert t.loc[t["trial_id"] == "t6", "error"].item().startswith("ValueError")
     pts = np.array([[u, a] for _, _, u, a in POINTS])
     mask = pareto_front(pts, ["max", "min"])
@@ -133,7 +156,7 @@ def test_report_files(store, tmp_path):
     page = files["front.html"].read_text()
     assert "http://" not in page.replace("http://www.w3.org/2000/svg", "") and "https://" not in page
     assert "<script src" not in page and "<link" not in page
-    svg = page[page.index("<svg"):page.index("</svg>") + 6]
+    svg = page[page.index("<svg") : page.index("</svg>") + 6]
     root = ET.fromstring(svg)  # well-formed inline SVG
     ns = "{http://www.w3.org/2000/svg}"
     assert len(root.findall(f".//{ns}g[@class='pt front']")) == 4
@@ -153,8 +176,14 @@ def test_run_trial_logs_child_and_failure(tmp_path):
     out = run_trial(spec, {"method.beta": 1.0}, "a1", sweep="s2", parent_run_id=parent.run_id, tracking_uri=uri)
     assert 0.0 <= out["utility_auc"] <= 1.0 and "std__utility_auc" in out and out["mlflow_run_id"]
     with pytest.raises(ValueError, match="NaN"):
-        run_trial(spec, {"method.beta": 1.0, "method.lr": 1e30, "method.encoder_hidden": [64]}, "a2", sweep="s2", parent_run_id=parent.run_id,
-                  tracking_uri=uri)
+        run_trial(
+            spec,
+            {"method.beta": 1.0, "method.lr": 1e30, "method.encoder_hidden": [64]},
+            "a2",
+            sweep="s2",
+            parent_run_id=parent.run_id,
+            tracking_uri=uri,
+        )
     kids = {r.data.tags[TAG_TRIAL]: r for r in search_child_runs(uri, parent.run_id)}
     assert kids["a1"].info.status == "FINISHED" and kids["a2"].info.status == "FAILED"
     assert "NaN" in kids["a2"].data.tags["error"]
@@ -173,8 +202,9 @@ def test_orphans_unknown_to_tune_are_superseded(tmp_path):
     parent = TrackedRun.start(uri, "veil", "s3", tags={TAG_ROLE: "sweep", TAG_SWEEP: "s3"})
     runs = {}
     for tid, status in (("k1", "FINISHED"), ("o1", "FINISHED"), ("o2", "RUNNING")):
-        r = TrackedRun.start(uri, "veil", tid, parent_run_id=parent.run_id,
-                             tags={TAG_ROLE: "trial", TAG_SWEEP: "s3", TAG_TRIAL: tid})
+        r = TrackedRun.start(
+            uri, "veil", tid, parent_run_id=parent.run_id, tags={TAG_ROLE: "trial", TAG_SWEEP: "s3", TAG_TRIAL: tid}
+        )
         if status != "RUNNING":
             r.finish(status)
         runs[tid] = r
@@ -185,6 +215,8 @@ def test_orphans_unknown_to_tune_are_superseded(tmp_path):
     assert c.get_run(runs["o1"].run_id).info.status == "FINISHED"
     assert c.get_run(runs["o2"].run_id).info.status == "KILLED"
     assert supersede_orphans(uri, parent.experiment_id, parent.run_id, {"k1"}) == 0  # idempotent
-    res = collect(SweepRef("s3", parent.run_id, parent.experiment_id, uri, None, "FINISHED"),
-                  sweep_from_mapping(SPEC, where="test.yaml"))
+    res = collect(
+        SweepRef("s3", parent.run_id, parent.experiment_id, uri, None, "FINISHED"),
+        sweep_from_mapping(SPEC, where="test.yaml"),
+    )
     assert list(res.trials["trial_id"]) == ["k1"] and res.superseded == 2

@@ -2,6 +2,7 @@
 run again and supersede their orphaned MLflow child runs, and every trial is counted exactly once, in MLflow
 and in `veil report`. The sweep runs in a subprocess that starts its own local Ray under its own temp dir;
 the test stops exactly those Ray processes (found by that path, plus their descendants) by PID."""
+
 from __future__ import annotations
 
 import json
@@ -21,12 +22,17 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 TRIALS = 8
 SPEC = {  # about 4-5 s per trial on one core (once warm), so the kill lands mid-sweep
-    "method": "gpp", "dataset": "gaussian-correlated", "dataset_params": {"n": 1500},
+    "method": "gpp",
+    "dataset": "gaussian-correlated",
+    "dataset_params": {"n": 1500},
     "params": {"epochs": 30, "lr": 1.0e-3, "encoder_hidden": [32], "head_hidden": [8], "d_z": 4},
     "audit": {"epochs": 3, "hidden": [16]},
     "space": {"beta": {"type": "log", "low": 0.05, "high": 8}},
     "objectives": [{"metric": "utility_auc", "direction": "max"}, {"metric": "adversary_auc", "direction": "min"}],
-    "sampler": "nsga2", "sampler_options": {"population_size": 4}, "trials": TRIALS, "concurrency": 2,
+    "sampler": "nsga2",
+    "sampler_options": {"population_size": 4},
+    "trials": TRIALS,
+    "concurrency": 2,
     "resources": {"cpus": 1},
 }
 
@@ -44,7 +50,7 @@ def _proc_table() -> dict[int, tuple[int, str]]:
         try:
             cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             stat = (d / "stat").read_text()
-            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+            ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
         except (OSError, ValueError, IndexError):
             continue
         out[int(d.name)] = (ppid, cmd)
@@ -103,10 +109,13 @@ def test_resume_after_driver_kill(tmp_path):
     ray_tmp1, ray_tmp2 = f"/tmp/vrs-{tag}-a", f"/tmp/vrs-{tag}-b"  # short: Ray's socket paths have a length limit
     base_env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
     log1 = open(tmp_path / "sweep.log", "w")
-    driver = subprocess.Popen(veil_cmd("sweep", str(spec_file), "--name", name, "--tracking-uri", uri,
-                                       "--storage", str(storage)),
-                              cwd=tmp_path, env={**base_env, "RAY_TMPDIR": ray_tmp1}, stdout=log1,
-                              stderr=subprocess.STDOUT)
+    driver = subprocess.Popen(
+        veil_cmd("sweep", str(spec_file), "--name", name, "--tracking-uri", uri, "--storage", str(storage)),
+        cwd=tmp_path,
+        env={**base_env, "RAY_TMPDIR": ray_tmp1},
+        stdout=log1,
+        stderr=subprocess.STDOUT,
+    )
     exp_dir = storage / name
     before_kill: set[str] = set()
     t0 = time.time()
@@ -118,8 +127,9 @@ def test_resume_after_driver_kill(tmp_path):
                 done = {r.data.tags["veil.trial_id"] for r in trial_runs(uri, name) if r.info.status == "FINISHED"}
                 if len(done) >= 2:
                     time.sleep(2.5)  # let Tune's 2-second snapshot catch up with what finished
-                    before_kill = {r.data.tags["veil.trial_id"] for r in trial_runs(uri, name)
-                                   if r.info.status == "FINISHED"}
+                    before_kill = {
+                        r.data.tags["veil.trial_id"] for r in trial_runs(uri, name) if r.info.status == "FINISHED"
+                    }
                     break
             time.sleep(0.3)
         else:
@@ -139,8 +149,14 @@ def test_resume_after_driver_kill(tmp_path):
     assert len({r.data.tags["veil.trial_id"] for r in runs_at_kill}) < TRIALS
 
     try:
-        proc = subprocess.run(veil_cmd("resume", name, "--storage", str(storage), "--json", "--quiet"), cwd=tmp_path,
-                              env={**base_env, "RAY_TMPDIR": ray_tmp2}, capture_output=True, text=True, timeout=400)
+        proc = subprocess.run(
+            veil_cmd("resume", name, "--storage", str(storage), "--json", "--quiet"),
+            cwd=tmp_path,
+            env={**base_env, "RAY_TMPDIR": ray_tmp2},
+            capture_output=True,
+            text=True,
+            timeout=400,
+        )
     finally:
         stop_pids(ray_pids(ray_tmp2))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
@@ -164,8 +180,14 @@ def test_resume_after_driver_kill(tmp_path):
     assert parent.info.status == "FINISHED" and parent.data.metrics["n_trials"] == TRIALS
 
     out = tmp_path / "report"
-    rep = subprocess.run(veil_cmd("report", name, "--storage", str(storage), "--out", str(out)), cwd=tmp_path,
-                         env=base_env, capture_output=True, text=True, timeout=180)
+    rep = subprocess.run(
+        veil_cmd("report", name, "--storage", str(storage), "--out", str(out)),
+        cwd=tmp_path,
+        env=base_env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert rep.returncode == 0, rep.stderr[-3000:]
     trials = pd.read_csv(out / "trials.csv")
     assert len(trials) == TRIALS and trials["trial_id"].is_unique and (trials["status"] == "FINISHED").all()

@@ -1,6 +1,7 @@
 """Every registered sampler, Optuna-style conformance (no Ray): a small two-objective ask/tell loop over a toy
 function suggests only values inside the declared distributions, the study's best trials are non-dominated
 (and every non-dominated trial is among them), and the same seed gives the same suggestions twice."""
+
 from __future__ import annotations
 
 import math
@@ -38,8 +39,12 @@ class ToySpec:
 
 def toy(p: Mapping[str, Any]) -> tuple[float, float]:
     """Two minimised objectives in tension along x (ZDT1-like), each worsened by the other parameters."""
-    pen = ({"relu": 0.0, "tanh": 0.05, "gelu": 0.1}[p["act"]] + 0.02 * (p["depth"] - 1)
-           + 0.05 * abs(math.log10(p["lr"]) + 2) + 0.1 * p["q"])
+    pen = (
+        {"relu": 0.0, "tanh": 0.05, "gelu": 0.1}[p["act"]]
+        + 0.02 * (p["depth"] - 1)
+        + 0.05 * abs(math.log10(p["lr"]) + 2)
+        + 0.1 * p["q"]
+    )
     return p["x"] + pen, 1.0 - math.sqrt(p["x"]) + pen
 
 
@@ -81,12 +86,18 @@ def _quiet_optuna():
 
 
 def grid_spec(tmp_path: Path):
-    data = {"method": "gpp", "dataset": "gaussian-correlated", "dataset_params": {"n": 400}, "params": {"epochs": 2},
-            "space": {"k": {"type": "int", "low": 0, "high": 4, "step": 2},
-                      "d_z": {"type": "categorical", "values": [2, 4]}},
-            "objectives": [{"metric": "utility_auc", "direction": "max"},
-                           {"metric": "adversary_auc", "direction": "min"}],
-            "sampler": GRID}
+    data = {
+        "method": "gpp",
+        "dataset": "gaussian-correlated",
+        "dataset_params": {"n": 400},
+        "params": {"epochs": 2},
+        "space": {
+            "k": {"type": "int", "low": 0, "high": 4, "step": 2},
+            "d_z": {"type": "categorical", "values": [2, 4]},
+        },
+        "objectives": [{"metric": "utility_auc", "direction": "max"}, {"metric": "adversary_auc", "direction": "min"}],
+        "sampler": GRID,
+    }
     p = tmp_path / "grid.yaml"
     p.write_text(yaml.safe_dump(data, sort_keys=False))
     return spec_module.load_sweep(p)

@@ -1,5 +1,6 @@
 """Sweep spec validation: every shipped spec loads (or fails for the documented reason), and every kind of
 bad input is rejected before any trial starts, naming the file, the key and the value. No Ray here."""
+
 from __future__ import annotations
 
 import subprocess
@@ -10,8 +11,15 @@ import pytest
 import yaml
 
 from veil.errors import ConfigError, UnknownNameError, VeilError
-from veil.sweeps.spec import (SAMPLERS, decode_value, encode_value, grid_points, known_metrics, load_sweep,
-                              sweep_from_mapping)
+from veil.sweeps.spec import (
+    SAMPLERS,
+    decode_value,
+    encode_value,
+    grid_points,
+    known_metrics,
+    load_sweep,
+    sweep_from_mapping,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted((ROOT / "sweeps").glob("*.yaml"))
@@ -59,8 +67,15 @@ def rejected(tmp_path: Path, data: dict, *needles: str, err: type = VeilError) -
 
 def test_shipped_specs_exist():
     names = {p.name for p in SHIPPED}
-    for want in ("quickstart.yaml", "gpp_beta.yaml", "gpp_dz.yaml", "eigan_alpha.yaml", "ldp_frl_eps_beta.yaml",
-                 "deigan_k_phi_delta.yaml", "adjustable_ae_noise_lam.yaml"):
+    for want in (
+        "quickstart.yaml",
+        "gpp_beta.yaml",
+        "gpp_dz.yaml",
+        "eigan_alpha.yaml",
+        "ldp_frl_eps_beta.yaml",
+        "deigan_k_phi_delta.yaml",
+        "adjustable_ae_noise_lam.yaml",
+    ):
         assert want in names
     assert not list((ROOT / "sweeps").glob("*.py")), "sweeps/ holds YAML only"
 
@@ -98,14 +113,26 @@ def test_gpp_beta_is_table_iv_grid():
 
 
 def test_valid_spec_routes_and_builds_run_specs(tmp_path):
-    data = with_(space={"beta": {"type": "log", "low": 0.1, "high": 8}, "k": {"type": "int", "low": 0, "high": 10},
-                        "d_z": {"type": "categorical", "values": [2, 4, 8]},
-                        "encoder_hidden": {"type": "categorical", "values": [[16], [16, 16]]},
-                        "dataset.rho": {"type": "float", "low": 0.1, "high": 0.9}},
-                 seeds=3, constraints=["utility_auc >= 0.6"], resources={"cpus": 0.5, "gpu": 0.25})
+    data = with_(
+        space={
+            "beta": {"type": "log", "low": 0.1, "high": 8},
+            "k": {"type": "int", "low": 0, "high": 10},
+            "d_z": {"type": "categorical", "values": [2, 4, 8]},
+            "encoder_hidden": {"type": "categorical", "values": [[16], [16, 16]]},
+            "dataset.rho": {"type": "float", "low": 0.1, "high": 0.9},
+        },
+        seeds=3,
+        constraints=["utility_auc >= 0.6"],
+        resources={"cpus": 0.5, "gpu": 0.25},
+    )
     spec = load_sweep(write(tmp_path, data))
-    assert [sp.canonical for sp in spec.space] == ["method.beta", "method.k", "method.d_z", "method.encoder_hidden",
-                                                   "dataset.rho"]
+    assert [sp.canonical for sp in spec.space] == [
+        "method.beta",
+        "method.k",
+        "method.d_z",
+        "method.encoder_hidden",
+        "dataset.rho",
+    ]
     assert spec.seeds == (0, 1, 2) and spec.reference == (0.5, 1.0)
     assert str(spec.constraints[0]) == "utility_auc >= 0.6" and spec.constraints[0].holds(0.7)
     rs = spec.run_spec({"method.beta": 2.0, "dataset.rho": 0.3, "method.encoder_hidden": [16, 16]}, seed=1)
@@ -115,16 +142,20 @@ def test_valid_spec_routes_and_builds_run_specs(tmp_path):
 
 
 def test_grid_points_enumerate_int_and_categorical(tmp_path):
-    data = with_(sampler="grid", trials=None, space={"k": {"type": "int", "low": 0, "high": 4, "step": 2},
-                                                     "d_z": {"type": "categorical", "values": [2, 4]}})
+    data = with_(
+        sampler="grid",
+        trials=None,
+        space={"k": {"type": "int", "low": 0, "high": 4, "step": 2}, "d_z": {"type": "categorical", "values": [2, 4]}},
+    )
     spec = load_sweep(write(tmp_path, data))
     assert spec.trials == 6 and len(grid_points(spec)) == 6
     assert grid_points(spec)[0] == {"method.k": 0, "method.d_z": 2}
 
 
 def test_objective_shorthand_and_per_label_metric(tmp_path):
-    spec = load_sweep(write(tmp_path, with_(objectives=[{"utility_auc/u": "max"}, "adversary_auc/s: min"],
-                                            reference=[0.5, 1.0])))
+    spec = load_sweep(
+        write(tmp_path, with_(objectives=[{"utility_auc/u": "max"}, "adversary_auc/s: min"], reference=[0.5, 1.0]))
+    )
     assert spec.metrics == ("utility_auc/u", "adversary_auc/s")
 
 
@@ -144,13 +175,23 @@ def test_unknown_dataset(tmp_path):
 
 
 def test_unknown_search_parameter(tmp_path):
-    rejected(tmp_path, with_(space={"betta": {"type": "float", "low": 0, "high": 1}}), "key 'space'", "'betta'",
-             err=UnknownNameError)
+    rejected(
+        tmp_path,
+        with_(space={"betta": {"type": "float", "low": 0, "high": 1}}),
+        "key 'space'",
+        "'betta'",
+        err=UnknownNameError,
+    )
 
 
 def test_unknown_prefixed_dataset_parameter(tmp_path):
-    rejected(tmp_path, with_(space={"dataset.rhoo": {"type": "float", "low": 0, "high": 1}}), "space.dataset.rhoo",
-             "'rhoo'", err=UnknownNameError)
+    rejected(
+        tmp_path,
+        with_(space={"dataset.rhoo": {"type": "float", "low": 0, "high": 1}}),
+        "space.dataset.rhoo",
+        "'rhoo'",
+        err=UnknownNameError,
+    )
 
 
 def test_unknown_fixed_parameter(tmp_path):
@@ -162,14 +203,31 @@ def test_unknown_audit_parameter(tmp_path):
 
 
 def test_unknown_metric(tmp_path):
-    rejected(tmp_path, with_(objectives=[{"metric": "utility_f1", "direction": "max"}]), "objectives[0].metric",
-             "'utility_f1'", "utility_auc", err=UnknownNameError)
+    rejected(
+        tmp_path,
+        with_(objectives=[{"metric": "utility_f1", "direction": "max"}]),
+        "objectives[0].metric",
+        "'utility_f1'",
+        "utility_auc",
+        err=UnknownNameError,
+    )
 
 
 def test_metric_the_method_does_not_produce(tmp_path):
-    msg = rejected(tmp_path, with_(objectives=[{"metric": "utility_auc", "direction": "max"},
-                                               {"metric": "bytes_up_total", "direction": "min"}], reference=[0.5, 1e6]),
-                   "objectives[1].metric", "'bytes_up_total'", "'gpp'", err=ConfigError)
+    msg = rejected(
+        tmp_path,
+        with_(
+            objectives=[
+                {"metric": "utility_auc", "direction": "max"},
+                {"metric": "bytes_up_total", "direction": "min"},
+            ],
+            reference=[0.5, 1e6],
+        ),
+        "objectives[1].metric",
+        "'bytes_up_total'",
+        "'gpp'",
+        err=ConfigError,
+    )
     assert "federated" in msg
 
 
@@ -182,9 +240,18 @@ def test_capacity_metric_needs_the_capacity_audit(tmp_path):
 
 
 def test_obfuscation_metric_only_for_input_format_methods(tmp_path):
-    objs = [{"metric": "provider_utility_acc", "direction": "max"}, {"metric": "strong_adversary_acc", "direction": "min"}]
-    rejected(tmp_path, with_(objectives=objs), "objectives[0].metric", "'provider_utility_acc'", "input's format",
-             err=ConfigError)
+    objs = [
+        {"metric": "provider_utility_acc", "direction": "max"},
+        {"metric": "strong_adversary_acc", "direction": "min"},
+    ]
+    rejected(
+        tmp_path,
+        with_(objectives=objs),
+        "objectives[0].metric",
+        "'provider_utility_acc'",
+        "input's format",
+        err=ConfigError,
+    )
     data = with_(method="adjustable-ae", objectives=objs, space={"noise": {"type": "float", "low": 0, "high": 100}})
     assert load_sweep(write(tmp_path, data, "ok.yaml")).reference == (0.0, 1.0)
 
@@ -202,25 +269,30 @@ def test_federated_spec_builds_federated_runs():
 
 
 def test_bad_direction(tmp_path):
-    rejected(tmp_path, with_(objectives=[{"metric": "utility_auc", "direction": "up"}]), "objectives[0].direction", "'up'")
+    rejected(
+        tmp_path, with_(objectives=[{"metric": "utility_auc", "direction": "up"}]), "objectives[0].direction", "'up'"
+    )
 
 
 def test_no_objectives(tmp_path):
     rejected(tmp_path, with_(objectives=[]), "'objectives'")
 
 
-@pytest.mark.parametrize("body,key,value", [
-    ({"type": "float", "low": 2.0, "high": 1.0}, "space.beta.high", "1.0"),  # inverted
-    ({"type": "log", "low": 1.0, "high": 1.0}, "space.beta.high", "1.0"),  # empty
-    ({"type": "log", "low": 0.0, "high": 1.0}, "space.beta.low", "0.0"),  # log of 0
-    ({"type": "categorical", "values": []}, "space.beta.values", "[]"),  # empty list
-    ({"type": "categorical", "values": [1, 1]}, "space.beta.values", "[1, 1]"),  # duplicates
-    ({"type": "float", "low": -1.0, "high": 2.0}, "space.beta.low", "-1.0"),  # outside GPP's beta >= 0
-    ({"type": "categorical", "values": [1, -2]}, "space.beta.values", "-2"),  # one bad value
-    ({"type": "exp", "low": 1, "high": 2}, "space.beta.type", "'exp'"),  # unknown type
-    ({"type": "float", "low": 1}, "space.beta.high", "None"),  # missing end
-    ({"type": "float", "low": "a", "high": 2}, "space.beta.low", "'a'"),  # not a number
-])
+@pytest.mark.parametrize(
+    "body,key,value",
+    [
+        ({"type": "float", "low": 2.0, "high": 1.0}, "space.beta.high", "1.0"),  # inverted
+        ({"type": "log", "low": 1.0, "high": 1.0}, "space.beta.high", "1.0"),  # empty
+        ({"type": "log", "low": 0.0, "high": 1.0}, "space.beta.low", "0.0"),  # log of 0
+        ({"type": "categorical", "values": []}, "space.beta.values", "[]"),  # empty list
+        ({"type": "categorical", "values": [1, 1]}, "space.beta.values", "[1, 1]"),  # duplicates
+        ({"type": "float", "low": -1.0, "high": 2.0}, "space.beta.low", "-1.0"),  # outside GPP's beta >= 0
+        ({"type": "categorical", "values": [1, -2]}, "space.beta.values", "-2"),  # one bad value
+        ({"type": "exp", "low": 1, "high": 2}, "space.beta.type", "'exp'"),  # unknown type
+        ({"type": "float", "low": 1}, "space.beta.high", "None"),  # missing end
+        ({"type": "float", "low": "a", "high": 2}, "space.beta.low", "'a'"),  # not a number
+    ],
+)
 def test_bad_ranges(tmp_path, body, key, value):
     rejected(tmp_path, with_(space={"beta": body}), key, value)
 
@@ -230,8 +302,13 @@ def test_int_range_must_hold_ints(tmp_path):
 
 
 def test_unknown_range_key(tmp_path):
-    rejected(tmp_path, with_(space={"beta": {"type": "float", "low": 0, "high": 1, "lo": 0}}), "space.beta", "'lo'",
-             err=UnknownNameError)
+    rejected(
+        tmp_path,
+        with_(space={"beta": {"type": "float", "low": 0, "high": 1, "lo": 0}}),
+        "space.beta",
+        "'lo'",
+        err=UnknownNameError,
+    )
 
 
 def test_empty_space(tmp_path):
@@ -245,8 +322,12 @@ def test_bad_sampler(tmp_path):
 
 
 def test_bad_sampler_option(tmp_path):
-    rejected(tmp_path, with_(sampler="tpe", sampler_options={"population_size": 4}), "'population_size'",
-             err=UnknownNameError)
+    rejected(
+        tmp_path,
+        with_(sampler="tpe", sampler_options={"population_size": 4}),
+        "'population_size'",
+        err=UnknownNameError,
+    )
 
 
 def test_grid_needs_enumerable_params(tmp_path):
@@ -254,42 +335,62 @@ def test_grid_needs_enumerable_params(tmp_path):
 
 
 def test_grid_trials_must_match(tmp_path):
-    rejected(tmp_path, with_(sampler="grid", trials=3, space={"d_z": {"type": "categorical", "values": [2, 4]}}),
-             "'trials'", "3")
+    rejected(
+        tmp_path,
+        with_(sampler="grid", trials=3, space={"d_z": {"type": "categorical", "values": [2, 4]}}),
+        "'trials'",
+        "3",
+    )
 
 
-@pytest.mark.parametrize("changes,needles", [
-    ({"trials": 0}, ("'trials'", "0")),
-    ({"concurrency": -1}, ("'concurrency'", "-1")),
-    ({"seeds": 0}, ("'seeds'", "0")),
-    ({"seeds": [1, 1]}, ("'seeds'", "[1, 1]")),
-    ({"resources": {"cpus": 0}}, ("resources.cpus", "0")),
-    ({"resources": {"gpus": 1}}, ("'gpus'",)),
-    ({"executor": "spark"}, ("'executor'", "'spark'")),
-    ({"max_failures": -1}, ("'max_failures'", "-1")),
-    ({"reference": [0.5]}, ("'reference'", "[0.5]")),
-    ({"reference": {"utility_auc": 0.5, "leak": 1}}, ("'leak'",)),
-    ({"constraints": ["utility_auc ~ 0.9"]}, ("constraints[0]", "'utility_auc ~ 0.9'")),
-    ({"constraints": ["utility_f1 >= 0.9"]}, ("constraints[0]", "'utility_f1'")),
-    ({"chull_origin": "one"}, ("'chull_origin'", "'one'")),
-    ({"partition": "iid"}, ("'partition'", "'iid'", "centralized")),
-    ({"method": "d-eigan", "partition": "zipf:2", "space": {"phi": {"type": "float", "low": 0.1, "high": 1}}},
-     ("'partition'", "'zipf:2'")),
-    ({"method": "d-eigan", "federation": {"hostz": 1}, "space": {"phi": {"type": "float", "low": 0.1, "high": 1}}},
-     ("federation", "'hostz'")),
-    ({"params": {"epochs": -3}}, ("params.epochs", "-3")),
-    ({"params": {"seed": 3}}, ("params.seed",)),
-    ({"dataset_params": {"rho": 7}}, ("dataset_params.rho", "7")),
-    ({"audit": {"epochs": 0}}, ("audit.epochs", "0")),
-])
+@pytest.mark.parametrize(
+    "changes,needles",
+    [
+        ({"trials": 0}, ("'trials'", "0")),
+        ({"concurrency": -1}, ("'concurrency'", "-1")),
+        ({"seeds": 0}, ("'seeds'", "0")),
+        ({"seeds": [1, 1]}, ("'seeds'", "[1, 1]")),
+        ({"resources": {"cpus": 0}}, ("resources.cpus", "0")),
+        ({"resources": {"gpus": 1}}, ("'gpus'",)),
+        ({"executor": "spark"}, ("'executor'", "'spark'")),
+        ({"max_failures": -1}, ("'max_failures'", "-1")),
+        ({"reference": [0.5]}, ("'reference'", "[0.5]")),
+        ({"reference": {"utility_auc": 0.5, "leak": 1}}, ("'leak'",)),
+        ({"constraints": ["utility_auc ~ 0.9"]}, ("constraints[0]", "'utility_auc ~ 0.9'")),
+        ({"constraints": ["utility_f1 >= 0.9"]}, ("constraints[0]", "'utility_f1'")),
+        ({"chull_origin": "one"}, ("'chull_origin'", "'one'")),
+        ({"partition": "iid"}, ("'partition'", "'iid'", "centralized")),
+        (
+            {"method": "d-eigan", "partition": "zipf:2", "space": {"phi": {"type": "float", "low": 0.1, "high": 1}}},
+            ("'partition'", "'zipf:2'"),
+        ),
+        (
+            {
+                "method": "d-eigan",
+                "federation": {"hostz": 1},
+                "space": {"phi": {"type": "float", "low": 0.1, "high": 1}},
+            },
+            ("federation", "'hostz'"),
+        ),
+        ({"params": {"epochs": -3}}, ("params.epochs", "-3")),
+        ({"params": {"seed": 3}}, ("params.seed",)),
+        ({"dataset_params": {"rho": 7}}, ("dataset_params.rho", "7")),
+        ({"audit": {"epochs": 0}}, ("audit.epochs", "0")),
+    ],
+)
 def test_other_bad_values(tmp_path, changes, needles):
     rejected(tmp_path, with_(**changes), *needles)
 
 
 def test_reference_required_when_no_default(tmp_path):
-    rejected(tmp_path, with_(objectives=[{"metric": "utility_auc", "direction": "max"},
-                                         {"metric": "total_seconds", "direction": "min"}]),
-             "'reference'", "total_seconds")
+    rejected(
+        tmp_path,
+        with_(
+            objectives=[{"metric": "utility_auc", "direction": "max"}, {"metric": "total_seconds", "direction": "min"}]
+        ),
+        "'reference'",
+        "total_seconds",
+    )
 
 
 def test_searched_and_fixed_at_once(tmp_path):

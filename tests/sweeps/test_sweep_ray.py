@@ -2,6 +2,7 @@
 tmp). One parent run, one child run per trial, the front and hypervolume from the recorded runs (checked
 against Optuna's own study), `veil report` in a new process, and a crashing trial recorded while the sweep
 goes on."""
+
 from __future__ import annotations
 
 import math
@@ -19,14 +20,21 @@ from veil.sweeps.spec import sweep_from_mapping
 pytestmark = pytest.mark.ray
 
 TINY = {
-    "method": "gpp", "dataset": "gaussian-correlated", "dataset_params": {"n": 300},
+    "method": "gpp",
+    "dataset": "gaussian-correlated",
+    "dataset_params": {"n": 300},
     "params": {"epochs": 2, "lr": 1.0e-3, "encoder_hidden": [16], "head_hidden": [8], "d_z": 4},
     "audit": {"epochs": 2, "hidden": [16]},
     "space": {"beta": {"type": "log", "low": 0.05, "high": 8}},
     "objectives": [{"metric": "utility_auc", "direction": "max"}, {"metric": "adversary_auc", "direction": "min"}],
     "reference": {"utility_auc": 0.5, "adversary_auc": 1.0},
-    "sampler": "nsga2", "sampler_options": {"population_size": 2}, "sampler_seed": 3,
-    "trials": 4, "seeds": 1, "concurrency": 2, "resources": {"cpus": 1},
+    "sampler": "nsga2",
+    "sampler_options": {"population_size": 2},
+    "sampler_seed": 3,
+    "trials": 4,
+    "seeds": 1,
+    "concurrency": 2,
+    "resources": {"cpus": 1},
 }
 
 
@@ -58,8 +66,15 @@ def test_parent_and_child_runs(tiny_sweep):
     assert math.isclose(m["hypervolume"], outcome.results.hypervolume) and m["hypervolume"] > 0
     assert "chull_auc" in m and parent.data.params["sweep.sampler"] == "nsga2"
     arts = {a.path for d in ("results", "plots", "sweep") for a in c.list_artifacts(outcome.parent_run_id, d)}
-    assert {"results/front.csv", "results/trials.csv", "results/trials.parquet", "plots/front.png",
-            "plots/front.html", "sweep/spec.yaml", "sweep/spec.json"} <= arts
+    assert {
+        "results/front.csv",
+        "results/trials.csv",
+        "results/trials.parquet",
+        "plots/front.png",
+        "plots/front.html",
+        "sweep/spec.yaml",
+        "sweep/spec.json",
+    } <= arts
 
     kids = search_child_runs(uri, outcome.parent_run_id)
     assert len(kids) == 4 and len({k.data.tags[TAG_TRIAL] for k in kids}) == 4
@@ -98,8 +113,13 @@ def test_front_and_hypervolume_match_optuna(tiny_sweep):
 def test_veil_report_in_a_new_process(tiny_sweep, tmp_path):
     root, uri, outcome = tiny_sweep
     out = tmp_path / "report"
-    proc = subprocess.run(veil_cmd("report", "tiny", "--tracking-uri", uri, "--out", str(out), "--json"),
-                          cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(
+        veil_cmd("report", "tiny", "--tracking-uri", uri, "--out", str(out), "--json"),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Pareto front" in proc.stderr and "hypervolume" in proc.stderr
     for name in ("trials.parquet", "trials.csv", "front.csv", "front.png", "front.html", "summary.json"):
@@ -112,8 +132,13 @@ def test_veil_report_in_a_new_process(tiny_sweep, tmp_path):
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert math.isclose(summary["hypervolume"], outcome.results.hypervolume)
     # by parent run id too, from its stored Tune directory's state file
-    proc = subprocess.run(veil_cmd("report", str(outcome.experiment_dir), "--out", str(tmp_path / "r2")),
-                          cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(
+        veil_cmd("report", str(outcome.experiment_dir), "--out", str(tmp_path / "r2")),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "r2" / "front.html").is_file()
 
@@ -129,8 +154,14 @@ def test_failing_trial_is_recorded_and_the_sweep_goes_on(ray_local, mlflow_serve
     uri = mlflow_server
     params = {**TINY["params"], "encoder_hidden": [64]}
     params.pop("lr")
-    data = {**TINY, "params": params, "sampler": "grid", "seeds": 2,
-            "space": {"lr": {"type": "categorical", "values": [1.0e-3, 1.0e30]}}, "max_failures": 1}
+    data = {
+        **TINY,
+        "params": params,
+        "sampler": "grid",
+        "seeds": 2,
+        "space": {"lr": {"type": "categorical", "values": [1.0e-3, 1.0e30]}},
+        "max_failures": 1,
+    }
     data.pop("trials"), data.pop("sampler_options")
     data["experiment"] = f"failing-{tmp_path.name}"
     spec = sweep_from_mapping(data, where=str(tmp_path / "failing.yaml"))

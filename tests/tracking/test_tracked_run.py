@@ -1,5 +1,6 @@
 """MLflow glue against a real embedded store: a TrackedRun used as a context manager ends FINISHED on success
 and FAILED with the error tag (and everything logged before) on a crash; relative stores become absolute."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -14,6 +14,7 @@ Primary metrics (worst case for privacy = the strongest adversary):
   privacy_gap_max     max over sensitive labels, probes and seeds of |AUC - 0.5|
   utility_auc_max     mean over utility labels of the best probe's seed-mean AUC (and utility_acc_max)
 plus 'capacity/<role>_auc/<label>/<probe>' and '.../std' for every probe."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -45,8 +46,12 @@ class CapacityConfig:
     """Which probe families the sweep trains and how."""
 
     probes: tuple[str, ...] = param(tuple(PROBES), "probe families, weakest to strongest", choices=tuple(PROBES))
-    repeats: int = param(3, "probe seeds per (label, probe) for the seeded families (MLPs, random forest); "
-                            "mean and std over them are reported", ge=1)
+    repeats: int = param(
+        3,
+        "probe seeds per (label, probe) for the seeded families (MLPs, random forest); "
+        "mean and std over them are reported",
+        ge=1,
+    )
     epochs: int = param(30, "training epochs of each MLP probe", ge=1)
     lr: float = param(1e-3, "Adam learning rate of the MLP probes", gt=0)
     batch_size: int = param(128, "MLP probe minibatch size", ge=1)
@@ -117,10 +122,12 @@ class CapacityReport:
 
     def to_dict(self) -> dict[str, Any]:
         w = self.worst()
-        return {"scores": [{**asdict(s), "accuracy": s.accuracy, "auc": s.auc, "auc_std": s.auc_std}
-                           for s in self.scores],
-                "worst": None if w is None else {"label": w.label, "probe": w.probe},
-                "metrics": self.metrics(), "config": self.config}
+        return {
+            "scores": [{**asdict(s), "accuracy": s.accuracy, "auc": s.auc, "auc_std": s.auc_std} for s in self.scores],
+            "worst": None if w is None else {"label": w.label, "probe": w.probe},
+            "metrics": self.metrics(),
+            "config": self.config,
+        }
 
     def to_markdown(self) -> str:
         lines = ["| label | role | probe | accuracy | ROC-AUC | AUC std |", "|---|---|---|---|---|---|"]
@@ -129,13 +136,15 @@ class CapacityReport:
         return "\n".join(lines)
 
 
-def fit_predict(probe: str, z_tr: np.ndarray, y_tr: np.ndarray, z_te: np.ndarray, n_classes: int,
-                cfg: CapacityConfig, seed: int) -> np.ndarray:
+def fit_predict(
+    probe: str, z_tr: np.ndarray, y_tr: np.ndarray, z_te: np.ndarray, n_classes: int, cfg: CapacityConfig, seed: int
+) -> np.ndarray:
     """Train probe family `probe` on (z_tr, y_tr) and return class probabilities on z_te (n x n_classes)."""
     kind, hidden = PROBES[probe]
     if kind == "mlp":
-        return train_classifier(z_tr, y_tr, n_classes, hidden=hidden, epochs=cfg.epochs, lr=cfg.lr,
-                                batch_size=cfg.batch_size, seed=seed).predict_proba(z_te)
+        return train_classifier(
+            z_tr, y_tr, n_classes, hidden=hidden, epochs=cfg.epochs, lr=cfg.lr, batch_size=cfg.batch_size, seed=seed
+        ).predict_proba(z_te)
     model: Any
     if kind == "logistic":
         from sklearn.linear_model import LogisticRegression
@@ -155,16 +164,27 @@ def fit_predict(probe: str, z_tr: np.ndarray, y_tr: np.ndarray, z_te: np.ndarray
     return sklearn_proba(model, z_te, n_classes)
 
 
-def capacity_audit(z_train: np.ndarray, train: Split, z_test: np.ndarray, test: Split, num_classes: Mapping[str, int],
-                   config: CapacityConfig | None = None) -> CapacityReport:
+def capacity_audit(
+    z_train: np.ndarray,
+    train: Split,
+    z_test: np.ndarray,
+    test: Split,
+    num_classes: Mapping[str, int],
+    config: CapacityConfig | None = None,
+) -> CapacityReport:
     """Score every probe family, `repeats` seeds each, on every utility and sensitive label."""
     cfg = config or CapacityConfig()
     z_tr, z_te = prepare(z_train, z_test, cfg.standardize)
     scores = []
     for t in label_tasks(train, test, num_classes):
         for probe in cfg.probes:
-            runs = [accuracy_auc(t.y_test, fit_predict(probe, z_tr, t.y_train, z_te, t.n_classes, cfg,
-                                                       cfg.seed + 1000 * r + t.offset), t.n_classes)
-                    for r in range(1 if probe in DETERMINISTIC else cfg.repeats)]
+            runs = [
+                accuracy_auc(
+                    t.y_test,
+                    fit_predict(probe, z_tr, t.y_train, z_te, t.n_classes, cfg, cfg.seed + 1000 * r + t.offset),
+                    t.n_classes,
+                )
+                for r in range(1 if probe in DETERMINISTIC else cfg.repeats)
+            ]
             scores.append(ProbeScore(t.name, t.role, probe, tuple(a for a, _ in runs), tuple(u for _, u in runs)))
     return CapacityReport(scores, as_params(cfg))

@@ -19,6 +19,7 @@ Three estimators, each sound for a different case (METHODS.md, "What every run r
 Estimators are registered by name (`register_estimator`); `estimate_mi` looks the name up in
 `MI_ESTIMATORS`, and `AuditConfig.mi` accepts exactly those names plus "none".
 """
+
 from __future__ import annotations
 
 import math
@@ -106,8 +107,12 @@ def _as_labels(y: Any, name: str, n: int) -> np.ndarray:
         if not np.all(np.isfinite(a)):
             raise ConfigError(name, "labels containing NaN or inf", "finite discrete labels")
         if not np.all(a == np.round(a)):
-            raise ConfigError(name, "non-integer float labels", "discrete labels (ints, bools or strings); "
-                              "use discrete=False / ksg_mi_continuous for a continuous target")
+            raise ConfigError(
+                name,
+                "non-integer float labels",
+                "discrete labels (ints, bools or strings); "
+                "use discrete=False / ksg_mi_continuous for a continuous target",
+            )
     return a
 
 
@@ -182,21 +187,36 @@ def variational_mi(
         raise ConfigError("probe", probe, " | ".join(PROBES))
     classes = np.unique(yt)
     if classes.size < 2:
-        raise ConfigError("labels_train", f"a single class {classes.tolist()!r}",
-                          "at least two classes (a constant label has I(Z;S) = 0 by definition)")
+        raise ConfigError(
+            "labels_train",
+            f"a single class {classes.tolist()!r}",
+            "at least two classes (a constant label has I(Z;S) = 0 by definition)",
+        )
     unseen = np.setdiff1d(np.unique(ys), classes)
     if unseen.size:
-        raise ConfigError("labels_test", f"classes {unseen.tolist()!r} absent from labels_train",
-                          "only classes seen in training")
+        raise ConfigError(
+            "labels_test", f"classes {unseen.tolist()!r} absent from labels_train", "only classes seen in training"
+        )
     ct = np.searchsorted(classes, yt)
     cs = np.searchsorted(classes, ys)
     k = int(classes.size)
     if probe == "mlp":
         epochs = _check_pos_int("epochs", epochs)
         batch_size = _check_pos_int("batch_size", batch_size)
-        probe_net = train_classifier(zt, ct, k, hidden=hidden, epochs=epochs, lr=float(lr), batch_size=batch_size,
-                                     seed=int(seed), weight_decay=float(weight_decay), standardize=True,
-                                     drop_last=False, num_threads=num_threads)
+        probe_net = train_classifier(
+            zt,
+            ct,
+            k,
+            hidden=hidden,
+            epochs=epochs,
+            lr=float(lr),
+            batch_size=batch_size,
+            seed=int(seed),
+            weight_decay=float(weight_decay),
+            standardize=True,
+            drop_last=False,
+            num_threads=num_threads,
+        )
         logp = probe_net.predict_log_proba(zs)
     else:
         logp = _fit_predict_logistic(zt, ct, zs, k, C=float(C), seed=int(seed))
@@ -205,12 +225,23 @@ def variational_mi(
     h = label_entropy(yt)
     raw = h - ce
     details: dict[str, Any] = {
-        "h_s": h, "cross_entropy": ce, "raw": raw, "probe": probe, "n_train": int(zt.shape[0]),
-        "n_test": int(zs.shape[0]), "n_classes": k, "seed": int(seed),
+        "h_s": h,
+        "cross_entropy": ce,
+        "raw": raw,
+        "probe": probe,
+        "n_train": int(zt.shape[0]),
+        "n_test": int(zs.shape[0]),
+        "n_classes": k,
+        "seed": int(seed),
     }
     if probe == "mlp":
-        details.update(hidden=[int(h_) for h_ in hidden], epochs=epochs, batch_size=batch_size,
-                       lr=float(lr), weight_decay=float(weight_decay))
+        details.update(
+            hidden=[int(h_) for h_ in hidden],
+            epochs=epochs,
+            batch_size=batch_size,
+            lr=float(lr),
+            weight_decay=float(weight_decay),
+        )
     else:
         details.update(C=float(C))
     return MIEstimate(max(0.0, raw), "variational", details)
@@ -234,8 +265,11 @@ def _knn_prepare(a: np.ndarray, *, standardize: bool, jitter: float, rng: np.ran
 def _check_knn_dim(dim: int, max_dim: int, what: str) -> None:
     if dim > max_dim:
         raise ConfigError(
-            "z", f"{dim} columns", f"at most {max_dim} columns for the kNN estimator ({what}); "
-            "use estimator='variational' or 'mine' for wider representations")
+            "z",
+            f"{dim} columns",
+            f"at most {max_dim} columns for the kNN estimator ({what}); "
+            "use estimator='variational' or 'mine' for wider representations",
+        )
 
 
 def ksg_mi(
@@ -268,12 +302,18 @@ def ksg_mi(
         raise ConfigError("z", f"{n} samples", f"at least k+1 = {k + 1} samples for the kNN estimator")
     classes, codes, counts = np.unique(y, return_inverse=True, return_counts=True)
     if classes.size < 2:
-        raise ConfigError("labels", f"a single class {classes.tolist()!r}",
-                          "at least two classes for estimator 'ksg' (a constant label has I(Z;S) = 0)")
+        raise ConfigError(
+            "labels",
+            f"a single class {classes.tolist()!r}",
+            "at least two classes for estimator 'ksg' (a constant label has I(Z;S) = 0)",
+        )
     small = classes[counts < k + 1]
     if small.size:
-        raise ConfigError("labels", f"classes {small.tolist()!r} with fewer than k+1 = {k + 1} samples",
-                          f"every class with at least k+1 samples for the kNN estimator (k={k})")
+        raise ConfigError(
+            "labels",
+            f"classes {small.tolist()!r} with fewer than k+1 = {k + 1} samples",
+            f"every class with at least k+1 samples for the kNN estimator (k={k})",
+        )
     a = _knn_prepare(a, standardize=standardize, jitter=float(jitter), rng=np.random.default_rng(seed))
     radius = np.empty(n)
     for c in range(classes.size):
@@ -285,8 +325,16 @@ def ksg_mi(
     m = np.asarray(cKDTree(a).query_ball_point(a, r=r, p=np.inf, return_length=True), dtype=np.float64)
     m = np.maximum(m, 1.0)
     raw = float(digamma(n) - np.mean(digamma(counts[codes])) + digamma(k) - np.mean(digamma(m)))
-    details = {"raw": raw, "k": k, "n": int(n), "dim": int(a.shape[1]), "n_classes": int(classes.size),
-               "standardize": bool(standardize), "norm": "max", "method": "Ross 2014"}
+    details = {
+        "raw": raw,
+        "k": k,
+        "n": int(n),
+        "dim": int(a.shape[1]),
+        "n_classes": int(classes.size),
+        "standardize": bool(standardize),
+        "norm": "max",
+        "method": "Ross 2014",
+    }
     return MIEstimate(max(0.0, raw), "ksg", details)
 
 
@@ -325,8 +373,16 @@ def ksg_mi_continuous(
     nx = np.asarray(cKDTree(xa).query_ball_point(xa, r=r, p=np.inf, return_length=True), dtype=np.float64) - 1
     ny = np.asarray(cKDTree(ya).query_ball_point(ya, r=r, p=np.inf, return_length=True), dtype=np.float64) - 1
     raw = float(digamma(k) + digamma(n) - np.mean(digamma(nx + 1) + digamma(ny + 1)))
-    details = {"raw": raw, "k": k, "n": int(n), "dim_x": int(xa.shape[1]), "dim_y": int(ya.shape[1]),
-               "standardize": bool(standardize), "norm": "max", "method": "KSG 2004 estimator 1"}
+    details = {
+        "raw": raw,
+        "k": k,
+        "n": int(n),
+        "dim_x": int(xa.shape[1]),
+        "dim_y": int(ya.shape[1]),
+        "standardize": bool(standardize),
+        "norm": "max",
+        "method": "KSG 2004 estimator 1",
+    }
     return MIEstimate(max(0.0, raw), "ksg-continuous", details)
 
 
@@ -346,8 +402,9 @@ def _dv_bound(net: torch.nn.Module, z: torch.Tensor, y: torch.Tensor, gen: torch
     The product-of-marginals sample pairs every z with y from ``shuffles`` random permutations."""
     with torch.no_grad():
         t_joint = net(torch.cat([z, y], dim=1)).mean()
-        t_marg = torch.cat([net(torch.cat([z, y[torch.randperm(y.shape[0], generator=gen)]], dim=1))
-                            for _ in range(shuffles)]).flatten()
+        t_marg = torch.cat(
+            [net(torch.cat([z, y[torch.randperm(y.shape[0], generator=gen)]], dim=1)) for _ in range(shuffles)]
+        ).flatten()
         log_mean_exp = torch.logsumexp(t_marg, dim=0) - math.log(t_marg.numel())
         return float(t_joint - log_mean_exp)
 
@@ -402,8 +459,11 @@ def mine_mi(
             lab_e = _as_labels(y_eval, "y_eval", ze.shape[0])
             unseen = np.setdiff1d(np.unique(lab_e), classes)
             if unseen.size:
-                raise ConfigError("y_eval", f"classes {unseen.tolist()!r} absent from training labels",
-                                  "only classes seen in training")
+                raise ConfigError(
+                    "y_eval",
+                    f"classes {unseen.tolist()!r} absent from training labels",
+                    "only classes seen in training",
+                )
             ye = _one_hot(np.searchsorted(classes, lab_e), classes.size)
         else:
             ye = ya
@@ -442,12 +502,28 @@ def mine_mi(
             opt.zero_grad()
             loss.backward()
             opt.step()
-        raw = _dv_bound(net, torch.as_tensor(ze_s, dtype=torch.float32), torch.as_tensor(ye, dtype=torch.float32),
-                        gen, eval_shuffles)
-    details = {"raw": raw, "bound": "Donsker-Varadhan", "evaluated_on": "eval" if has_eval else "train",
-               "n_train": int(n), "n_eval": int(ze.shape[0]), "discrete": bool(discrete),
-               "hidden": [int(h) for h in hidden], "steps": steps, "batch_size": batch_size, "lr": float(lr),
-               "ma_rate": float(ma_rate), "eval_shuffles": eval_shuffles, "seed": int(seed)}
+        raw = _dv_bound(
+            net,
+            torch.as_tensor(ze_s, dtype=torch.float32),
+            torch.as_tensor(ye, dtype=torch.float32),
+            gen,
+            eval_shuffles,
+        )
+    details = {
+        "raw": raw,
+        "bound": "Donsker-Varadhan",
+        "evaluated_on": "eval" if has_eval else "train",
+        "n_train": int(n),
+        "n_eval": int(ze.shape[0]),
+        "discrete": bool(discrete),
+        "hidden": [int(h) for h in hidden],
+        "steps": steps,
+        "batch_size": batch_size,
+        "lr": float(lr),
+        "ma_rate": float(ma_rate),
+        "eval_shuffles": eval_shuffles,
+        "seed": int(seed),
+    }
     return MIEstimate(max(0.0, raw), "mine", details)
 
 
@@ -459,8 +535,9 @@ class EstimateFn(Protocol):
     """How a registered estimator is called: train and test representations and labels; ``discrete``
     says whether the labels are classes; further keywords are the estimator's own settings."""
 
-    def __call__(self, z_train: Any, y_train: Any, z_test: Any, y_test: Any, *, discrete: bool,
-                 **kw: Any) -> MIEstimate: ...
+    def __call__(
+        self, z_train: Any, y_train: Any, z_test: Any, y_test: Any, *, discrete: bool, **kw: Any
+    ) -> MIEstimate: ...
 
 
 @dataclass(frozen=True)
@@ -505,21 +582,29 @@ def check_release_width(name: str, width: int, field: str = "audit.mi") -> None:
     est = get_estimator(name)
     if est.max_dim is not None and width > est.max_dim:
         others = [e.name for e in MI_ESTIMATORS.values() if e.max_dim is None or width <= e.max_dim]
-        raise ConfigError(field, name, f"{' or '.join(others) or 'none'}: the {name} estimator handles z of at "
-                          f"most {est.max_dim} columns and this run releases {width}")
+        raise ConfigError(
+            field,
+            name,
+            f"{' or '.join(others) or 'none'}: the {name} estimator handles z of at "
+            f"most {est.max_dim} columns and this run releases {width}",
+        )
 
 
 @register_estimator("variational", "H(S) - CE bound of a probe trained on train, CE on test")
 def _variational(z_train: Any, y_train: Any, z_test: Any, y_test: Any, *, discrete: bool, **kw: Any) -> MIEstimate:
     """`variational_mi`: probe trained on train, cross-entropy on test (discrete labels only)."""
     if not discrete:
-        raise ConfigError("estimator", "variational with discrete=False",
-                          "variational needs discrete labels; use 'ksg' or 'mine' for a continuous target")
+        raise ConfigError(
+            "estimator",
+            "variational with discrete=False",
+            "variational needs discrete labels; use 'ksg' or 'mine' for a continuous target",
+        )
     return variational_mi(z_train, y_train, z_test, y_test, **kw)
 
 
-@register_estimator("ksg", f"kNN on the test split, z of at most {DEFAULT_KNN_MAX_DIM} columns",
-                    max_dim=DEFAULT_KNN_MAX_DIM)
+@register_estimator(
+    "ksg", f"kNN on the test split, z of at most {DEFAULT_KNN_MAX_DIM} columns", max_dim=DEFAULT_KNN_MAX_DIM
+)
 def _ksg(z_train: Any, y_train: Any, z_test: Any, y_test: Any, *, discrete: bool, **kw: Any) -> MIEstimate:
     """kNN estimate on the TEST split (the released test representation the audit inspects; kNN
     estimators need no fitting): `ksg_mi` (Ross 2014) when discrete, else `ksg_mi_continuous`."""

@@ -37,12 +37,11 @@ def role_split(split: Split, obj: Objective) -> Split:
     return Split(split.x, {u: labels[u] for u in obj.utility}, {s: labels[s] for s in obj.sensitive})
 
 
-
 def live_auditor(plan: FederationPlan, ds: Dataset) -> Callable[[FederatedMethod], dict[str, float]]:
     """A cheap audit of the current release on at most `live_rows` rows (small probes, few epochs)."""
     rng = np.random.default_rng(plan.seed)
-    tr = np.sort(rng.permutation(len(ds.train))[:plan.options.live_rows])
-    te = np.sort(rng.permutation(len(ds.test))[:plan.options.live_rows])
+    tr = np.sort(rng.permutation(len(ds.train))[: plan.options.live_rows])
+    te = np.sort(rng.permutation(len(ds.test))[: plan.options.live_rows])
     cfg = AuditConfig(hidden=(32,), epochs=plan.options.live_probe_epochs, seed=plan.seed)
     owner_tr = _owner(len(ds.train), plan.parts)
     owner_te = _owner(len(ds.test), plan.test_parts) if plan.test_parts is not None else None
@@ -70,12 +69,23 @@ def _sub_parts(owner: np.ndarray, rows: np.ndarray, k: int) -> list[np.ndarray]:
     return [np.flatnonzero(o == i) for i in range(k)]
 
 
-PER_NODE_COLUMNS = ("node", "train_rows", "test_rows", "utility", "sensitive", "utility_acc", "utility_auc",
-                    "adversary_acc", "adversary_auc", "privacy_gap")
+PER_NODE_COLUMNS = (
+    "node",
+    "train_rows",
+    "test_rows",
+    "utility",
+    "sensitive",
+    "utility_acc",
+    "utility_auc",
+    "adversary_acc",
+    "adversary_auc",
+    "privacy_gap",
+)
 
 
-def audit_final(plan: FederationPlan, ds: Dataset, method: FederatedMethod,
-                cfg: AuditConfig) -> tuple[AuditReport, list[dict[str, Any]], np.ndarray, np.ndarray]:
+def audit_final(
+    plan: FederationPlan, ds: Dataset, method: FederatedMethod, cfg: AuditConfig
+) -> tuple[AuditReport, list[dict[str, Any]], np.ndarray, np.ndarray]:
     """The global audit (every row, released as its owner releases it) and one audit per node on its own
     train/test rows with its own objective's labels."""
     z_train = release(method, ds.train.x, plan.parts)
@@ -86,11 +96,22 @@ def audit_final(plan: FederationPlan, ds: Dataset, method: FederatedMethod,
         for k, obj in enumerate(plan.objectives):
             tr = plan.parts[k]
             te = plan.test_parts[k] if plan.test_parts is not None else np.empty(0, np.int64)
-            row: dict[str, Any] = {"node": k, "train_rows": int(len(tr)), "test_rows": int(len(te)),
-                                   "utility": "+".join(obj.utility), "sensitive": "+".join(obj.sensitive)}
+            row: dict[str, Any] = {
+                "node": k,
+                "train_rows": int(len(tr)),
+                "test_rows": int(len(te)),
+                "utility": "+".join(obj.utility),
+                "sensitive": "+".join(obj.sensitive),
+            }
             if len(te) >= 2 and len(tr) >= 2:
-                m = audit(z_train[tr], role_split(ds.train.take(tr), obj), z_test[te], role_split(ds.test.take(te), obj),
-                          ds.num_classes, cfg).metrics()
+                m = audit(
+                    z_train[tr],
+                    role_split(ds.train.take(tr), obj),
+                    z_test[te],
+                    role_split(ds.test.take(te), obj),
+                    ds.num_classes,
+                    cfg,
+                ).metrics()
                 row.update({c: m.get(c, float("nan")) for c in PER_NODE_COLUMNS[5:]})
             else:
                 row.update({c: float("nan") for c in PER_NODE_COLUMNS[5:]})
@@ -108,11 +129,15 @@ def per_node_csv(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def per_node_markdown(rows: Sequence[Mapping[str, Any]], limit: int = 25) -> str:
-    lines = ["| node | rows (train/test) | hides | utility acc | utility AUC | adversary acc | adversary AUC |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| node | rows (train/test) | hides | utility acc | utility AUC | adversary acc | adversary AUC |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows[:limit]:
-        lines.append(f"| {r['node']} | {r['train_rows']}/{r['test_rows']} | {r['sensitive']} | {r['utility_acc']:.3f} | "
-                     f"{r['utility_auc']:.3f} | {r['adversary_acc']:.3f} | {r['adversary_auc']:.3f} |")
+        lines.append(
+            f"| {r['node']} | {r['train_rows']}/{r['test_rows']} | {r['sensitive']} | {r['utility_acc']:.3f} | "
+            f"{r['utility_auc']:.3f} | {r['adversary_acc']:.3f} | {r['adversary_auc']:.3f} |"
+        )
     if len(rows) > limit:
         lines.append(f"| ... {len(rows) - limit} more in audit/per_node.csv | | | | | | |")
     return "\n".join(lines)
@@ -120,12 +145,16 @@ def per_node_markdown(rows: Sequence[Mapping[str, Any]], limit: int = 25) -> str
 
 def per_node_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     out = {}
-    for key, fn in (("utility_auc", "min"), ("utility_auc", "mean"), ("adversary_auc", "max"), ("adversary_auc", "mean"),
-                    ("utility_acc", "mean"), ("adversary_acc", "max")):
+    for key, fn in (
+        ("utility_auc", "min"),
+        ("utility_auc", "mean"),
+        ("adversary_auc", "max"),
+        ("adversary_auc", "mean"),
+        ("utility_acc", "mean"),
+        ("adversary_acc", "max"),
+    ):
         vals = np.array([r[key] for r in rows], dtype=float)
         vals = vals[np.isfinite(vals)]
         if len(vals):
             out[f"per_node/{key}_{fn}"] = float(getattr(np, fn)(vals))
     return out
-
-

@@ -12,6 +12,7 @@ The weak adversary and the original_adversary are the same trained probe, scored
 Probe seeds: cfg.seed + j for the j-th sensitive label's adversary trained on x, + 100 + j for the
 utility provider trained on x, + 200 + j and + 300 + j for those trained on z.
 Adversary metrics are the worst case (max) over sensitive labels, utility the mean over utility labels."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -68,8 +69,16 @@ class ObfuscationReport:
         return {"scores": [asdict(s) for s in self.scores], "metrics": self.metrics(), "config": self.config}
 
 
-def obfuscation_audit(x_train: np.ndarray, z_train: np.ndarray, train: Split, x_test: np.ndarray, z_test: np.ndarray,
-                      test: Split, num_classes: Mapping[str, int], cfg: AuditConfig | None = None) -> ObfuscationReport:
+def obfuscation_audit(
+    x_train: np.ndarray,
+    z_train: np.ndarray,
+    train: Split,
+    x_test: np.ndarray,
+    z_test: np.ndarray,
+    test: Split,
+    num_classes: Mapping[str, int],
+    cfg: AuditConfig | None = None,
+) -> ObfuscationReport:
     """Weak and strong adversaries and the utility provider of seed 003 for a release z in x's format."""
     cfg = cfg or AuditConfig()
     data = {"x_train": x_train, "z_train": z_train, "x_test": x_test, "z_test": z_test}
@@ -77,8 +86,10 @@ def obfuscation_audit(x_train: np.ndarray, z_train: np.ndarray, train: Split, x_
         if np.ndim(a) != 2:
             raise DataError(f"obfuscation audit: {name} must be 2-D, got shape {np.shape(a)}")
     if np.shape(x_train)[1] != np.shape(z_train)[1] or np.shape(x_test)[1] != np.shape(z_test)[1]:
-        raise DataError(f"obfuscation audit needs a release in the input's format: x has {np.shape(x_train)[1]} "
-                        f"columns, z has {np.shape(z_train)[1]} (weak adversary and utility provider cross them)")
+        raise DataError(
+            f"obfuscation audit needs a release in the input's format: x has {np.shape(x_train)[1]} "
+            f"columns, z has {np.shape(z_train)[1]} (weak adversary and utility provider cross them)"
+        )
     if len(x_train) != len(train) or len(z_train) != len(train) or len(x_test) != len(test) or len(z_test) != len(test):
         raise DataError("obfuscation audit: x/z rows must match the train and test splits")
     data = {name: np.asarray(a, np.float32) for name, a in data.items()}
@@ -90,8 +101,14 @@ def obfuscation_audit(x_train: np.ndarray, z_train: np.ndarray, train: Split, x_
             key = (src_tr, role, t.name)
             if key not in probes:
                 seed = cfg.seed + 100 * (2 * (src_tr == "z") + (role == "utility")) + t.position
-                probes[key] = train_classifier(data[f"{src_tr}_train"], t.y_train, t.n_classes, seed=seed,
-                                               standardize=cfg.standardize, **cfg.probe_settings())
+                probes[key] = train_classifier(
+                    data[f"{src_tr}_train"],
+                    t.y_train,
+                    t.n_classes,
+                    seed=seed,
+                    standardize=cfg.standardize,
+                    **cfg.probe_settings(),
+                )
             acc, auc = accuracy_auc(t.y_test, probes[key].predict_proba(data[f"{src_te}_test"]), t.n_classes)
             scores.append(ScenarioScore(scenario, t.name, acc, auc))
     return ObfuscationReport(scores, as_params(cfg))

@@ -1,6 +1,7 @@
 """The fresh-probe audit (GPP's protocol, seed 001 Sec. VI): after training, NEW probes are trained on the
 released train representation and scored on the released test representation, for every utility and
 sensitive label. The training-time adversary never grades itself."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -40,15 +41,24 @@ class AuditConfig:
 
     hidden: tuple[int, ...] = param((256, 128), "hidden widths of each probe MLP (GPP's 3-layer 256-128)", ge=1)
     epochs: int = param(30, "training epochs of each probe (GPP: 30)", ge=1)
-    lr: float = param(1e-3, "Adam learning rate of the probes (GPP: 1e-4; 1e-3 converges in 30 epochs on small data)", gt=0)
+    lr: float = param(
+        1e-3, "Adam learning rate of the probes (GPP: 1e-4; 1e-3 converges in 30 epochs on small data)", gt=0
+    )
     batch_size: int = param(128, "probe minibatch size", ge=1)
     standardize: bool = param(True, "z-score each column of z with train statistics before probing (invertible)")
     seed: int = param(0, "seed of probe initialisation and minibatch order", ge=0)
-    mi: str = param("none", "also estimate I(Z;label) in nats for every label with this estimator ("
-                    + "; ".join(f"{e.name}: {e.summary}" for e in MI_ESTIMATORS.values()) + ")",
-                    choices=MI_CHOICES)
-    capacity: bool = param(False, "also run the adversary-capacity sweep (logistic, MLPs of growing size, random "
-                                  "forest, boosting; 3 seeds) and report its worst case as adversary_auc_max")
+    mi: str = param(
+        "none",
+        "also estimate I(Z;label) in nats for every label with this estimator ("
+        + "; ".join(f"{e.name}: {e.summary}" for e in MI_ESTIMATORS.values())
+        + ")",
+        choices=MI_CHOICES,
+    )
+    capacity: bool = param(
+        False,
+        "also run the adversary-capacity sweep (logistic, MLPs of growing size, random "
+        "forest, boosting; 3 seeds) and report its worst case as adversary_auc_max",
+    )
 
     def probe_settings(self) -> dict[str, Any]:
         """The `train_classifier` keywords these settings fix (all but seed and standardisation)."""
@@ -104,11 +114,15 @@ class AuditReport:
         return {"scores": [asdict(s) for s in self.scores], "metrics": self.metrics(), "config": self.config}
 
     def to_markdown(self) -> str:
-        lines = ["| label | role | classes | accuracy | majority | ROC-AUC | privacy gap |",
-                 "|---|---|---|---|---|---|---|"]
+        lines = [
+            "| label | role | classes | accuracy | majority | ROC-AUC | privacy gap |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for s in self.scores:
             gap = f"{s.privacy_gap:.3f}" if s.role == "adversary" else ""
-            lines.append(f"| {s.label} | {s.role} | {s.n_classes} | {s.accuracy:.3f} | {s.majority:.3f} | {s.auc:.3f} | {gap} |")
+            lines.append(
+                f"| {s.label} | {s.role} | {s.n_classes} | {s.accuracy:.3f} | {s.majority:.3f} | {s.auc:.3f} | {gap} |"
+            )
         return "\n".join(lines)
 
 
@@ -128,8 +142,17 @@ def accuracy_auc(y: np.ndarray, proba: np.ndarray, n_classes: int) -> tuple[floa
     return float((proba.argmax(1) == y).mean()), auc_score(y, proba, n_classes)
 
 
-def score_label(label: str, role: str, z_tr: np.ndarray, y_tr: np.ndarray, z_te: np.ndarray, y_te: np.ndarray,
-                n_classes: int, cfg: AuditConfig, seed: int) -> LabelScore:
+def score_label(
+    label: str,
+    role: str,
+    z_tr: np.ndarray,
+    y_tr: np.ndarray,
+    z_te: np.ndarray,
+    y_te: np.ndarray,
+    n_classes: int,
+    cfg: AuditConfig,
+    seed: int,
+) -> LabelScore:
     """Train a fresh probe for one label and score it on the test representation."""
     probe = train_classifier(z_tr, y_tr, n_classes, seed=seed, **cfg.probe_settings())
     acc, auc = accuracy_auc(y_te, probe.predict_proba(z_te), n_classes)
@@ -165,11 +188,19 @@ class LabelTask(NamedTuple):
 
 def label_tasks(train: Split, test: Split, num_classes: Mapping[str, int]) -> Iterator[LabelTask]:
     """Every utility then every sensitive label, with seed offsets from `ROLE_OFFSETS`."""
-    for role, labels_tr, labels_te in [("utility", train.utility, test.utility),
-                                       ("adversary", train.sensitive, test.sensitive)]:
+    for role, labels_tr, labels_te in [
+        ("utility", train.utility, test.utility),
+        ("adversary", train.sensitive, test.sensitive),
+    ]:
         for j, name in enumerate(labels_tr):
-            yield LabelTask(role, name, int(num_classes[name]), np.asarray(labels_tr[name]),
-                            np.asarray(labels_te[name]), ROLE_OFFSETS[role] + j)
+            yield LabelTask(
+                role,
+                name,
+                int(num_classes[name]),
+                np.asarray(labels_tr[name]),
+                np.asarray(labels_te[name]),
+                ROLE_OFFSETS[role] + j,
+            )
 
 
 def prepare(z_train: np.ndarray, z_test: np.ndarray, do_standardize: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -178,11 +209,19 @@ def prepare(z_train: np.ndarray, z_test: np.ndarray, do_standardize: bool) -> tu
     return standardize(z_tr, z_te) if do_standardize else (z_tr, z_te)
 
 
-def audit(z_train: np.ndarray, train: Split, z_test: np.ndarray, test: Split, num_classes: Mapping[str, int],
-          config: AuditConfig | None = None) -> AuditReport:
+def audit(
+    z_train: np.ndarray,
+    train: Split,
+    z_test: np.ndarray,
+    test: Split,
+    num_classes: Mapping[str, int],
+    config: AuditConfig | None = None,
+) -> AuditReport:
     """Score fresh probes for every utility and sensitive label on the released representation."""
     cfg = config or AuditConfig()
     z_tr, z_te = prepare(z_train, z_test, cfg.standardize)
-    scores = [score_label(t.name, t.role, z_tr, t.y_train, z_te, t.y_test, t.n_classes, cfg, cfg.seed + t.offset)
-              for t in label_tasks(train, test, num_classes)]
+    scores = [
+        score_label(t.name, t.role, z_tr, t.y_train, z_te, t.y_test, t.n_classes, cfg, cfg.seed + t.offset)
+        for t in label_tasks(train, test, num_classes)
+    ]
     return AuditReport(scores, as_params(cfg))

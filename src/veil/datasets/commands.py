@@ -1,11 +1,12 @@
 """`veil datasets ...` subcommands (wired into veil.cli).
 
-    veil datasets                       list every dataset and its parameters
-    veil datasets show NAME             the dataset's card; class balance once fetched
-    veil datasets fetch NAME [--from PATH] [--force]
-    veil datasets verify NAME           re-hash the fetched files, compare row counts with the card
-    veil datasets partition NAME --scheme dirichlet --nodes 10 --alpha 0.3 [-p key=value ...]
+veil datasets                       list every dataset and its parameters
+veil datasets show NAME             the dataset's card; class balance once fetched
+veil datasets fetch NAME [--from PATH] [--force]
+veil datasets verify NAME           re-hash the fetched files, compare row counts with the card
+veil datasets partition NAME --scheme dirichlet --nodes 10 --alpha 0.3 [-p key=value ...]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,25 +22,40 @@ from veil.errors import ConfigError, DataError
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register `veil datasets` and its subcommands on the top-level parser."""
-    p = sub.add_parser("datasets", help="list, show, fetch, verify and partition datasets",
-                       description="Datasets: synthetic generators, real datasets (fetched into the cache) and your own "
-                                   ".csv/.parquet files. Without a subcommand, lists every dataset.")
+    p = sub.add_parser(
+        "datasets",
+        help="list, show, fetch, verify and partition datasets",
+        description="Datasets: synthetic generators, real datasets (fetched into the cache) and your own "
+        ".csv/.parquet files. Without a subcommand, lists every dataset.",
+    )
     p.set_defaults(func=cmd_list)
     dsub = p.add_subparsers(dest="datasets_command", metavar="{list,show,fetch,verify,partition}")
 
     q = dsub.add_parser("list", help="list every dataset and its parameters")
     q.set_defaults(func=cmd_list)
 
-    q = dsub.add_parser("show", help="print a dataset's card (source, licence, schema, labels, split) and class balance")
+    q = dsub.add_parser(
+        "show", help="print a dataset's card (source, licence, schema, labels, split) and class balance"
+    )
     q.add_argument("name")
-    q.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
-                   help="dataset parameter for the class balance (repeatable)")
+    q.add_argument(
+        "-p",
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="dataset parameter for the class balance (repeatable)",
+    )
     q.set_defaults(func=cmd_show)
 
     q = dsub.add_parser("fetch", help="download a real dataset into the cache, checking its sha256")
     q.add_argument("name")
-    q.add_argument("--from", dest="from_path", metavar="PATH",
-                   help="use a local copy instead: a folder, an archive (zip, wheel, tar, .deb) or a single file")
+    q.add_argument(
+        "--from",
+        dest="from_path",
+        metavar="PATH",
+        help="use a local copy instead: a folder, an archive (zip, wheel, tar, .deb) or a single file",
+    )
     q.add_argument("--force", action="store_true", help="fetch again even if already in the cache")
     q.set_defaults(func=cmd_fetch)
 
@@ -49,15 +65,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     q = dsub.add_parser("partition", help="split a dataset's rows over federated nodes and print a per-node table")
     q.add_argument("name", help="dataset name or path to a .csv/.parquet file")
-    q.add_argument("--scheme", default="iid", help="iid | dirichlet[:ALPHA] | silo[:COLUMN] | variance | quantity[:ALPHA]")
+    q.add_argument(
+        "--scheme", default="iid", help="iid | dirichlet[:ALPHA] | silo[:COLUMN] | variance | quantity[:ALPHA]"
+    )
     q.add_argument("--nodes", type=int, required=True, help="number of nodes K")
     q.add_argument("--alpha", type=float, help="Dirichlet concentration (dirichlet, quantity); smaller = more skew")
     q.add_argument("--label", help="label whose classes are skewed (dirichlet; default: first utility label)")
     q.add_argument("--column", help="column whose values are the silos (silo; e.g. node, subject)")
     q.add_argument("--seed", type=int, default=0, help="seed of the partition")
     q.add_argument("--split", choices=("train", "test"), default="train", help="which side of the dataset to partition")
-    q.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
-                   help="dataset parameter (repeatable), e.g. -p utility=label -p sensitive=group")
+    q.add_argument(
+        "-p",
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="dataset parameter (repeatable), e.g. -p utility=label -p sensitive=group",
+    )
     q.set_defaults(func=cmd_partition)
 
 
@@ -108,8 +132,10 @@ def cmd_show(args: argparse.Namespace) -> int:
         return 0
     print(f"\n# status: fetched in {raw_dir(args.name)}")
     ds = load_dataset(args.name, parse_params(args.param))
-    print(f"# class balance ({len(ds.train)} train / {len(ds.test)} test rows, {ds.d_in} features; "
-          f"classes are coded 0..C-1 in sorted order of their values)")
+    print(
+        f"# class balance ({len(ds.train)} train / {len(ds.test)} test rows, {ds.d_in} features; "
+        f"classes are coded 0..C-1 in sorted order of their values)"
+    )
     # the card's class names apply to the default build (parameters may regroup classes, e.g. compas race)
     names = {**card.utility_labels, **card.sensitive_labels} if not args.param else {}
     for lab in ds.label_names:
@@ -138,8 +164,10 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
     entry = get_dataset_entry(args.name)
     if entry.kind != "real":
-        raise DataError(f"dataset '{args.name}' is {entry.kind}; only real datasets are fetched "
-                        f"(real ones: {', '.join(sorted(n for n, e in DATASETS.items() if e.kind == 'real'))})")
+        raise DataError(
+            f"dataset '{args.name}' is {entry.kind}; only real datasets are fetched "
+            f"(real ones: {', '.join(sorted(n for n, e in DATASETS.items() if e.kind == 'real'))})"
+        )
     path = fetch(args.name, args.from_path, force=args.force)
     print(path)
     return 0
@@ -176,12 +204,17 @@ def cmd_partition(args: argparse.Namespace) -> int:
     split = ds.train if args.split == "train" else ds.test
     parts = partition(split, scheme, args.nodes, args.seed, **kw)
     opts = ", ".join(f"{k}={v}" for k, v in kw.items())
-    print(f"{args.name} ({args.split}, {len(split)} rows) -> {args.nodes} nodes, scheme {scheme}"
-          + (f" ({opts})" if opts else "") + f", seed {args.seed}")
+    print(
+        f"{args.name} ({args.split}, {len(split)} rows) -> {args.nodes} nodes, scheme {scheme}"
+        + (f" ({opts})" if opts else "")
+        + f", seed {args.seed}"
+    )
     rows = describe(split, parts)
     labels = list(split.utility) + list(split.sensitive)
-    cells = [[str(r["node"]), str(r["rows"])] + [" ".join(f"{c}:{n}" for c, n in r[lab].items()) for lab in labels]
-             for r in rows]
+    cells = [
+        [str(r["node"]), str(r["rows"])] + [" ".join(f"{c}:{n}" for c, n in r[lab].items()) for lab in labels]
+        for r in rows
+    ]
     head = ["node", "rows"] + [f"{lab} ({'utility' if lab in split.utility else 'sensitive'})" for lab in labels]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(head)]
     print("  ".join(h.ljust(w) for h, w in zip(head, widths)))

@@ -2,6 +2,7 @@
 
 The bottom of veil.datasets: it imports only veil.datasets.base, so generators and loaders can register
 themselves without importing the registry's lookup and loading code (veil.datasets.registry)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,8 +30,9 @@ DATASETS: dict[str, DatasetEntry] = {}
 Builder = Callable[[Any], Dataset]
 
 
-def register_dataset(name: str, params_cls: type, description: str, kind: str = "synthetic",
-                     fingerprint: Callable[[], str] | None = None) -> Callable[[Builder], Builder]:
+def register_dataset(
+    name: str, params_cls: type, description: str, kind: str = "synthetic", fingerprint: Callable[[], str] | None = None
+) -> Callable[[Builder], Builder]:
     """Decorator registering `builder(params) -> Dataset` under `name`."""
 
     def deco(fn: Builder) -> Builder:

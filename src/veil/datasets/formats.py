@@ -2,6 +2,7 @@
 and partition lists and the square crop that fetch (veil.datasets.fetch) uses to build images-64.npy from the
 aligned JPEGs, which the CelebA loader (veil.datasets.loaders.images) then reads. Kept apart from both so that
 neither imports the other."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -15,6 +15,7 @@ Schemes (every row goes to exactly one node; the same seed gives the same partit
 - ``quantity`` (``alpha``): quantity skew; IID rows, node sizes drawn from Dir(alpha).
 A node left with no rows is a DataError naming the node.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -26,8 +27,13 @@ from veil.errors import ConfigError, DataError, UnknownNameError
 
 SCHEMES = ("iid", "dirichlet", "silo", "variance", "quantity")
 _FIRST_ARG = {"dirichlet": "alpha", "quantity": "alpha", "silo": "column", "variance": "column"}
-_ALLOWED = {"iid": (), "dirichlet": ("alpha", "label"), "silo": ("column",), "variance": ("column",),
-            "quantity": ("alpha",)}
+_ALLOWED = {
+    "iid": (),
+    "dirichlet": ("alpha", "label"),
+    "silo": ("column",),
+    "variance": ("column",),
+    "quantity": ("alpha",),
+}
 
 
 def parse_scheme(text: str) -> tuple[str, dict[str, Any]]:
@@ -42,8 +48,13 @@ def parse_scheme(text: str) -> tuple[str, dict[str, Any]]:
         key, eq, val = item.partition("=")
         if not eq:
             if i > 0 or scheme not in _FIRST_ARG:
-                raise ConfigError("scheme", text, f"{scheme}" + (f":<{_FIRST_ARG[scheme]}>" if scheme in _FIRST_ARG else "")
-                                  + " with further key=value pairs")
+                raise ConfigError(
+                    "scheme",
+                    text,
+                    f"{scheme}"
+                    + (f":<{_FIRST_ARG[scheme]}>" if scheme in _FIRST_ARG else "")
+                    + " with further key=value pairs",
+                )
             key, val = _FIRST_ARG[scheme], item
         key = key.strip()
         if key not in _ALLOWED[scheme]:
@@ -89,8 +100,10 @@ def partition(split: Split, scheme: str, nodes: int, seed: int, **kw: Any) -> li
     parts = [np.sort(np.asarray(p, dtype=np.int64)) for p in parts]
     for i, p in enumerate(parts):
         if len(p) == 0:
-            hint = {"dirichlet": "; raise alpha or lower the number of nodes",
-                    "quantity": "; raise alpha or lower the number of nodes"}.get(scheme, "")
+            hint = {
+                "dirichlet": "; raise alpha or lower the number of nodes",
+                "quantity": "; raise alpha or lower the number of nodes",
+            }.get(scheme, "")
             raise DataError(f"partition {scheme!r}: node {i} received no rows (of {n}, {nodes} nodes){hint}")
     return parts
 
@@ -135,14 +148,20 @@ def _quantity(split: Split, nodes: int, rng: np.random.Generator, **kw: Any) -> 
 def _silo(split: Split, nodes: int, rng: np.random.Generator, **kw: Any) -> list[np.ndarray]:
     name = kw.get("column") or ("node" if "node" in split.extra else None)
     if name is None:
-        raise ConfigError("column", None, f"the column whose values are the silos (one of {list(split.extra) + list(split.labels())})",
-                          where="partition 'silo'")
+        raise ConfigError(
+            "column",
+            None,
+            f"the column whose values are the silos (one of {list(split.extra) + list(split.labels())})",
+            where="partition 'silo'",
+        )
     col = column(split, name)
     values, codes = np.unique(col, return_inverse=True)
     silos = [np.flatnonzero(codes == i) for i in range(len(values))]
     if len(silos) < nodes:
-        raise DataError(f"partition 'silo': column '{name}' has {len(silos)} silos for {nodes} nodes; "
-                        f"node {len(silos)} would receive no rows")
+        raise DataError(
+            f"partition 'silo': column '{name}' has {len(silos)} silos for {nodes} nodes; "
+            f"node {len(silos)} would receive no rows"
+        )
     if len(silos) == nodes:
         return silos
     order = sorted(range(len(silos)), key=lambda i: (-len(silos[i]), rng.random()))
@@ -158,18 +177,26 @@ def _silo(split: Split, nodes: int, rng: np.random.Generator, **kw: Any) -> list
 def _variance(split: Split, nodes: int, rng: np.random.Generator, **kw: Any) -> list[np.ndarray]:
     name = kw.get("column", "node")
     if name not in split.extra:
-        raise DataError(f"partition 'variance' needs the per-row column '{name}' of gaussian-nodes "
-                        f"(this split has extra columns {sorted(split.extra)})")
+        raise DataError(
+            f"partition 'variance' needs the per-row column '{name}' of gaussian-nodes "
+            f"(this split has extra columns {sorted(split.extra)})"
+        )
     col = np.asarray(split.extra[name]).astype(np.int64)
     have = int(col.max()) + 1 if len(col) else 0
     if have != nodes:
-        raise DataError(f"partition 'variance': the data was generated for {have} nodes (column '{name}'), "
-                        f"asked for {nodes}; build gaussian-nodes with nodes={nodes}")
+        raise DataError(
+            f"partition 'variance': the data was generated for {have} nodes (column '{name}'), "
+            f"asked for {nodes}; build gaussian-nodes with nodes={nodes}"
+        )
     return [np.flatnonzero(col == k) for k in range(nodes)]
 
 
 _SCHEME_FNS: dict[str, Callable[..., list[np.ndarray]]] = {
-    "iid": _iid, "dirichlet": _dirichlet, "silo": _silo, "variance": _variance, "quantity": _quantity,
+    "iid": _iid,
+    "dirichlet": _dirichlet,
+    "silo": _silo,
+    "variance": _variance,
+    "quantity": _quantity,
 }
 
 

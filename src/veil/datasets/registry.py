@@ -4,6 +4,7 @@ The top of veil.datasets: it imports the generators (veil.datasets.synthetic) an
 (veil.datasets.loaders) so that every dataset is registered once this module is loaded. The table itself
 (`DatasetEntry`, `DATASETS`, `register_dataset`) lives in veil.datasets.entries and `cache_dir` in
 veil.datasets.cache; both are re-exported here for existing callers."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -21,8 +22,17 @@ from veil.datasets.entries import DATASETS, FILE_SUFFIXES, DatasetEntry, is_file
 from veil.datasets.files import file_entry
 from veil.errors import UnknownNameError
 
-__all__ = ["DATASETS", "FILE_SUFFIXES", "DatasetEntry", "cache_dir", "dataset_params", "get_dataset_entry",
-           "is_file_dataset", "load_dataset", "register_dataset"]
+__all__ = [
+    "DATASETS",
+    "FILE_SUFFIXES",
+    "DatasetEntry",
+    "cache_dir",
+    "dataset_params",
+    "get_dataset_entry",
+    "is_file_dataset",
+    "load_dataset",
+    "register_dataset",
+]
 
 
 def get_dataset_entry(name: str) -> DatasetEntry:
@@ -41,8 +51,10 @@ def _params(entry: DatasetEntry, name: str, values: Any) -> Any:
     if isinstance(values, entry.params_cls):
         return values
     if values is not None and not isinstance(values, Mapping):
-        raise TypeError(f"dataset '{name}': parameters must be a mapping or a {entry.params_cls.__name__}, "
-                        f"got {type(values).__name__}")
+        raise TypeError(
+            f"dataset '{name}': parameters must be a mapping or a {entry.params_cls.__name__}, "
+            f"got {type(values).__name__}"
+        )
     return config.build(entry.params_cls, values, where=f"dataset '{name}'")
 
 
@@ -63,7 +75,11 @@ def load_dataset(name: str, values: Mapping[str, Any] | object | None = None, *,
     digest = entry.fingerprint() if entry.fingerprint is not None else None
     payload: list[Any] = [name, flat] if digest is None else [name, flat, digest]
     key = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    stem = name if name in DATASETS else "file-" + "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(name).stem)
+    stem = (
+        name
+        if name in DATASETS
+        else "file-" + "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(name).stem)
+    )
     path = cache_dir() / f"{stem}-{key}.parquet"
     if use_cache and path.exists():
         return read_parquet(path)

@@ -24,6 +24,7 @@ argmax C(v) instead, recorded as the deviation 'g_label'.
 
 The released z is x' itself, of width d_in: the shared `d_z` field is ignored.
 PyTorch's default initialisation is used (the paper draws weights from N(0, 0.02))."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -52,16 +53,29 @@ class AdjustableAEConfig(MethodConfig):
     code_width: int = param(64, "width of the code v = E(x) (Table 2: 64)", ge=1)
     classifier_hidden: tuple[int, ...] = param((32, 8), "hidden widths of each utility head of C (Table 2: 32-8)", ge=1)
     r_hidden: tuple[int, ...] = param((64,), "hidden widths of R (Table 2: 64)", ge=1)
-    r_width: int | None = param(None, "width of w_p = R(v); default code_width minus the utility classes "
-                                      "(Table 2: 64 - 2 = 62)", ge=1)
+    r_width: int | None = param(
+        None, "width of w_p = R(v); default code_width minus the utility classes (Table 2: 64 - 2 = 62)", ge=1
+    )
     decoder_hidden: tuple[int, ...] = param((128, 128), "hidden widths of the decoder D (Table 2: 128-128)", ge=1)
-    decoder_out: str = param("sigmoid", "decoder output on the [0,1]-normalised features: sigmoid (Table 2) or linear",
-                             choices=("sigmoid", "linear"))
+    decoder_out: str = param(
+        "sigmoid",
+        "decoder output on the [0,1]-normalised features: sigmoid (Table 2) or linear",
+        choices=("sigmoid", "linear"),
+    )
     lr: float = param(1e-3, "Adam learning rate of every network (Sec. 4.1: 0.001)", gt=0)
-    noise: float = param(60.0, "release knob f: Gaussian noise on w_p with variance noise * nu, nu = mean of R's "
-                               "outputs per record (Sec. 4.2 headline: 60; swept 0..200)", ge=0, lt=float("inf"))
-    lam: float = param(-3000.0, "release knob g: value standing in for log 0 in the hard utility output "
-                                "(Sec. 4.2: -3000; swept -5000..-1000)", lt=0, gt=float("-inf"))
+    noise: float = param(
+        60.0,
+        "release knob f: Gaussian noise on w_p with variance noise * nu, nu = mean of R's "
+        "outputs per record (Sec. 4.2 headline: 60; swept 0..200)",
+        ge=0,
+        lt=float("inf"),
+    )
+    lam: float = param(
+        -3000.0,
+        "release knob g: value standing in for log 0 in the hard utility output (Sec. 4.2: -3000; swept -5000..-1000)",
+        lt=0,
+        gt=float("-inf"),
+    )
     apply_g: bool = param(True, "apply g at release (false = the paper's 'g not applied' ablation)")
 
 
@@ -112,8 +126,10 @@ class AdjustableAE(Method):
     name = "adjustable-ae"
     releases_input_format = True
     Config = AdjustableAEConfig
-    description = ("autoencoder E->(C: utility log-probs, R: rest)->D releasing x' in the input format; "
-                   "release knobs noise (f) and lam (g) set privacy without retraining; z has width d_in")
+    description = (
+        "autoencoder E->(C: utility log-probs, R: rest)->D releasing x' in the input format; "
+        "release knobs noise (f) and lam (g) set privacy without retraining; z has width d_in"
+    )
     paper = "seed 003 (adjustable privacy autoencoder), Alg. 1, Table 2, Sec. 4.2"
     config: AdjustableAEConfig
     AE_ROLES = ("encoder", "classifier", "rest", "decoder")  # trained on the reconstruction (eq. 9)
@@ -140,11 +156,14 @@ class AdjustableAE(Method):
         c = cast(AdjustableAEConfig, config)
         out: dict[str, str] = {}
         if c.apply_g:
-            out["g_label"] = ("encode(x) applies g with the classifier's predicted utility label argmax C(v); "
-                              "the paper uses the true label (release_with_labels)")
+            out["g_label"] = (
+                "encode(x) applies g with the classifier's predicted utility label argmax C(v); "
+                "the paper uses the true label (release_with_labels)"
+            )
         else:
-            out["g"] = ("g not applied at release: the classifier's soft log-probabilities are decoded "
-                        "(the paper's ablation)")
+            out["g"] = (
+                "g not applied at release: the classifier's soft log-probabilities are decoded (the paper's ablation)"
+            )
         if c.decoder_out == "linear":
             out["decoder_out"] = "linear decoder output instead of Table 2's sigmoid"
         return out
@@ -155,8 +174,13 @@ class AdjustableAE(Method):
         self.opt_c = make_optimizer(self.parameters_of(*self.CLASSIFIER_ROLES), lr)
 
     def modules(self) -> dict[str, nn.Module]:
-        return {"encoder": self.encoder, "classifier": self.classifier, "rest": self.rest, "decoder": self.decoder,
-                "scaler": self.scaler}
+        return {
+            "encoder": self.encoder,
+            "classifier": self.classifier,
+            "rest": self.rest,
+            "decoder": self.decoder,
+            "scaler": self.scaler,
+        }
 
     def fit(self, train: Split, ctx: TrainContext | None = None) -> list[dict[str, float]]:
         self.scaler.fit(np.asarray(train.x, dtype=np.float64))
@@ -173,8 +197,11 @@ class AdjustableAE(Method):
         nll = {n: F.nll_loss(w, batch.utility[n]) for n, w in zip(self.classifier.names, w_np)}
         loss_c = loss_sum(nll.values())
         step(loss_c, self.opt_c, ctx, list(self.parameters_of(*self.CLASSIFIER_ROLES)))
-        return {"loss/reconstruction": loss_ae.item(), "loss/classifier": loss_c.item(),
-                **loss_row("loss/utility", nll)}
+        return {
+            "loss/reconstruction": loss_ae.item(),
+            "loss/classifier": loss_c.item(),
+            **loss_row("loss/utility", nll),
+        }
 
     # -- release ---------------------------------------------------------------------------------
     def obfuscate(self, x: torch.Tensor, labels: Mapping[str, torch.Tensor] | None = None) -> torch.Tensor:
@@ -200,8 +227,9 @@ class AdjustableAE(Method):
         return self.obfuscate(x)
 
     @torch.no_grad()
-    def encode(self, x: np.ndarray, batch_size: int = 4096,
-               utility_labels: Mapping[str, np.ndarray] | np.ndarray | None = None) -> np.ndarray:
+    def encode(
+        self, x: np.ndarray, batch_size: int = 4096, utility_labels: Mapping[str, np.ndarray] | np.ndarray | None = None
+    ) -> np.ndarray:
         """Release x' for rows `x`; with `utility_labels` g uses them (the paper's g), else C's prediction."""
         labels = self._labels(utility_labels, len(x))
         for m in self.modules().values():
@@ -210,9 +238,12 @@ class AdjustableAE(Method):
         torch.manual_seed(self.config.seed + 7)
         out = []
         for i in range(0, len(x), batch_size):
-            xb = torch.from_numpy(np.array(x[i:i + batch_size], dtype=np.float32)).to(self.device)
-            lb = None if labels is None else {k: torch.as_tensor(v[i:i + batch_size], device=self.device)
-                                              for k, v in labels.items()}
+            xb = torch.from_numpy(np.array(x[i : i + batch_size], dtype=np.float32)).to(self.device)
+            lb = (
+                None
+                if labels is None
+                else {k: torch.as_tensor(v[i : i + batch_size], device=self.device) for k, v in labels.items()}
+            )
             out.append(self.obfuscate(xb, lb).float().cpu().numpy())
         torch.set_rng_state(gen_state)
         return np.concatenate(out) if out else np.zeros((0, self.task.d_in), np.float32)
@@ -227,8 +258,9 @@ class AdjustableAE(Method):
         names = self.classifier.names
         if not isinstance(labels, Mapping):
             if len(names) != 1:
-                raise ConfigError("utility_labels", type(labels).__name__,
-                                  f"a mapping with one array per utility label {names}")
+                raise ConfigError(
+                    "utility_labels", type(labels).__name__, f"a mapping with one array per utility label {names}"
+                )
             labels = {names[0]: labels}
         missing = [k for k in names if k not in labels]
         if missing:
@@ -237,9 +269,11 @@ class AdjustableAE(Method):
         for name, k in zip(names, self.classifier.classes):
             y = np.asarray(labels[name]).astype(np.int64)
             if y.shape != (n,) or (len(y) and (y.min() < 0 or y.max() >= k)):
-                raise ConfigError(f"utility_labels[{name}]", f"shape {y.shape}, range "
-                                  f"[{y.min() if len(y) else ''}, {y.max() if len(y) else ''}]",
-                                  f"{n} class indices in 0..{k - 1}")
+                raise ConfigError(
+                    f"utility_labels[{name}]",
+                    f"shape {y.shape}, range [{y.min() if len(y) else ''}, {y.max() if len(y) else ''}]",
+                    f"{n} class indices in 0..{k - 1}",
+                )
             out[name] = y
         return out
 

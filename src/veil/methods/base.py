@@ -4,6 +4,7 @@ A method is built from a typed config and a TaskSpec (input width, label class c
 the method's game on a training split, reporting one row of losses per epoch through a TrainContext
 (inline: a progress bar; under Ray Train: `ray.train.report`); `encode` releases z; `state` /
 `load_state` move trained weights between processes (checkpoints load with weights_only=True)."""
+
 from __future__ import annotations
 
 from abc import ABC
@@ -40,8 +41,9 @@ class Batch:
 class BatchSampler:
     """Seeded minibatches over this worker's rows: `epoch()` is one shuffled pass, `sample()` one random batch."""
 
-    def __init__(self, split: Split, batch_size: int, device: torch.device, seed: int,
-                 rows: np.ndarray | None = None) -> None:
+    def __init__(
+        self, split: Split, batch_size: int, device: torch.device, seed: int, rows: np.ndarray | None = None
+    ) -> None:
         rows = np.arange(len(split)) if rows is None else rows
         t = lambda a, dt: torch.as_tensor(np.asarray(a)[rows], dtype=dt, device=device)  # noqa: E731
         self.x = t(split.x, torch.float32)
@@ -53,8 +55,9 @@ class BatchSampler:
 
     def _take(self, idx: torch.Tensor) -> Batch:
         idx = idx.to(self.x.device)
-        return Batch(self.x[idx], {k: v[idx] for k, v in self.utility.items()},
-                     {k: v[idx] for k, v in self.sensitive.items()})
+        return Batch(
+            self.x[idx], {k: v[idx] for k, v in self.utility.items()}, {k: v[idx] for k, v in self.sensitive.items()}
+        )
 
     @property
     def steps_per_epoch(self) -> int:
@@ -64,7 +67,7 @@ class BatchSampler:
         # Full batches only, so every data-parallel worker takes the same number of steps.
         perm = torch.randperm(self.n, generator=self.gen)
         for i in range(self.steps_per_epoch):
-            yield self._take(perm[i * self.batch_size:(i + 1) * self.batch_size])
+            yield self._take(perm[i * self.batch_size : (i + 1) * self.batch_size])
 
     def sample(self) -> Batch:
         return self._take(torch.randperm(self.n, generator=self.gen)[: self.batch_size])
@@ -74,8 +77,13 @@ class TrainContext:
     """Where training runs: device, this worker's rank, how gradients sync and where epoch rows go.
     The default is one in-process worker on the CPU."""
 
-    def __init__(self, device: str | torch.device = "cpu", rank: int = 0, world_size: int = 1,
-                 on_epoch: Callable[[int, dict[str, float]], None] | None = None) -> None:
+    def __init__(
+        self,
+        device: str | torch.device = "cpu",
+        rank: int = 0,
+        world_size: int = 1,
+        on_epoch: Callable[[int, dict[str, float]], None] | None = None,
+    ) -> None:
         self.device = torch.device(device)
         self.rank, self.world_size = rank, world_size
         self.on_epoch = on_epoch
@@ -121,10 +129,10 @@ class Method(ABC):
         self.make_optimizers()
 
     # -- to implement ---------------------------------------------------------------------------
-    def build(self) -> None:
+    def build(self) -> None:  # noqa: B027  a hook: methods without networks (pca) keep the default
         """Create networks and optimizers (called once from __init__, after seeding)."""
 
-    def make_optimizers(self) -> None:
+    def make_optimizers(self) -> None:  # noqa: B027  a hook: closed-form methods have no optimizer
         """Create optimizers over the current parameters (called after `build` and after every `to`)."""
 
     def modules(self) -> dict[str, nn.Module]:
@@ -171,8 +179,9 @@ class Method(ABC):
         if not self.iterative:
             self.fit_closed_form(train)
             return []
-        sampler = BatchSampler(train, self.config.batch_size, ctx.device, self.config.seed + 1000 * ctx.rank,
-                               rows=ctx.rows(len(train)))
+        sampler = BatchSampler(
+            train, self.config.batch_size, ctx.device, self.config.seed + 1000 * ctx.rank, rows=ctx.rows(len(train))
+        )
         history: list[dict[str, float]] = []
         for epoch in range(self.config.epochs):
             for m in self.modules().values():
@@ -197,19 +206,21 @@ class Method(ABC):
         torch.manual_seed(self.config.seed + 7)  # stochastic encoders release reproducibly
         out = []
         for i in range(0, len(x), batch_size):
-            xb = torch.from_numpy(np.array(x[i:i + batch_size], dtype=np.float32)).to(self.device)
+            xb = torch.from_numpy(np.array(x[i : i + batch_size], dtype=np.float32)).to(self.device)
             out.append(self.release(xb).float().cpu().numpy())
         torch.set_rng_state(gen_state)
         return np.concatenate(out) if out else np.zeros((0, self.config.d_z), np.float32)
 
     def state(self) -> dict[str, torch.Tensor]:
         """All weights as one flat dict of CPU tensors ('<role>.<param>')."""
-        return {f"{role}.{k}": v.detach().cpu() for role, m in self.modules().items() for k, v in m.state_dict().items()}
+        return {
+            f"{role}.{k}": v.detach().cpu() for role, m in self.modules().items() for k, v in m.state_dict().items()
+        }
 
     def load_state(self, state: Mapping[str, torch.Tensor]) -> None:
         """Inverse of `state`."""
         for role, m in self.modules().items():
-            sub = {k[len(role) + 1:]: v for k, v in state.items() if k.startswith(role + ".")}
+            sub = {k[len(role) + 1 :]: v for k, v in state.items() if k.startswith(role + ".")}
             m.load_state_dict(sub)
 
     def params(self) -> dict[str, Any]:

@@ -1,4 +1,5 @@
 """Baselines the papers compare against: a no-privacy autoencoder, a noisy encoder, PCA and a random projection."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -110,8 +111,13 @@ class LinearBaseline(Method):
 class PCAConfig(MethodConfig):
     """Principal components of the training features."""
 
-    variance: float | None = param(None, "if set, keep the fewest components reaching this explained-variance "
-                                         "fraction (EIGAN's 0.99) instead of d_z; z is zero-padded to d_z", gt=0, le=1)
+    variance: float | None = param(
+        None,
+        "if set, keep the fewest components reaching this explained-variance "
+        "fraction (EIGAN's 0.99) instead of d_z; z is zero-padded to d_z",
+        gt=0,
+        le=1,
+    )
 
 
 @register_method

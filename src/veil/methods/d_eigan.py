@@ -23,6 +23,7 @@ Per-node objectives: `node_sensitive` / `node_utility` list label sets ("a" or "
 nodes in contiguous blocks (two entries and K = 4: nodes 0-1 take the first, nodes 2-3 the second).
 By default a node keeps every utility label and hides every sensitive label of the dataset; a node
 that hides a utility label keeps the others. The released model is the global encoder theta_E."""
+
 from __future__ import annotations
 
 import math
@@ -75,13 +76,23 @@ class DEIGANConfig(EIGANConfig):
     K: int = param(4, "number of nodes", ge=1)
     delta: int = param(1, "local epochs between synchronisations (rounds = ceil(epochs / delta))", ge=1)
     phi: float = param(1.0, "fraction of encoder entries uploaded by each node and downloaded each round", gt=0, le=1)
-    aggregation: str = param("paper", "server rule: 'paper' (sum_k N_k/N * sparse theta_k, unsent entries count as 0) "
-                             "or 'masked-mean' (each entry averaged over the nodes that sent it)", choices=AGGREGATIONS)
+    aggregation: str = param(
+        "paper",
+        "server rule: 'paper' (sum_k N_k/N * sparse theta_k, unsent entries count as 0) "
+        "or 'masked-mean' (each entry averaged over the nodes that sent it)",
+        choices=AGGREGATIONS,
+    )
     fraction: float = param(1.0, "fraction of nodes sampled (seeded) to take part in each round", gt=0, le=1)
-    node_utility: tuple[str, ...] = param((), "per-node ally labels ('a' or 'a+b'), dealt to nodes in contiguous "
-                                          "blocks; empty = the dataset's utility labels not hidden by the node")
-    node_sensitive: tuple[str, ...] = param((), "per-node adversary labels ('a' or 'a+b'), dealt to nodes in "
-                                            "contiguous blocks; empty = the dataset's sensitive labels")
+    node_utility: tuple[str, ...] = param(
+        (),
+        "per-node ally labels ('a' or 'a+b'), dealt to nodes in contiguous "
+        "blocks; empty = the dataset's utility labels not hidden by the node",
+    )
+    node_sensitive: tuple[str, ...] = param(
+        (),
+        "per-node adversary labels ('a' or 'a+b'), dealt to nodes in "
+        "contiguous blocks; empty = the dataset's sensitive labels",
+    )
 
 
 def deal(field: str, entries: Sequence[str], k: int, labels: Sequence[str]) -> list[tuple[str, ...]] | None:
@@ -95,8 +106,12 @@ def deal(field: str, entries: Sequence[str], k: int, labels: Sequence[str]) -> l
         names = tuple(n.strip() for n in str(e).split("+") if n.strip())
         unknown = [n for n in names if n not in labels]
         if not names or unknown:
-            raise ConfigError(field, list(entries), f"label sets 'a' or 'a+b' of the dataset's labels {sorted(labels)}"
-                              + (f"; unknown: {unknown}" if unknown else ""))
+            raise ConfigError(
+                field,
+                list(entries),
+                f"label sets 'a' or 'a+b' of the dataset's labels {sorted(labels)}"
+                + (f"; unknown: {unknown}" if unknown else ""),
+            )
         parsed.append(names)
     return [parsed[i * len(parsed) // k] for i in range(k)]
 
@@ -110,10 +125,14 @@ class _Group:
         self.nodes = [n.id for n in nodes]
         self.obj = obj
         self.enc = seeded_stack(partial(mlp, t.d_in, c.encoder_hidden, c.d_z, out="tanh"), c.seed, nodes, 10)
-        self.allies = [seeded_stack(partial(mlp, c.d_z, c.head_hidden, classes[lab]), c.seed, nodes, 11, j)
-                       for j, lab in enumerate(obj.utility)]
-        self.advs = [seeded_stack(partial(mlp, c.d_z, c.head_hidden, classes[lab]), c.seed, nodes, 12, j)
-                     for j, lab in enumerate(obj.sensitive)]
+        self.allies = [
+            seeded_stack(partial(mlp, c.d_z, c.head_hidden, classes[lab]), c.seed, nodes, 11, j)
+            for j, lab in enumerate(obj.utility)
+        ]
+        self.advs = [
+            seeded_stack(partial(mlp, c.d_z, c.head_hidden, classes[lab]), c.seed, nodes, 12, j)
+            for j, lab in enumerate(obj.sensitive)
+        ]
         self.opt_e = StackedOptimizer(self.enc.tensors(), c.lr_encoder, c.optimizer)
         self.opt_a = StackedOptimizer(stack_tensors(self.allies), c.lr_ally, c.optimizer)
         self.opt_v = StackedOptimizer(stack_tensors(self.advs), c.lr_adversary, c.optimizer)
@@ -124,8 +143,10 @@ class _Group:
 class DEIGAN(FederatedMethod, EIGAN):
     name = "d-eigan"
     Config = DEIGANConfig
-    description = ("EIGAN over K nodes: delta local epochs, phi-sparse encoder upload/download, N_k/N weighting "
-                   "('paper') or masked mean, per-node allies/adversaries; releases the global encoder")
+    description = (
+        "EIGAN over K nodes: delta local epochs, phi-sparse encoder upload/download, N_k/N weighting "
+        "('paper') or masked mean, per-node allies/adversaries; releases the global encoder"
+    )
     paper = "seed 000 (EIGAN), Alg. 1 (D-EIGAN)"
     config: DEIGANConfig
 
@@ -146,10 +167,14 @@ class DEIGAN(FederatedMethod, EIGAN):
         c = cast(DEIGANConfig, config)
         out = EIGAN.deviations(c)
         if c.phi < 1:
-            out["wire"] = ("sparse messages: phi*|theta| float32 values plus a seed regenerating the index set "
-                           "(the paper sends the dense vector with zeros; the aggregate is the same)")
+            out["wire"] = (
+                "sparse messages: phi*|theta| float32 values plus a seed regenerating the index set "
+                "(the paper sends the dense vector with zeros; the aggregate is the same)"
+            )
         if c.aggregation == "masked-mean":
-            out["aggregation"] = "each entry averaged over the nodes that sent it (the paper counts unsent entries as 0)"
+            out["aggregation"] = (
+                "each entry averaged over the nodes that sent it (the paper counts unsent entries as 0)"
+            )
         return {**out, **fraction_deviation(c.fraction, "nodes", "the paper uses every node")}
 
     # -- shape ----------------------------------------------------------------------------------
@@ -162,12 +187,19 @@ class DEIGAN(FederatedMethod, EIGAN):
         for k in range(c.K):
             u = util[k] if util else tuple(n for n in t.utility if n not in sens[k])
             if not u:
-                raise ConfigError("node_utility", list(c.node_utility), f"at least one ally label for node {k} "
-                                  f"(it hides {list(sens[k])}; the dataset's utility labels are {list(t.utility)})")
+                raise ConfigError(
+                    "node_utility",
+                    list(c.node_utility),
+                    f"at least one ally label for node {k} "
+                    f"(it hides {list(sens[k])}; the dataset's utility labels are {list(t.utility)})",
+                )
             clash = set(u) & set(sens[k])
             if clash:
-                raise ConfigError("node_sensitive", list(c.node_sensitive),
-                                  f"label sets disjoint from node {k}'s allies (both name {sorted(clash)})")
+                raise ConfigError(
+                    "node_sensitive",
+                    list(c.node_sensitive),
+                    f"label sets disjoint from node {k}'s allies (both name {sorted(clash)})",
+                )
             out.append(Objective(tuple(u), tuple(sens[k])))
         return out
 
@@ -194,7 +226,9 @@ class DEIGAN(FederatedMethod, EIGAN):
             self.groups[key].enc.set_flat(i, theta)
             n.joined = True
 
-    def client_update_many(self, nodes: Sequence[Node], messages: Mapping[int, Any], round: int) -> dict[int, ClientUpdate]:
+    def client_update_many(
+        self, nodes: Sequence[Node], messages: Mapping[int, Any], round: int
+    ) -> dict[int, ClientUpdate]:
         c = self.config
         out: dict[int, ClientUpdate] = {}
         by_group: dict[Any, list[Node]] = {}
@@ -241,8 +275,14 @@ class DEIGAN(FederatedMethod, EIGAN):
                 idx = index_set(seed, enc.size, count)
                 values = enc.flat(i)[torch.as_tensor(idx)].numpy().astype(np.float32)
                 mean = node_mean(sums, steps, i)
-                out[n.id] = ClientUpdate(n.id, round, n.num_examples, {"seed": seed, "values": values}, "parameters",
-                                         {"loss/encoder": mean[0], "loss/ally": mean[1], "loss/adversary": mean[2]})
+                out[n.id] = ClientUpdate(
+                    n.id,
+                    round,
+                    n.num_examples,
+                    {"seed": seed, "values": values},
+                    "parameters",
+                    {"loss/encoder": mean[0], "loss/ally": mean[1], "loss/adversary": mean[2]},
+                )
         return out
 
     # -- server role ----------------------------------------------------------------------------
@@ -260,8 +300,14 @@ class DEIGAN(FederatedMethod, EIGAN):
     def aggregate(self, round: int, updates: Sequence[ClientUpdate], failures: Sequence[Failure]) -> Any:
         c = self.config
         size = self.theta.size
-        sparse = [(index_set(int(u.payload["seed"]), size, len(u.payload["values"])), np.asarray(u.payload["values"]),
-                   u.num_examples) for u in updates]
+        sparse = [
+            (
+                index_set(int(u.payload["seed"]), size, len(u.payload["values"])),
+                np.asarray(u.payload["values"]),
+                u.num_examples,
+            )
+            for u in updates
+        ]
         if sparse:
             self.theta = aggregate(c.aggregation, size, self.theta, sparse)
             load_flat_module(self.encoder, self.theta)

@@ -20,6 +20,7 @@ to client i mod K (the union the aggregator would receive); federated runs audit
 own test rows and the union of all clients' releases globally. A restarted client rejoins with the
 current psi and a freshly initialised private encoder (its encoder never leaves it, so there is no
 global copy to restore from)."""
+
 from __future__ import annotations
 
 import math
@@ -71,15 +72,22 @@ class DGPPConfig(MethodConfig):
     """GPP's fields with per-client beta_m / lambda_m, plus the federation (Alg. 2)."""
 
     K: int = param(5, "number of clients t (the paper's HAPT run: 5)", ge=1)
-    beta: tuple[float, ...] = param((1.0,), "beta_m, weight of the utility CE: one value for every client or one per client", ge=0)
+    beta: tuple[float, ...] = param(
+        (1.0,), "beta_m, weight of the utility CE: one value for every client or one per client", ge=0
+    )
     lambda_kl: tuple[float, ...] = param((0.01,), "lambda_m, weight of the KL term: one value or one per client", ge=0)
     k: int = param(2, "utility-classifier steps at the aggregator and adversary steps at each client per round", ge=0)
     lr: float = param(1e-4, "Adam learning rate alpha of every network", gt=0)
     encoder_hidden: tuple[int, ...] = param((512, 256), "hidden widths of each client's encoder MLP", ge=1)
     head_hidden: tuple[int, ...] = param((128,), "hidden widths of each utility classifier and adversary", ge=1)
-    privacy_loss: str = param("neg-ce", "encoder's privacy term: the paper's -sum CE(s) ('neg-ce') or CE against "
-                              "uniform ('uniform')", choices=("neg-ce", "uniform"))
-    release: str = param("sample", "released z: a draw mu + sigma*eps (the paper) or the mean mu", choices=("sample", "mean"))
+    privacy_loss: str = param(
+        "neg-ce",
+        "encoder's privacy term: the paper's -sum CE(s) ('neg-ce') or CE against uniform ('uniform')",
+        choices=("neg-ce", "uniform"),
+    )
+    release: str = param(
+        "sample", "released z: a draw mu + sigma*eps (the paper) or the mean mu", choices=("sample", "mean")
+    )
     fraction: float = param(1.0, "fraction of clients sampled (seeded) to take part in each round", gt=0, le=1)
 
 
@@ -96,8 +104,10 @@ class _Group:
     def __init__(self, m: "DGPP", nodes: Sequence[Node]) -> None:
         c, t = m.config, m.task
         self.enc = seeded_stack(m.new_encoder, c.seed, nodes, 50)
-        self.advs = [seeded_stack(partial(mlp, c.d_z, c.head_hidden, k), c.seed, nodes, 51, j)
-                     for j, k in enumerate(t.sensitive.values())]
+        self.advs = [
+            seeded_stack(partial(mlp, c.d_z, c.head_hidden, k), c.seed, nodes, 51, j)
+            for j, k in enumerate(t.sensitive.values())
+        ]
         self.opt_e = StackedOptimizer(self.enc.tensors(), c.lr)
         self.opt_s = StackedOptimizer(stack_tensors(self.advs), c.lr)
         self.beta = torch.tensor([m.betas[n.id] for n in nodes])
@@ -109,8 +119,9 @@ def _randn(shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
     return torch.randn(shape, generator=gen)
 
 
-def _draw(enc: Stack, x: torch.Tensor, nodes: Sequence[Node], idx: torch.Tensor,
-          d_z: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _draw(
+    enc: Stack, x: torch.Tensor, nodes: Sequence[Node], idx: torch.Tensor, d_z: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Every copy's mu, log-variance and z = mu + sigma * eps on rows `idx`, eps from each node's own stream."""
     mu, logvar = pair(enc, x)
     return mu, logvar, reparameterize(mu, logvar, noise_like(nodes, idx, d_z, _randn))
@@ -120,8 +131,10 @@ def _draw(enc: Stack, x: torch.Tensor, nodes: Sequence[Node], idx: torch.Tensor,
 class DGPP(FederatedMethod, Method):
     name = "d-gpp"
     Config = DGPPConfig
-    description = ("distributed GPP: private encoder and adversary per client, clients send only (z, u), the "
-                   "aggregator trains the shared utility classifiers on the union; per-client beta_m, lambda_m")
+    description = (
+        "distributed GPP: private encoder and adversary per client, clients send only (z, u), the "
+        "aggregator trains the shared utility classifiers on the union; per-client beta_m, lambda_m"
+    )
     paper = "seed 001 (GPP), Alg. 2"
     message_kind = "representations"
     config: DGPPConfig
@@ -150,8 +163,11 @@ class DGPP(FederatedMethod, Method):
     @classmethod
     def deviations(cls, config: MethodConfig) -> dict[str, str]:
         c = cast(DGPPConfig, config)
-        return {**release_deviation(c.release), **privacy_loss_deviation(c.privacy_loss),
-                **fraction_deviation(c.fraction, "clients", "Alg. 2 uses all")}
+        return {
+            **release_deviation(c.release),
+            **privacy_loss_deviation(c.privacy_loss),
+            **fraction_deviation(c.fraction, "clients", "Alg. 2 uses all"),
+        }
 
     def num_rounds(self, sizes: Sequence[int]) -> int:
         return self.config.epochs * max(1, math.ceil(max(sizes) / self.config.batch_size))
@@ -183,15 +199,26 @@ class DGPP(FederatedMethod, Method):
     # -- client role ----------------------------------------------------------------------------
     def init_nodes(self, nodes: Sequence[Node]) -> None:
         self.groups[0] = _Group(self, nodes)
-        self.psi = ClassifierBank(self.config.d_z, self.task.utility, self.config.head_hidden)  # local copy of the broadcast
+        self.psi = ClassifierBank(
+            self.config.d_z, self.task.utility, self.config.head_hidden
+        )  # local copy of the broadcast
         assign_slots(nodes)
 
     def join(self, nodes: Sequence[Node], message: Any) -> None:
         for n in nodes:
             n.joined = True
 
-    def _phase3(self, nodes: Sequence[Node], rows: torch.Tensor, g: _Group, enc: Stack, advs: list[Stack],
-                opt_e: StackedOptimizer, opt_s: StackedOptimizer, psi: np.ndarray) -> dict[str, torch.Tensor]:
+    def _phase3(
+        self,
+        nodes: Sequence[Node],
+        rows: torch.Tensor,
+        g: _Group,
+        enc: Stack,
+        advs: list[Stack],
+        opt_e: StackedOptimizer,
+        opt_s: StackedOptimizer,
+        psi: np.ndarray,
+    ) -> dict[str, torch.Tensor]:
         """k adversary steps on fresh batches, then one encoder step against the received psi (Alg. 2, l. 21-35)."""
         c, t = self.config, self.task
         load_flat_module(self.psi, psi)
@@ -213,8 +240,12 @@ class DGPP(FederatedMethod, Method):
         beta, lam = g.beta[rows], g.lam[rows]
         loss = beta * lu + privacy + lam * kl
         step_all(loss.sum(), enc.tensors(), opt_e, everyone)
-        return {"loss/encoder": loss.detach(), "loss/kl": kl.detach(), "loss/utility": lu.detach(),
-                "loss/adversary": loss_sum(lv).detach()}
+        return {
+            "loss/encoder": loss.detach(),
+            "loss/kl": kl.detach(),
+            "loss/utility": lu.detach(),
+            "loss/adversary": loss_sum(lv).detach(),
+        }
 
     def _run(self, nodes: Sequence[Node], psi: np.ndarray | None, round: int, upload: bool) -> dict[int, ClientUpdate]:
         c, t = self.config, self.task
@@ -237,13 +268,18 @@ class DGPP(FederatedMethod, Method):
         out = {}
         for i, n in enumerate(nodes):
             b = int((plan[i, 0] >= 0).sum())
-            payload = {"z": z[i, :b].numpy().astype(np.float32),
-                       "u": {lab: y[lab][i, :b].numpy().astype(np.int32) for lab in t.utility}}  # s stays here
-            out[n.id] = ClientUpdate(n.id, round, b, payload, "representations",
-                                     {k: float(v[i]) for k, v in metrics.items()})
+            payload = {
+                "z": z[i, :b].numpy().astype(np.float32),
+                "u": {lab: y[lab][i, :b].numpy().astype(np.int32) for lab in t.utility},
+            }  # s stays here
+            out[n.id] = ClientUpdate(
+                n.id, round, b, payload, "representations", {k: float(v[i]) for k, v in metrics.items()}
+            )
         return out
 
-    def client_update_many(self, nodes: Sequence[Node], messages: Mapping[int, Any], round: int) -> dict[int, ClientUpdate]:
+    def client_update_many(
+        self, nodes: Sequence[Node], messages: Mapping[int, Any], round: int
+    ) -> dict[int, ClientUpdate]:
         psi = next((m["psi"] for m in messages.values() if m is not None), None)
         return self._run(nodes, psi, round, upload=True)
 
@@ -273,11 +309,14 @@ class DGPP(FederatedMethod, Method):
     def aggregate(self, round: int, updates: Sequence[ClientUpdate], failures: Sequence[Failure]) -> Any:
         if updates:  # Phase 2: k steps of every utility classifier on the union of the sanitized batches
             z = torch.as_tensor(np.concatenate([np.asarray(u.payload["z"]) for u in updates]))
-            labels = {lab: torch.as_tensor(np.concatenate([np.asarray(u.payload["u"][lab]) for u in updates])).long()
-                      for lab in self.task.utility}
+            labels = {
+                lab: torch.as_tensor(np.concatenate([np.asarray(u.payload["u"][lab]) for u in updates])).long()
+                for lab in self.task.utility
+            }
             for _ in range(self.config.k):
-                loss = loss_sum(F.cross_entropy(h(z), labels[lab])
-                                for h, lab in zip(self.utility.heads, self.task.utility))
+                loss = loss_sum(
+                    F.cross_entropy(h(z), labels[lab]) for h, lab in zip(self.utility.heads, self.task.utility)
+                )
                 self.opt_u.zero_grad(set_to_none=True)
                 loss.backward()
                 self.opt_u.step()
@@ -290,7 +329,9 @@ class DGPP(FederatedMethod, Method):
     def global_state(self) -> dict[str, np.ndarray]:
         return {"psi": self._psi()}
 
-    def assemble(self, global_state: Mapping[str, np.ndarray], node_states: Mapping[int, Mapping[str, np.ndarray]]) -> None:
+    def assemble(
+        self, global_state: Mapping[str, np.ndarray], node_states: Mapping[int, Mapping[str, np.ndarray]]
+    ) -> None:
         load_flat_module(self.utility, global_state["psi"])
         for k, st in node_states.items():
             self.encoder[int(k)].load_state_dict({n: torch.as_tensor(np.asarray(v)) for n, v in st.items()})

@@ -5,6 +5,7 @@ param `method.deviation.<key>`. Runs are compared and grouped by these texts, so
 several methods (the uniform privacy loss, the mean release, Adam, partial participation) must read the
 same everywhere. Each helper returns the entry a method adds for one config field: {key: text} when the
 choice departs from the paper, {} when it follows it. Texts only one method uses stay in that method."""
+
 from __future__ import annotations
 
 UNIFORM_PRIVACY_LOSS = "encoder pushes adversaries to uniform predictions instead of maximising their CE"

@@ -1,6 +1,7 @@
 """Render docs/methods.md from the registry, so the documentation always matches the code.
 
-    python -m veil.methods.docs > docs/methods.md"""
+python -m veil.methods.docs > docs/methods.md"""
+
 from __future__ import annotations
 
 import inspect
@@ -11,10 +12,14 @@ from veil.methods import METHODS
 
 
 def render_markdown() -> str:
-    out = ["# Methods", "",
-           "Generated from the code by `python -m veil.methods.docs > docs/methods.md` (a test checks it is current).",
-           "`veil methods NAME` prints the same parameter table. Options that depart from the paper are recorded in",
-           "each run's params as `method.deviation.*`.", ""]
+    out = [
+        "# Methods",
+        "",
+        "Generated from the code by `python -m veil.methods.docs > docs/methods.md` (a test checks it is current).",
+        "`veil methods NAME` prints the same parameter table. Options that depart from the paper are recorded in",
+        "each run's params as `method.deviation.*`.",
+        "",
+    ]
     seen: set[str] = set()
     for name, cls in sorted(METHODS.items()):
         out += [f"## `{name}`", "", f"{cls.description}." + (f" Source: {cls.paper}." if cls.paper else ""), ""]
@@ -24,8 +29,10 @@ def render_markdown() -> str:
             seen.add(cls.__module__)
         out += ["| parameter | default | allowed | meaning |", "|---|---|---|---|"]
         for row in field_table(cls.Config):
-            out.append(f"| `{row['name']}` | `{row['default']}` | {row['allowed'].replace('|', '/')} | "
-                       f"{row['doc'].replace('|', '/')} |")
+            out.append(
+                f"| `{row['name']}` | `{row['default']}` | {row['allowed'].replace('|', '/')} | "
+                f"{row['doc'].replace('|', '/')} |"
+            )
         out.append("")
     return "\n".join(out)
 

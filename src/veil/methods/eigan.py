@@ -3,6 +3,7 @@
 Per minibatch: one encoder step on
     L_E = (alpha/n) * sum_i CE(A_i) - ((1-alpha)/m) * sum_j CE(V_j)      (eq. 4)
 then one step of every ally and adversary on its own cross-entropy, with separate learning rates."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,20 +24,28 @@ class EIGANConfig(MethodConfig):
     """EIGAN's trade-off, widths and learning rates."""
 
     alpha: float = param(0.5, "weight of the allies vs (1-alpha) of the adversaries in the encoder loss", gt=0, lt=1)
-    encoder_hidden: tuple[int, ...] = param((64,), "hidden widths of the encoder MLP (ReLU; tanh output of width d_z)", ge=1)
+    encoder_hidden: tuple[int, ...] = param(
+        (64,), "hidden widths of the encoder MLP (ReLU; tanh output of width d_z)", ge=1
+    )
     head_hidden: tuple[int, ...] = param((32,), "hidden widths of each ally and adversary classifier", ge=1)
     lr_encoder: float = param(1e-3, "learning rate eta_E of the encoder", gt=0)
     lr_ally: float = param(1e-3, "learning rate eta_A of the allies", gt=0)
     lr_adversary: float = param(1e-3, "learning rate eta_V of the adversaries", gt=0)
-    privacy_loss: str = param("neg-ce", "encoder's adversary term: eq. 4's -CE(V) ('neg-ce'), or the CE of each "
-                              "adversary's prediction against uniform ('uniform': bounded, so it cannot be won by "
-                              "making the adversary confidently wrong)", choices=("neg-ce", "uniform"))
-    optimizer: str = param("adam", "update rule for every player (Alg. A1 writes the plain gradient step 'sgd')",
-                           choices=("adam", "sgd"))
+    privacy_loss: str = param(
+        "neg-ce",
+        "encoder's adversary term: eq. 4's -CE(V) ('neg-ce'), or the CE of each "
+        "adversary's prediction against uniform ('uniform': bounded, so it cannot be won by "
+        "making the adversary confidently wrong)",
+        choices=("neg-ce", "uniform"),
+    )
+    optimizer: str = param(
+        "adam", "update rule for every player (Alg. A1 writes the plain gradient step 'sgd')", choices=("adam", "sgd")
+    )
 
 
-def encoder_objective(alpha: float, ally_losses: Sequence[torch.Tensor], adversaries: int,
-                      privacy: torch.Tensor) -> torch.Tensor:
+def encoder_objective(
+    alpha: float, ally_losses: Sequence[torch.Tensor], adversaries: int, privacy: torch.Tensor
+) -> torch.Tensor:
     """Eq. 4 with alpha_A = alpha/n and alpha_V = (1-alpha)/m: the n allies' losses, and the privacy term
     against the m adversaries (-sum CE(V), or the uniform alternative)."""
     return (alpha / len(ally_losses)) * loss_sum(ally_losses) + ((1 - alpha) / adversaries) * privacy

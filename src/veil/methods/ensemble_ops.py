@@ -5,6 +5,7 @@ ensemble, take and put back the copies of the nodes in a round, run a stack as a
 
 Losses are produced lazily, head by head, and summed left to right (`nets.loss_sum`), so the autograd
 graph and every value are exactly those of the generator expressions they replace."""
+
 from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
@@ -82,15 +83,17 @@ def pair(net: Net, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return out[0], out[1]
 
 
-def copy_ces(heads: Iterable[Net], labels: Iterable[str], z: torch.Tensor, y: Mapping[str, torch.Tensor],
-             w: torch.Tensor) -> Iterator[torch.Tensor]:
+def copy_ces(
+    heads: Iterable[Net], labels: Iterable[str], z: torch.Tensor, y: Mapping[str, torch.Tensor], w: torch.Tensor
+) -> Iterator[torch.Tensor]:
     """Each head's per-copy cross-entropy (P,) on its own label, head by head."""
     for head, lab in zip(heads, labels):
         yield copy_ce(single(head, z), y[lab], w)
 
 
-def privacy_term(kind: str, advs: Iterable[Net], z: torch.Tensor, w: torch.Tensor,
-                 ces: Iterable[torch.Tensor]) -> torch.Tensor:
+def privacy_term(
+    kind: str, advs: Iterable[Net], z: torch.Tensor, w: torch.Tensor, ces: Iterable[torch.Tensor]
+) -> torch.Tensor:
     """The encoder's per-copy term against its adversaries: minus the sum of their cross-entropies `ces`
     ('neg-ce'), or the sum of their CEs against uniform on `z` ('uniform'); as `ClassifierBank.privacy_term`."""
     if kind == "uniform":

@@ -4,6 +4,7 @@ The encoder outputs the mean and diagonal std of a Gaussian; z = mu + sigma * ep
 takes k steps of every utility classifier and adversary (fresh minibatches, z detached), then one
 encoder step on
     beta * sum_j CE(u_j) - sum_j CE(s_j) + lambda_kl * KL(N(mu, sigma^2) || N(0, I))      (eq. 39)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,17 +24,26 @@ from veil.methods.registry import register_method
 class GPPConfig(MethodConfig):
     """GPP's trade-off and the paper's defaults (Adam, lr 1e-4, batch 64, lambda 0.01, k 2, MLP 512-256)."""
 
-    beta: float = param(1.0, "weight of the utility cross-entropy against the adversaries' (higher favours utility)", ge=0)
+    beta: float = param(
+        1.0, "weight of the utility cross-entropy against the adversaries' (higher favours utility)", ge=0
+    )
     lambda_kl: float = param(0.01, "weight of the KL term pulling N(mu, sigma^2) towards N(0, I)", ge=0)
     k: int = param(2, "classifier and adversary steps per encoder step (0 = no adversarial signal)", ge=0)
     lr: float = param(1e-4, "Adam learning rate of every network", gt=0)
     encoder_hidden: tuple[int, ...] = param((512, 256), "hidden widths of the encoder MLP", ge=1)
     head_hidden: tuple[int, ...] = param((128,), "hidden widths of each utility classifier and adversary", ge=1)
-    privacy_loss: str = param("neg-ce", "encoder's privacy term: the paper's -sum CE(s) ('neg-ce'), or the CE of "
-                              "each adversary's prediction against uniform ('uniform', which cannot be won by "
-                              "making the adversary confidently wrong)", choices=("neg-ce", "uniform"))
-    release: str = param("sample", "released z: a draw mu + sigma*eps (the paper's stochastic map) or the mean mu",
-                         choices=("sample", "mean"))
+    privacy_loss: str = param(
+        "neg-ce",
+        "encoder's privacy term: the paper's -sum CE(s) ('neg-ce'), or the CE of "
+        "each adversary's prediction against uniform ('uniform', which cannot be won by "
+        "making the adversary confidently wrong)",
+        choices=("neg-ce", "uniform"),
+    )
+    release: str = param(
+        "sample",
+        "released z: a draw mu + sigma*eps (the paper's stochastic map) or the mean mu",
+        choices=("sample", "mean"),
+    )
 
 
 class GaussianEncoder(nn.Module):
@@ -112,5 +122,9 @@ class GPP(Method):
         privacy = self.adversaries.privacy_term(c.privacy_loss, z, ls)
         loss = c.beta * loss_sum(lu.values()) + privacy + c.lambda_kl * kl
         step(loss, self.opt_e, ctx, list(self.encoder.parameters()))
-        return {"loss/encoder": loss.item(), "loss/kl": kl.item(), **loss_row("loss/utility", lu),
-                **loss_row("loss/adversary", ls)}
+        return {
+            "loss/encoder": loss.item(),
+            "loss/kl": kl.item(),
+            **loss_row("loss/utility", lu),
+            **loss_row("loss/adversary", ls),
+        }

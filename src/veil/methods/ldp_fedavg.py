@@ -7,6 +7,7 @@ and returns omega_k; the server sets omega_{t+1} = (1/K) sum_k omega_k, the unif
 clients whose update arrived). Rounds = ceil(epochs / local_epochs); the paper uses one local pass
 and K = 20 clients. Networks and `LaplaceMechanism` come from `ldp_frl` / `mechanisms` unchanged.
 The released z is M_eps(v) from the final global model."""
+
 from __future__ import annotations
 
 import math
@@ -54,7 +55,9 @@ class LDPFedAvgConfig(LDPFRLConfig):
     """LDP-FRL's fields plus FedAvg's: clients, local passes per round, participation."""
 
     K: int = param(20, "number of clients (the paper: 20)", ge=1)
-    local_epochs: int = param(1, "passes over the local data per round (Alg. 1: one; rounds = ceil(epochs / local_epochs))", ge=1)
+    local_epochs: int = param(
+        1, "passes over the local data per round (Alg. 1: one; rounds = ceil(epochs / local_epochs))", ge=1
+    )
     fraction: float = param(1.0, "fraction of clients sampled (seeded) to take part in each round", gt=0, le=1)
 
 
@@ -63,12 +66,17 @@ class _Group:
 
     def __init__(self, m: "LDPFedAvg", nodes: Sequence[Node]) -> None:
         c, t = m.config, m.task
-        self.enc = seeded_stack(partial(BoundedExtractor, t.d_in, c.encoder_hidden, c.d_z, c.bound, c.clip),
-                                c.seed, nodes, 40, 0)
-        self.util = [seeded_stack(partial(mlp, c.d_z, c.utility_hidden, k), c.seed, nodes, 41, j)
-                     for j, k in enumerate(t.utility.values())]
-        self.side = [seeded_stack(partial(mlp, c.d_z + side_width(k), c.side_hidden, t.d_in), c.seed, nodes, 42, j)
-                     for j, k in enumerate(t.sensitive.values())]
+        self.enc = seeded_stack(
+            partial(BoundedExtractor, t.d_in, c.encoder_hidden, c.d_z, c.bound, c.clip), c.seed, nodes, 40, 0
+        )
+        self.util = [
+            seeded_stack(partial(mlp, c.d_z, c.utility_hidden, k), c.seed, nodes, 41, j)
+            for j, k in enumerate(t.utility.values())
+        ]
+        self.side = [
+            seeded_stack(partial(mlp, c.d_z + side_width(k), c.side_hidden, t.d_in), c.seed, nodes, 42, j)
+            for j, k in enumerate(t.sensitive.values())
+        ]
         self.opt = StackedOptimizer(self.tensors(), c.lr, c.optimizer)
         self.shards = ShardStack(nodes, list(t.utility) + list(t.sensitive))
 
@@ -82,7 +90,7 @@ class _Group:
 def _set_flat(stacks: Sequence[Stack], i: int, vec: torch.Tensor) -> None:
     o = 0
     for s in stacks:
-        s.set_flat(i, vec[o:o + s.size])
+        s.set_flat(i, vec[o : o + s.size])
         o += s.size
 
 
@@ -99,8 +107,10 @@ def _flat(stacks: Sequence[Stack], i: int) -> torch.Tensor:
 class LDPFedAvg(FederatedMethod, LDPFRL):
     name = "ldp-fedavg"
     Config = LDPFedAvgConfig
-    description = ("the ldp-frl model (eps-LDP Laplace on bounded features, CE + beta*MSE side decoders) trained "
-                   "by FedAvg over all parameters, uniform 1/K average")
+    description = (
+        "the ldp-frl model (eps-LDP Laplace on bounded features, CE + beta*MSE side decoders) trained "
+        "by FedAvg over all parameters, uniform 1/K average"
+    )
     paper = "seed 002 (LDP-FRL), Alg. 1 (FedAvg)"
     config: LDPFedAvgConfig
 
@@ -131,12 +141,14 @@ class LDPFedAvg(FederatedMethod, LDPFRL):
             _set_flat(self.groups[0].stacks(), slot(n)[1], omega)
             n.joined = True
 
-    def client_update_many(self, nodes: Sequence[Node], messages: Mapping[int, Any], round: int) -> dict[int, ClientUpdate]:
+    def client_update_many(
+        self, nodes: Sequence[Node], messages: Mapping[int, Any], round: int
+    ) -> dict[int, ClientUpdate]:
         c, t = self.config, self.task
         g = self.groups[0]
         rows = members(nodes)
         stacks = take_all(g.stacks(), rows)
-        enc, util, side = stacks[0], stacks[1:1 + len(g.util)], stacks[1 + len(g.util):]
+        enc, util, side = stacks[0], stacks[1 : 1 + len(g.util)], stacks[1 + len(g.util) :]
         opt = g.opt.take(rows, g.tensors(stacks))
         for i, n in enumerate(nodes):  # omega_k <- omega_t
             _set_flat(stacks, i, torch.as_tensor(np.asarray(messages[n.id]["omega"])))
@@ -147,12 +159,15 @@ class LDPFedAvg(FederatedMethod, LDPFRL):
             active = step < steps
             x, y, w = g.shards.gather(plan[:, step], rows)
             v = single(enc, x)
-            noise = noise_like(nodes, plan[:, step], c.d_z,
-                               lambda shape, gen: self.mechanism.noise(torch.empty(shape), generator=gen))
+            noise = noise_like(
+                nodes, plan[:, step], c.d_z, lambda shape, gen: self.mechanism.noise(torch.empty(shape), generator=gen)
+            )
             z = v + noise
             ce = loss_sum(copy_ces(util, t.utility, z, y, w))
-            mse = loss_sum(copy_mean(((single(dec, torch.cat([z, _side(y[lab], k)], dim=-1)) - x) ** 2).mean(-1), w)
-                           for dec, lab, k in zip(side, t.sensitive, classes)) / len(side)
+            mse = loss_sum(
+                copy_mean(((single(dec, torch.cat([z, _side(y[lab], k)], dim=-1)) - x) ** 2).mean(-1), w)
+                for dec, lab, k in zip(side, t.sensitive, classes)
+            ) / len(side)
             loss = ce + c.beta * mse
             step_all(loss.sum(), g.tensors(stacks), opt, active)
             sums += active.unsqueeze(1) * torch.stack([loss.detach(), mse.detach()], dim=1)
@@ -161,8 +176,14 @@ class LDPFedAvg(FederatedMethod, LDPFRL):
         out = {}
         for i, n in enumerate(nodes):
             mean = node_mean(sums, steps, i)
-            out[n.id] = ClientUpdate(n.id, round, n.num_examples, {"omega": _flat(stacks, i).numpy().astype(np.float32)},
-                                     "parameters", {"loss/total": mean[0], "loss/reconstruction": mean[1]})
+            out[n.id] = ClientUpdate(
+                n.id,
+                round,
+                n.num_examples,
+                {"omega": _flat(stacks, i).numpy().astype(np.float32)},
+                "parameters",
+                {"loss/total": mean[0], "loss/reconstruction": mean[1]},
+            )
         return out
 
     # -- server role ----------------------------------------------------------------------------
@@ -171,7 +192,12 @@ class LDPFedAvg(FederatedMethod, LDPFRL):
 
     def server_start(self, sizes: Mapping[int, int]) -> None:
         super().server_start(sizes)
-        self.omega = torch.cat([torch.nn.utils.parameters_to_vector(m.parameters()) for m in self._modules()]).detach().numpy().astype(np.float32)
+        self.omega = (
+            torch.cat([torch.nn.utils.parameters_to_vector(m.parameters()) for m in self._modules()])
+            .detach()
+            .numpy()
+            .astype(np.float32)
+        )
 
     def join_message(self) -> Any:
         return {"omega": self.omega.copy()}
@@ -183,8 +209,12 @@ class LDPFedAvg(FederatedMethod, LDPFRL):
     def aggregate(self, round: int, updates: Sequence[ClientUpdate], failures: Sequence[Failure]) -> Any:
         if updates:  # omega_{t+1} = (1/K) sum_k omega_k over the clients that delivered
             every = np.arange(self.omega.size)
-            self.omega = aggregate("mean", self.omega.size, self.omega,
-                                   [(every, np.asarray(u.payload["omega"]), u.num_examples) for u in updates])
+            self.omega = aggregate(
+                "mean",
+                self.omega.size,
+                self.omega,
+                [(every, np.asarray(u.payload["omega"]), u.num_examples) for u in updates],
+            )
             self._load(self.omega)
         return {"omega": self.omega}
 
@@ -193,7 +223,7 @@ class LDPFedAvg(FederatedMethod, LDPFRL):
         o = 0
         for m in self._modules():
             n = sum(p.numel() for p in m.parameters())
-            torch.nn.utils.vector_to_parameters(v[o:o + n].clone(), m.parameters())
+            torch.nn.utils.vector_to_parameters(v[o : o + n].clone(), m.parameters())
             o += n
 
     def global_state(self) -> dict[str, np.ndarray]:

@@ -14,6 +14,7 @@ Side-decoder input: the paper feeds a binary s as one scalar (d_s = 1, Table 1);
 same for binary labels and uses a one-hot vector (d_s = |S|) for labels with more classes.
 Utility decoder: Table 1 lists a sigmoid over 2 outputs followed by cross-entropy; Veil uses the
 equivalent well-posed form, softmax cross-entropy on the decoder's logits."""
+
 from __future__ import annotations
 
 import math
@@ -37,13 +38,18 @@ class LDPFRLConfig(MethodConfig):
     """LDP-FRL's privacy budget, trade-off, bound and widths (Table 1: 100-unit hidden layers, d_z = 2)."""
 
     d_z: int = param(2, "width of v and z (the paper uses 2, and 4 in Table 3)", ge=1)
-    eps: float = param(4.0, "LDP budget epsilon of the Laplace mechanism (paper sweeps 2,4,6,8,100,1000); "
-                            "inf = no noise", gt=0)
+    eps: float = param(
+        4.0, "LDP budget epsilon of the Laplace mechanism (paper sweeps 2,4,6,8,100,1000); inf = no noise", gt=0
+    )
     beta: float = param(1.0, "weight of the side decoders' reconstruction MSE (paper sweeps 1e-3..10)", ge=0)
-    bound: str = param("tanh", "how v is bounded to [-c, c] so the sensitivity is finite: c*tanh or a hard clamp",
-                       choices=("tanh", "clip"))
-    clip: float = param(1.0, "c, the bound on every coordinate of v (L1 sensitivity Delta = 2*c*d_z)",
-                        gt=0, lt=math.inf)
+    bound: str = param(
+        "tanh",
+        "how v is bounded to [-c, c] so the sensitivity is finite: c*tanh or a hard clamp",
+        choices=("tanh", "clip"),
+    )
+    clip: float = param(
+        1.0, "c, the bound on every coordinate of v (L1 sensitivity Delta = 2*c*d_z)", gt=0, lt=math.inf
+    )
     encoder_hidden: tuple[int, ...] = param((100,), "hidden widths of the feature extractor (Table 1: 100)", ge=1)
     utility_hidden: tuple[int, ...] = param((100,), "hidden widths of each utility decoder (Table 1: 100)", ge=1)
     side_hidden: tuple[int, ...] = param((100,), "hidden widths of each side decoder (Table 1: 100)", ge=1)
@@ -112,14 +118,17 @@ class LDPFRL(Method):
     @classmethod
     def deviations(cls, config: MethodConfig) -> dict[str, str]:
         c = cast(LDPFRLConfig, config)
-        return {"bound": f"v bounded to [-c, c] by {c.bound} (c={c.clip}) so the Laplace scale "
-                         "Delta/eps is calibrated; the paper's extractor output is unbounded and names no scale",
-                "training": "centralised (one client); the paper averages K=20 clients with FedAvg",
-                **optimizer_deviation(c.optimizer, "Alg. 1")}
+        return {
+            "bound": f"v bounded to [-c, c] by {c.bound} (c={c.clip}) so the Laplace scale "
+            "Delta/eps is calibrated; the paper's extractor output is unbounded and names no scale",
+            "training": "centralised (one client); the paper averages K=20 clients with FedAvg",
+            **optimizer_deviation(c.optimizer, "Alg. 1"),
+        }
 
     def make_optimizers(self) -> None:
-        self.opt = make_optimizer(self.parameters_of("encoder", "utility", "side"), self.config.lr,
-                                  self.config.optimizer)
+        self.opt = make_optimizer(
+            self.parameters_of("encoder", "utility", "side"), self.config.lr, self.config.optimizer
+        )
 
     def modules(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder, "utility": self.utility, "side": self.side}
@@ -135,5 +144,9 @@ class LDPFRL(Method):
         mse = loss_sum(ls.values()) / len(ls)
         loss = ce + self.config.beta * mse
         step(loss, self.opt, ctx, list(self.parameters_of("encoder", "utility", "side")))
-        return {"loss/total": loss.item(), "loss/reconstruction": mse.item(), **loss_row("loss/utility", lu),
-                **loss_row("loss/side", ls)}
+        return {
+            "loss/total": loss.item(),
+            "loss/reconstruction": mse.item(),
+            **loss_row("loss/utility", lu),
+            **loss_row("loss/side", ls),
+        }

@@ -16,6 +16,7 @@ lambda near 0 keeps what predicts Y; lambda near 1 removes what predicts S.
 Veil: z is released with unit-variance training columns (W scaled by sqrt(n): same subspace, same
 optimum); at most d_z eigenvectors are kept, the most negative first; the rest of z is zero.
 Several utility / sensitive labels are stacked as one-hot blocks of Y / S."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,10 +35,14 @@ from veil.methods.registry import register_method
 class LinearARLConfig(MethodConfig):
     """The trade-off lambda and how many eigen-directions are kept."""
 
-    lambda_arl: float = param(0.5, "weight of hiding S vs (1 - lambda) of predicting Y (0 = utility only, "
-                                   "1 = invariance only)", ge=0, le=1)
-    negative_only: bool = param(True, "keep only eigenvectors with negative eigenvalue (the paper's global "
-                                      "optimum); false = always keep d_z of them, smallest first")
+    lambda_arl: float = param(
+        0.5, "weight of hiding S vs (1 - lambda) of predicting Y (0 = utility only, 1 = invariance only)", ge=0, le=1
+    )
+    negative_only: bool = param(
+        True,
+        "keep only eigenvectors with negative eigenvalue (the paper's global "
+        "optimum); false = always keep d_z of them, smallest first",
+    )
 
 
 def one_hot_block(labels: dict[str, np.ndarray], classes: dict[str, int]) -> np.ndarray:
@@ -51,8 +56,9 @@ def one_hot_block(labels: dict[str, np.ndarray], classes: dict[str, int]) -> np.
     return np.hstack(cols)
 
 
-def linear_arl_solution(x: np.ndarray, y: np.ndarray, s: np.ndarray, lam: float, d_z: int,
-                        negative_only: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def linear_arl_solution(
+    x: np.ndarray, y: np.ndarray, s: np.ndarray, lam: float, d_z: int, negative_only: bool = True
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mean, weights (d_in x d_z, zero-padded) and the eigenvalues of B, for centred targets y and s."""
     x = np.asarray(x, dtype=np.float64)
     n = len(x)
@@ -84,8 +90,9 @@ def linear_arl_solution(x: np.ndarray, y: np.ndarray, s: np.ndarray, lam: float,
 class LinearARL(LinearBaseline):
     name = "linear-arl"
     Config = LinearARLConfig
-    description = ("closed-form linear ARL: z spans the eigenvectors of lambda*SS^T - (1-lambda)*YY^T "
-                   "with negative eigenvalue")
+    description = (
+        "closed-form linear ARL: z spans the eigenvectors of lambda*SS^T - (1-lambda)*YY^T with negative eigenvalue"
+    )
     paper = "Sadeghi, Yu & Boddeti, ICCV 2019 (linear case); baseline in seed 000"
     config: LinearARLConfig
 
@@ -97,8 +104,10 @@ class LinearARL(LinearBaseline):
     @classmethod
     def deviations(cls, config: MethodConfig) -> dict[str, str]:
         if not cast(LinearARLConfig, config).negative_only:
-            return {"negative_only": "keeps d_z eigenvectors even where the eigenvalue is >= 0 "
-                                     "(the paper's optimum keeps only the negative ones)"}
+            return {
+                "negative_only": "keeps d_z eigenvectors even where the eigenvalue is >= 0 "
+                "(the paper's optimum keeps only the negative ones)"
+            }
         return {}
 
     def fit_closed_form(self, train: Split) -> None:

@@ -4,6 +4,7 @@ The Laplace mechanism M_eps(v) = v + Laplace(0, b)^d with b = Delta / eps is eps
 the L1 sensitivity of v, i.e. the largest ||v - v'||_1 over any two inputs. For v bounded to
 [-c, c]^d_z that is Delta = 2 * c * d_z (`l1_sensitivity`). eps = inf means no noise (b = 0).
 Kept free of any network so the centralised and the federated code share one calibrated mechanism."""
+
 from __future__ import annotations
 
 import math

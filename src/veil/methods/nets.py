@@ -1,4 +1,5 @@
 """Networks and losses shared by every method (one place, no copies)."""
+
 from __future__ import annotations
 
 from typing import Iterable, Mapping, Sequence

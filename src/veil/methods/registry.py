@@ -1,4 +1,5 @@
 """Methods by kebab-case name (the Opacus-style registry)."""
+
 from __future__ import annotations
 
 from typing import Any, Mapping

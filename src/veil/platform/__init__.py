@@ -1,15 +1,25 @@
 """Transport only: where a validated run trains. Executors by name (`inline`, `ray-train`, `federated`), the
 federation's Ray runtimes (`fed/`), and the one place Veil starts or joins Ray (`cluster`)."""
+
 from veil.platform.cluster import THREAD_ENV, ensure_ray
 from veil.platform.executors import (
-                                     EXECUTOR_CHOICES,
-                                     EXECUTORS,
-                                     Job,
-                                     TrainOutcome,
-                                     choose_executor,
-                                     get_executor,
-                                     register_executor,
+    EXECUTOR_CHOICES,
+    EXECUTORS,
+    Job,
+    TrainOutcome,
+    choose_executor,
+    get_executor,
+    register_executor,
 )
 
-__all__ = ["EXECUTORS", "EXECUTOR_CHOICES", "Job", "THREAD_ENV", "TrainOutcome", "choose_executor", "ensure_ray",
-           "get_executor", "register_executor"]
+__all__ = [
+    "EXECUTORS",
+    "EXECUTOR_CHOICES",
+    "Job",
+    "THREAD_ENV",
+    "TrainOutcome",
+    "choose_executor",
+    "ensure_ray",
+    "get_executor",
+    "register_executor",
+]

@@ -16,8 +16,13 @@ def ensure_ray(address: str | None = None, *, log_to_driver: bool = True) -> boo
 
     if ray.is_initialized():
         return False
-    ray.init(address=address or os.environ.get("RAY_ADDRESS") or "local", include_dashboard=False,
-             configure_logging=False, log_to_driver=log_to_driver, runtime_env={"env_vars": dict(THREAD_ENV)})
+    ray.init(
+        address=address or os.environ.get("RAY_ADDRESS") or "local",
+        include_dashboard=False,
+        configure_logging=False,
+        log_to_driver=log_to_driver,
+        runtime_env={"env_vars": dict(THREAD_ENV)},
+    )
     return True
 
 

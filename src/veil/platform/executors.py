@@ -23,7 +23,7 @@ import torch
 
 from veil.datasets.base import Dataset
 from veil.errors import UnknownNameError
-from veil.methods.base import Method, TrainContext
+from veil.methods.base import TrainContext
 from veil.methods.federated.simulation import FederationOutcome, FederationPlan
 from veil.methods.registry import create_method
 
@@ -161,15 +161,23 @@ def ray_train(run: ValidatedRun, ds: Dataset, storage: Path) -> Job:
         use_gpu = spec.use_gpu
         gpus = cluster_resources().get("GPU", 0.0)
         if use_gpu and gpus < spec.num_workers:
-            print(f"[veil] warning: use_gpu asked for {spec.num_workers} GPU worker(s) but the cluster has "
-                  f"{gpus:g} GPU(s); training on CPU", file=sys.stderr)
+            print(
+                f"[veil] warning: use_gpu asked for {spec.num_workers} GPU worker(s) but the cluster has "
+                f"{gpus:g} GPU(s); training on CPU",
+                file=sys.stderr,
+            )
             use_gpu = False
         t0 = time.time()
         run_id = getattr(tracker, "run_id", None)
         trainer = TorchTrainer(
             _ray_train_loop,
-            train_loop_config={"method": spec.method, "config": run.method_config, "dataset": ds,
-                               "tracking_uri": getattr(tracker, "tracking_uri", None), "run_id": run_id},
+            train_loop_config={
+                "method": spec.method,
+                "config": run.method_config,
+                "dataset": ds,
+                "tracking_uri": getattr(tracker, "tracking_uri", None),
+                "run_id": run_id,
+            },
             scaling_config=ScalingConfig(num_workers=spec.num_workers, use_gpu=use_gpu),
             run_config=RunConfig(storage_path=str(storage.resolve()), name=f"train-{run_id or int(t0)}"),
         )
@@ -199,8 +207,17 @@ def federated(run: ValidatedRun, ds: Dataset, storage: Path) -> Job:
 
     spec = run.spec
     method = create_method(spec.method, run.method_config, ds.task())
-    plan = plan_on(spec.runtime, method, spec.method, ds.train, dataset=ds, partition_scheme=spec.partition,
-                   options=run.federation, seed=spec.seed, address=spec.address)
+    plan = plan_on(
+        spec.runtime,
+        method,
+        spec.method,
+        ds.train,
+        dataset=ds,
+        partition_scheme=spec.partition,
+        options=run.federation,
+        seed=spec.seed,
+        address=spec.address,
+    )
     label = f"federated:{plan.runtime}"
 
     def train(on_epoch: EpochHook | None, tracker: Any) -> TrainOutcome:
@@ -208,5 +225,10 @@ def federated(run: ValidatedRun, ds: Dataset, storage: Path) -> Job:
         outcome = run_planned(plan, on_round=on_epoch, live_audit=live)
         return TrainOutcome(outcome.method, outcome.history, label, "cpu", outcome.seconds, federation=outcome)
 
-    return Job(label, train, params={"executor": label, **plan.params()},
-               tags={"veil.federated": "true", "veil.runtime": plan.runtime}, federation=plan)
+    return Job(
+        label,
+        train,
+        params={"executor": label, **plan.params()},
+        tags={"veil.federated": "true", "veil.runtime": plan.runtime},
+        federation=plan,
+    )

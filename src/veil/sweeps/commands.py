@@ -1,4 +1,5 @@
 """`veil sweep`, `veil resume`, `veil report`."""
+
 from __future__ import annotations
 
 import argparse
@@ -19,16 +20,29 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     spec = load_sweep(args.spec)  # every check happens here, before Ray or MLflow start
     from veil.sweeps.runner import run_sweep
 
-    outcome = run_sweep(spec, name=args.name, address=args.address, tracking_uri=args.tracking_uri,
-                        trials=args.trials, storage_root=args.storage, quiet=args.quiet)
+    outcome = run_sweep(
+        spec,
+        name=args.name,
+        address=args.address,
+        tracking_uri=args.tracking_uri,
+        trials=args.trials,
+        storage_root=args.storage,
+        quiet=args.quiet,
+    )
     return _finish(outcome, args)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
     from veil.sweeps.runner import resume_sweep
 
-    outcome = resume_sweep(args.sweep, address=args.address, tracking_uri=args.tracking_uri,
-                           storage_root=args.storage, retry_failed=args.retry_failed, quiet=args.quiet)
+    outcome = resume_sweep(
+        args.sweep,
+        address=args.address,
+        tracking_uri=args.tracking_uri,
+        storage_root=args.storage,
+        retry_failed=args.retry_failed,
+        quiet=args.quiet,
+    )
     return _finish(outcome, args)
 
 
@@ -38,14 +52,27 @@ def _finish(outcome, args: argparse.Namespace) -> int:
     out = sys.stderr if args.json else sys.stdout
     print("", file=out)
     print(format_report(outcome.results), file=out)
-    print(f"took {outcome.seconds:.1f} s; MLflow parent run {outcome.parent_run_id} at {outcome.tracking_uri}", file=out)
+    print(
+        f"took {outcome.seconds:.1f} s; MLflow parent run {outcome.parent_run_id} at {outcome.tracking_uri}", file=out
+    )
     _print_files(outcome.files, out)
     if args.json:
-        print(json.dumps({**outcome.results.summary(), "seconds": outcome.seconds,
-                          "files": {k: str(v) for k, v in outcome.files.items()}}, default=str), flush=True)
+        print(
+            json.dumps(
+                {
+                    **outcome.results.summary(),
+                    "seconds": outcome.seconds,
+                    "files": {k: str(v) for k, v in outcome.files.items()},
+                },
+                default=str,
+            ),
+            flush=True,
+        )
     if outcome.incomplete:
-        print(f"error: the sweep was interrupted before every trial ran; continue it with `veil resume {outcome.name}`",
-              file=sys.stderr)
+        print(
+            f"error: the sweep was interrupted before every trial ran; continue it with `veil resume {outcome.name}`",
+            file=sys.stderr,
+        )
         return 1
     if outcome.stopped_for_failures:
         print("error: the sweep stopped: too many failed trials (max_failures)", file=sys.stderr)
@@ -65,7 +92,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(format_report(results), file=out)
     _print_files(files, out)
     if args.json:
-        print(json.dumps({**results.summary(), "files": {k: str(v) for k, v in files.items()}}, default=str), flush=True)
+        print(
+            json.dumps({**results.summary(), "files": {k: str(v) for k, v in files.items()}}, default=str), flush=True
+        )
     return 0
 
 
@@ -73,15 +102,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     from veil.sweeps.results import DEFAULT_ROOT
 
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--tracking-uri", dest="tracking_uri",
-                        help="MLflow tracking URI (default $MLFLOW_TRACKING_URI or sqlite:///./mlflow.db)")
-    common.add_argument("--storage", default=str(DEFAULT_ROOT), type=Path,
-                        help=f"where Tune keeps sweeps (default {DEFAULT_ROOT}/<name>)")
+    common.add_argument(
+        "--tracking-uri",
+        dest="tracking_uri",
+        help="MLflow tracking URI (default $MLFLOW_TRACKING_URI or sqlite:///./mlflow.db)",
+    )
+    common.add_argument(
+        "--storage",
+        default=str(DEFAULT_ROOT),
+        type=Path,
+        help=f"where Tune keeps sweeps (default {DEFAULT_ROOT}/<name>)",
+    )
     common.add_argument("--json", action="store_true", help="print one JSON summary as the last stdout line")
 
-    sw = sub.add_parser("sweep", parents=[common], help="run a multi-objective sweep from a YAML spec (Ray Tune + Optuna)",
-                        description="Run a sweep: Ray Tune runs the trials, Optuna suggests them, MLflow records one "
-                                    "parent run and one child run per trial; prints the Pareto front at the end.")
+    sw = sub.add_parser(
+        "sweep",
+        parents=[common],
+        help="run a multi-objective sweep from a YAML spec (Ray Tune + Optuna)",
+        description="Run a sweep: Ray Tune runs the trials, Optuna suggests them, MLflow records one "
+        "parent run and one child run per trial; prints the Pareto front at the end.",
+    )
     sw.add_argument("spec", help="sweep spec (YAML), e.g. sweeps/quickstart.yaml")
     sw.add_argument("--address", help="Ray cluster to join (e.g. 'auto' on a head node); default: a fresh local Ray")
     sw.add_argument("--trials", type=int, help="override the spec's number of trials")
@@ -89,19 +129,31 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     sw.add_argument("--quiet", "-q", action="store_true", help="no per-trial progress lines")
     sw.set_defaults(func=cmd_sweep)
 
-    rs = sub.add_parser("resume", parents=[common], help="continue a sweep whose driver was killed",
-                        description="Continue a sweep from its Tune storage: finished trials are kept, trials in "
-                                    "flight run again and supersede their earlier MLflow child runs.")
+    rs = sub.add_parser(
+        "resume",
+        parents=[common],
+        help="continue a sweep whose driver was killed",
+        description="Continue a sweep from its Tune storage: finished trials are kept, trials in "
+        "flight run again and supersede their earlier MLflow child runs.",
+    )
     rs.add_argument("sweep", help="sweep name, its Tune directory, its MLflow parent run id, or a spec name (latest)")
     rs.add_argument("--address", help="Ray cluster to join; default: a fresh local Ray")
-    rs.add_argument("--retry-failed", dest="retry_failed", action="store_true",
-                    help="also re-run trials that had crashed (default: keep them as failed)")
+    rs.add_argument(
+        "--retry-failed",
+        dest="retry_failed",
+        action="store_true",
+        help="also re-run trials that had crashed (default: keep them as failed)",
+    )
     rs.add_argument("--quiet", "-q", action="store_true", help="no per-trial progress lines")
     rs.set_defaults(func=cmd_resume)
 
-    rp = sub.add_parser("report", parents=[common], help="print a sweep's Pareto front and write its tables and plots",
-                        description="Read a sweep back from MLflow: print the front, write trials as Parquet and CSV, "
-                                    "the front as CSV, PNG and a self-contained HTML plot.")
+    rp = sub.add_parser(
+        "report",
+        parents=[common],
+        help="print a sweep's Pareto front and write its tables and plots",
+        description="Read a sweep back from MLflow: print the front, write trials as Parquet and CSV, "
+        "the front as CSV, PNG and a self-contained HTML plot.",
+    )
     rp.add_argument("sweep", help="sweep name, its MLflow parent run id, or a spec name (latest sweep of it)")
     rp.add_argument("--out", type=Path, help="output directory (default <storage>/<name>/report)")
     rp.set_defaults(func=cmd_report)

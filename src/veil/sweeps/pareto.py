@@ -4,6 +4,7 @@ METHODS.md ("What every run reports"): for a sweep, report the Pareto front (uti
 leakage down), its hypervolume against a fixed reference point, and the convex-hull AUC of the
 trade-off curve (seed 003, Sec. 4.2.7). Pure numpy; no optuna / ray / mlflow.
 """
+
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -69,11 +70,11 @@ def _nondominated_min(p: np.ndarray) -> np.ndarray:
         return mask
     step = max(1, _CHUNK_ELEMS // max(1, n * m))
     for i0 in range(0, n, step):
-        block = p[i0:i0 + step, None, :]  # (c, 1, m): candidates
+        block = p[i0 : i0 + step, None, :]  # (c, 1, m): candidates
         others = p[None, :, :]  # (1, n, m): possible dominators
         weakly = np.all(others <= block, axis=2)
         strictly = np.any(others < block, axis=2)
-        mask[i0:i0 + step] = ~np.any(weakly & strictly, axis=1)
+        mask[i0 : i0 + step] = ~np.any(weakly & strictly, axis=1)
     return mask
 
 

@@ -1,6 +1,7 @@
 """Plots of a sweep's trade-off: a PNG (matplotlib, Agg) and a self-contained HTML page (inline SVG, a few
 lines of inline JS, no network). Front members are drawn solid and labelled by their parameters; dominated
 trials faintly; infeasible trials (constraints) as crosses; error bars show the std over seeds."""
+
 from __future__ import annotations
 
 import html
@@ -75,8 +76,16 @@ def front_png(results: SweepResults, path: str | Path) -> Path:
     if dom.any():
         ax.scatter(x[dom], y[dom], s=28, color=DOMINATED_COLOR, alpha=0.35, label="dominated", zorder=2)
     if (~feas).any():
-        ax.scatter(x[~feas], y[~feas], s=36, marker="x", color=INFEASIBLE_COLOR, alpha=0.6,
-                   label="infeasible (constraints)", zorder=2)
+        ax.scatter(
+            x[~feas],
+            y[~feas],
+            s=36,
+            marker="x",
+            color=INFEASIBLE_COLOR,
+            alpha=0.6,
+            label="infeasible (constraints)",
+            zorder=2,
+        )
     if front.any():
         ft = t[front]
         fx, fy = x[front], y[front]
@@ -89,8 +98,15 @@ def front_png(results: SweepResults, path: str | Path) -> Path:
             ax.plot(fx[order], fy[order], "-", color=FRONT_COLOR, alpha=0.6, lw=1.2, zorder=3)
         ax.scatter(fx, fy, s=46, color=FRONT_COLOR, edgecolor="white", linewidth=0.8, label="Pareto front", zorder=4)
         for k, i in enumerate(order):  # alternate above/below along the front so neighbours do not collide
-            ax.annotate(_label(ft.iloc[i], results), (fx[i], fy[i]), textcoords="offset points",
-                        xytext=(6, 5) if k % 2 == 0 else (6, -11), fontsize=7, color="#203040", zorder=5)
+            ax.annotate(
+                _label(ft.iloc[i], results),
+                (fx[i], fy[i]),
+                textcoords="offset points",
+                xytext=(6, 5) if k % 2 == 0 else (6, -11),
+                fontsize=7,
+                color="#203040",
+                zorder=5,
+            )
     ax.set_xlabel(f"{xm} ({dict(zip(results.spec.metrics, results.spec.directions)).get(xm, '')})" if xm else "trial")
     ax.set_ylabel(f"{ym} ({dict(zip(results.spec.metrics, results.spec.directions))[ym]})")
     ax.set_title(_title(results), fontsize=9)
@@ -157,27 +173,39 @@ def _svg(results: SweepResults, width: int = 760, height: int = 500) -> str:
     x0, x1, y0, y1 = x0 - padx, x1 + padx, y0 - pady, y1 + pady
     sx = lambda v: ml + (v - x0) / (x1 - x0) * pw  # noqa: E731
     sy = lambda v: mt + (1 - (v - y0) / (y1 - y0)) * ph  # noqa: E731
-    out = [f'<svg id="plot" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
-           f'<rect x="{ml}" y="{mt}" width="{pw}" height="{ph}" fill="#fbfbfb" stroke="#999"/>']
+    out = [
+        f'<svg id="plot" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
+        f'<rect x="{ml}" y="{mt}" width="{pw}" height="{ph}" fill="#fbfbfb" stroke="#999"/>',
+    ]
     for v in _ticks(x0, x1):
         X = sx(v)
-        out.append(f'<line x1="{X:.1f}" y1="{mt}" x2="{X:.1f}" y2="{mt + ph}" stroke="#e4e4e4"/>'
-                   f'<text x="{X:.1f}" y="{mt + ph + 16}" text-anchor="middle">{_fmt(v)}</text>')
+        out.append(
+            f'<line x1="{X:.1f}" y1="{mt}" x2="{X:.1f}" y2="{mt + ph}" stroke="#e4e4e4"/>'
+            f'<text x="{X:.1f}" y="{mt + ph + 16}" text-anchor="middle">{_fmt(v)}</text>'
+        )
     for v in _ticks(y0, y1):
         Y = sy(v)
-        out.append(f'<line x1="{ml}" y1="{Y:.1f}" x2="{ml + pw}" y2="{Y:.1f}" stroke="#e4e4e4"/>'
-                   f'<text x="{ml - 6}" y="{Y + 4:.1f}" text-anchor="end">{_fmt(v)}</text>')
+        out.append(
+            f'<line x1="{ml}" y1="{Y:.1f}" x2="{ml + pw}" y2="{Y:.1f}" stroke="#e4e4e4"/>'
+            f'<text x="{ml - 6}" y="{Y + 4:.1f}" text-anchor="end">{_fmt(v)}</text>'
+        )
     dirs = dict(zip(results.spec.metrics, results.spec.directions))
     xlab = f"{xm} ({dirs.get(xm)})" if xm else "trial"
-    out.append(f'<text x="{ml + pw / 2:.1f}" y="{height - 14}" text-anchor="middle" font-size="13">{html.escape(xlab)}</text>')
-    out.append(f'<text transform="translate(18,{mt + ph / 2:.1f}) rotate(-90)" text-anchor="middle" font-size="13">'
-               f'{html.escape(f"{ym} ({dirs[ym]})")}</text>')
+    out.append(
+        f'<text x="{ml + pw / 2:.1f}" y="{height - 14}" text-anchor="middle" font-size="13">{html.escape(xlab)}</text>'
+    )
+    out.append(
+        f'<text transform="translate(18,{mt + ph / 2:.1f}) rotate(-90)" text-anchor="middle" font-size="13">'
+        f"{html.escape(f'{ym} ({dirs[ym]})')}</text>"
+    )
     front = t[t["pareto"]]
     if len(front) > 1 and xm:
         pts = sorted(zip(front[xm].astype(float), front[ym].astype(float)))
-        out.append('<polyline class="frontline" fill="none" stroke="%s" stroke-opacity="0.6" points="%s"/>'
-                   % (FRONT_COLOR, " ".join(f"{sx(a):.1f},{sy(b):.1f}" for a, b in pts)))
+        out.append(
+            '<polyline class="frontline" fill="none" stroke="%s" stroke-opacity="0.6" points="%s"/>'
+            % (FRONT_COLOR, " ".join(f"{sx(a):.1f},{sy(b):.1f}" for a, b in pts))
+        )
     rank = {}
     if len(front):
         fxs = (front[xm] if xm else front["trial"]).astype(float)
@@ -188,19 +216,27 @@ def _svg(results: SweepResults, width: int = 760, height: int = 500) -> str:
         if r["pareto"]:
             ye = _std(r, ym) / (y1 - y0) * ph
             if ye:
-                out.append(f'<line x1="{X:.1f}" y1="{Y - ye:.1f}" x2="{X:.1f}" y2="{Y + ye:.1f}" stroke="{FRONT_COLOR}" '
-                           'stroke-opacity="0.5"/>')
-            out.append(f'<g class="pt front"><circle cx="{X:.1f}" cy="{Y:.1f}" r="5.5" fill="{FRONT_COLOR}" '
-                       f'stroke="white"><title>{tip}</title></circle>'
-                       f'<text x="{X + 8:.1f}" y="{Y - 6 if rank.get(idx, 0) % 2 == 0 else Y + 14:.1f}" font-size="10" fill="#203040">'
-                       f'{html.escape(_label(r, results))}</text></g>')
+                out.append(
+                    f'<line x1="{X:.1f}" y1="{Y - ye:.1f}" x2="{X:.1f}" y2="{Y + ye:.1f}" stroke="{FRONT_COLOR}" '
+                    'stroke-opacity="0.5"/>'
+                )
+            out.append(
+                f'<g class="pt front"><circle cx="{X:.1f}" cy="{Y:.1f}" r="5.5" fill="{FRONT_COLOR}" '
+                f'stroke="white"><title>{tip}</title></circle>'
+                f'<text x="{X + 8:.1f}" y="{Y - 6 if rank.get(idx, 0) % 2 == 0 else Y + 14:.1f}" font-size="10" fill="#203040">'
+                f"{html.escape(_label(r, results))}</text></g>"
+            )
         elif r["feasible"]:
-            out.append(f'<g class="pt dom"><circle cx="{X:.1f}" cy="{Y:.1f}" r="4.5" fill="{DOMINATED_COLOR}" '
-                       f'fill-opacity="0.35"><title>{tip}</title></circle></g>')
+            out.append(
+                f'<g class="pt dom"><circle cx="{X:.1f}" cy="{Y:.1f}" r="4.5" fill="{DOMINATED_COLOR}" '
+                f'fill-opacity="0.35"><title>{tip}</title></circle></g>'
+            )
         else:
-            out.append(f'<g class="pt dom infeasible"><path d="M{X - 4:.1f},{Y - 4:.1f}L{X + 4:.1f},{Y + 4:.1f}'
-                       f'M{X - 4:.1f},{Y + 4:.1f}L{X + 4:.1f},{Y - 4:.1f}" stroke="{INFEASIBLE_COLOR}" '
-                       f'stroke-opacity="0.6" stroke-width="2"><title>{tip}</title></path></g>')
+            out.append(
+                f'<g class="pt dom infeasible"><path d="M{X - 4:.1f},{Y - 4:.1f}L{X + 4:.1f},{Y + 4:.1f}'
+                f'M{X - 4:.1f},{Y + 4:.1f}L{X + 4:.1f},{Y - 4:.1f}" stroke="{INFEASIBLE_COLOR}" '
+                f'stroke-opacity="0.6" stroke-width="2"><title>{tip}</title></path></g>'
+            )
     out.append("</svg>")
     return "\n".join(out)
 
@@ -257,14 +293,23 @@ tr.failed td { color: #999; }
 def front_html(results: SweepResults, path: str | Path) -> Path:
     """The trade-off as one self-contained HTML file (hover a point for its parameters and metrics)."""
     s = results.summary()
-    rows = [("method / dataset", f"{results.spec.method} / {results.spec.dataset}"),
-            ("objectives", ", ".join(f"{o.metric} ({o.direction})" for o in results.spec.objectives)),
-            ("trials", f"{s['trials']} ({s['finished']} finished, {s['failed']} failed"
-                       + (f", {s['infeasible']} infeasible" if results.spec.constraints else "") + ")"),
-            ("seeds per trial", ", ".join(map(str, results.spec.seeds))),
-            ("hypervolume", f"{results.hypervolume:.6f} (reference {dict(zip(results.spec.metrics, results.spec.reference))})"),
-            ("convex-hull AUC", "n/a" if results.chull_auc is None else f"{results.chull_auc:.4f}"),
-            ("MLflow parent run", f"{results.parent_run_id} at {results.tracking_uri}")]
+    rows = [
+        ("method / dataset", f"{results.spec.method} / {results.spec.dataset}"),
+        ("objectives", ", ".join(f"{o.metric} ({o.direction})" for o in results.spec.objectives)),
+        (
+            "trials",
+            f"{s['trials']} ({s['finished']} finished, {s['failed']} failed"
+            + (f", {s['infeasible']} infeasible" if results.spec.constraints else "")
+            + ")",
+        ),
+        ("seeds per trial", ", ".join(map(str, results.spec.seeds))),
+        (
+            "hypervolume",
+            f"{results.hypervolume:.6f} (reference {dict(zip(results.spec.metrics, results.spec.reference))})",
+        ),
+        ("convex-hull AUC", "n/a" if results.chull_auc is None else f"{results.chull_auc:.4f}"),
+        ("MLflow parent run", f"{results.parent_run_id} at {results.tracking_uri}"),
+    ]
     summary = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(str(v))}</td></tr>" for k, v in rows)
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(results.name)} — Pareto front</title>

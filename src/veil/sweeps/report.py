@@ -1,5 +1,6 @@
 """A sweep's report files: trials as Parquet and CSV, the front as CSV, the summary as JSON, the trade-off plots
 (PNG and HTML, from `veil.sweeps.plots`). Sits above `results` (the analysis) and `plots` (the drawing)."""
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,13 @@ def write_report(results: SweepResults, out_dir: str | Path) -> dict[str, Path]:
     return files
 
 
-def report(ref: str, *, tracking_uri: str | None = None, out_dir: str | Path | None = None,
-           storage_root: str | Path = DEFAULT_ROOT) -> tuple[SweepResults, dict[str, Path]]:
+def report(
+    ref: str,
+    *,
+    tracking_uri: str | None = None,
+    out_dir: str | Path | None = None,
+    storage_root: str | Path = DEFAULT_ROOT,
+) -> tuple[SweepResults, dict[str, Path]]:
     """Read a sweep back from MLflow (any process) and write its report files."""
     sref, state = locate(ref, tracking_uri=tracking_uri, storage_root=storage_root)
     results = collect(sref)

@@ -11,6 +11,7 @@ Layout in MLflow (see docs/sweeps.md):
 - seeds > 1: each seed's run is nested under its trial run (veil.role=seed).
 - a trial that Tune ran again (in flight when the driver died, or retried) supersedes its earlier
   attempt: the earlier run is tagged veil.superseded=true (and set KILLED if it was still RUNNING)."""
+
 from __future__ import annotations
 
 import json
@@ -76,8 +77,7 @@ def search_runs(uri: str, filter_string: str, experiment_ids: Iterable[str] | No
 
 def search_child_runs(uri: str, parent_run_id: str, experiment_id: str | None = None) -> list[Any]:
     """The direct children of a run."""
-    return search_runs(uri, f"tags.`{PARENT_TAG}` = {_q(parent_run_id)}",
-                       [experiment_id] if experiment_id else None)
+    return search_runs(uri, f"tags.`{PARENT_TAG}` = {_q(parent_run_id)}", [experiment_id] if experiment_id else None)
 
 
 def supersede_attempts(uri: str, experiment_id: str, sweep: str, trial_id: str) -> int:
@@ -86,7 +86,9 @@ def supersede_attempts(uri: str, experiment_id: str, sweep: str, trial_id: str) 
     from mlflow.entities import RunTag
 
     c = client(uri)
-    runs = search_runs(uri, f"tags.`{TAG_SWEEP}` = {_q(sweep)} and tags.`{TAG_TRIAL}` = {_q(trial_id)}", [experiment_id])
+    runs = search_runs(
+        uri, f"tags.`{TAG_SWEEP}` = {_q(sweep)} and tags.`{TAG_TRIAL}` = {_q(trial_id)}", [experiment_id]
+    )
     n = 0
     for r in runs:
         if r.data.tags.get(TAG_SUPERSEDED) == "true":
@@ -111,8 +113,10 @@ def supersede_orphans(uri: str, experiment_id: str, parent_run_id: str, known_tr
         t = r.data.tags
         if t.get(TAG_ROLE) != "trial" or t.get(TAG_SUPERSEDED) == "true" or t.get(TAG_TRIAL) in known:
             continue
-        c.log_batch(r.info.run_id, tags=[RunTag(TAG_SUPERSEDED, "true"), RunTag("veil.superseded_reason",
-                                                                                 "unknown to Tune after resume")])
+        c.log_batch(
+            r.info.run_id,
+            tags=[RunTag(TAG_SUPERSEDED, "true"), RunTag("veil.superseded_reason", "unknown to Tune after resume")],
+        )
         if r.info.status == "RUNNING":
             c.set_terminated(r.info.run_id, status="KILLED")
         n += 1
@@ -148,7 +152,9 @@ def find_sweep(ref: str, tracking_uri: str) -> SweepRef:
         except Exception:
             run = None
         if run is not None and run.data.tags.get(TAG_ROLE) != "sweep":
-            raise SweepNotFound(f"run {ref} is not a sweep's parent run (tag {TAG_ROLE}={run.data.tags.get(TAG_ROLE)!r})")
+            raise SweepNotFound(
+                f"run {ref} is not a sweep's parent run (tag {TAG_ROLE}={run.data.tags.get(TAG_ROLE)!r})"
+            )
     if run is None:
         for key in (TAG_SWEEP, TAG_SPEC):
             runs = search_runs(tracking_uri, f"tags.`{TAG_ROLE}` = 'sweep' and tags.`{key}` = {_q(ref)}")
@@ -156,11 +162,19 @@ def find_sweep(ref: str, tracking_uri: str) -> SweepRef:
                 run = max(runs, key=lambda r: r.info.start_time)
                 break
     if run is None:
-        raise SweepNotFound(f"no sweep named {ref!r} (nor a parent run id, nor a spec name) in the MLflow store at "
-                            f"{tracking_uri} (pass --tracking-uri if it was logged elsewhere)")
+        raise SweepNotFound(
+            f"no sweep named {ref!r} (nor a parent run id, nor a spec name) in the MLflow store at "
+            f"{tracking_uri} (pass --tracking-uri if it was logged elsewhere)"
+        )
     t = run.data.tags
-    return SweepRef(t.get(TAG_SWEEP, ref), run.info.run_id, run.info.experiment_id, tracking_uri, t.get(TAG_STORAGE),
-                    run.info.status)
+    return SweepRef(
+        t.get(TAG_SWEEP, ref),
+        run.info.run_id,
+        run.info.experiment_id,
+        tracking_uri,
+        t.get(TAG_STORAGE),
+        run.info.status,
+    )
 
 
 def load_spec(sweep: SweepRef) -> SweepSpec:
@@ -171,7 +185,9 @@ def load_spec(sweep: SweepRef) -> SweepSpec:
         try:
             p = client(sweep.tracking_uri).download_artifacts(sweep.parent_run_id, SPEC_ARTIFACT, d)
         except Exception as e:
-            raise SweepNotFound(f"sweep {sweep.name!r} (run {sweep.parent_run_id}) has no {SPEC_ARTIFACT} artifact: {e}") from None
+            raise SweepNotFound(
+                f"sweep {sweep.name!r} (run {sweep.parent_run_id}) has no {SPEC_ARTIFACT} artifact: {e}"
+            ) from None
         data = json.loads(Path(p).read_text())
     return sweep_from_mapping(data["spec"], where=data.get("source", "stored spec"), check_names=False)
 
@@ -207,8 +223,12 @@ def trials_frame(runs: list[Any], spec: SweepSpec) -> pd.DataFrame:
     for i, r in enumerate(runs, 1):
         t, m = r.data.tags, r.data.metrics
         config = json.loads(t.get(TAG_CONFIG, "{}"))
-        row: dict[str, Any] = {"trial": i, "trial_id": t.get(TAG_TRIAL, ""), "run_id": r.info.run_id,
-                               "status": r.info.status}
+        row: dict[str, Any] = {
+            "trial": i,
+            "trial_id": t.get(TAG_TRIAL, ""),
+            "run_id": r.info.run_id,
+            "status": r.info.status,
+        }
         for sp in spec.space:
             v = decode_value(config.get(sp.canonical))
             row[sp.key] = json.dumps(v) if isinstance(v, list) else v
@@ -259,19 +279,34 @@ class SweepResults:
     @property
     def counts(self) -> dict[str, int]:
         s = self.trials["status"]
-        return {"trials": int(len(self.trials)), "finished": int((s == "FINISHED").sum()),
-                "failed": int((s == "FAILED").sum()), "running": int((s == "RUNNING").sum()),
-                "killed": int((s == "KILLED").sum()), "front": int(self.trials["pareto"].sum()),
-                "infeasible": int(((s == "FINISHED") & ~self.trials["feasible"]).sum())}
+        return {
+            "trials": int(len(self.trials)),
+            "finished": int((s == "FINISHED").sum()),
+            "failed": int((s == "FAILED").sum()),
+            "running": int((s == "RUNNING").sum()),
+            "killed": int((s == "KILLED").sum()),
+            "front": int(self.trials["pareto"].sum()),
+            "infeasible": int(((s == "FINISHED") & ~self.trials["feasible"]).sum()),
+        }
 
     def summary(self) -> dict[str, Any]:
-        return {"sweep": self.name, "parent_run_id": self.parent_run_id, "tracking_uri": self.tracking_uri,
-                "method": self.spec.method, "dataset": self.spec.dataset,
-                "objectives": [{"metric": o.metric, "direction": o.direction} for o in self.spec.objectives],
-                "reference": list(self.spec.reference), "constraints": [str(c) for c in self.spec.constraints],
-                "hypervolume": self.hypervolume, "chull_auc": self.chull_auc, "chull_axes": list(self.axes or ()),
-                "chull_origin": self.spec.chull_origin, **self.counts, "superseded_attempts": self.superseded,
-                "notes": self.notes}
+        return {
+            "sweep": self.name,
+            "parent_run_id": self.parent_run_id,
+            "tracking_uri": self.tracking_uri,
+            "method": self.spec.method,
+            "dataset": self.spec.dataset,
+            "objectives": [{"metric": o.metric, "direction": o.direction} for o in self.spec.objectives],
+            "reference": list(self.spec.reference),
+            "constraints": [str(c) for c in self.spec.constraints],
+            "hypervolume": self.hypervolume,
+            "chull_auc": self.chull_auc,
+            "chull_axes": list(self.axes or ()),
+            "chull_origin": self.spec.chull_origin,
+            **self.counts,
+            "superseded_attempts": self.superseded,
+            "notes": self.notes,
+        }
 
 
 def chull_axes(spec: SweepSpec) -> tuple[str, str] | None:
@@ -318,11 +353,21 @@ def analyze(trials: pd.DataFrame, spec: SweepSpec, **info: Any) -> SweepResults:
 def collect(sweep: SweepRef, spec: SweepSpec | None = None) -> SweepResults:
     """Read a sweep's trial runs from MLflow and analyse them."""
     spec = spec or load_spec(sweep)
-    runs = [r for r in search_child_runs(sweep.tracking_uri, sweep.parent_run_id, sweep.experiment_id)
-            if r.data.tags.get(TAG_ROLE) == "trial"]
+    runs = [
+        r
+        for r in search_child_runs(sweep.tracking_uri, sweep.parent_run_id, sweep.experiment_id)
+        if r.data.tags.get(TAG_ROLE) == "trial"
+    ]
     kept, dropped = dedupe_attempts(runs)
-    return analyze(trials_frame(kept, spec), spec, name=sweep.name, parent_run_id=sweep.parent_run_id,
-                   tracking_uri=sweep.tracking_uri, experiment_id=sweep.experiment_id, superseded=dropped)
+    return analyze(
+        trials_frame(kept, spec),
+        spec,
+        name=sweep.name,
+        parent_run_id=sweep.parent_run_id,
+        tracking_uri=sweep.tracking_uri,
+        experiment_id=sweep.experiment_id,
+        superseded=dropped,
+    )
 
 
 def tag_front(results: SweepResults) -> None:
@@ -364,8 +409,14 @@ def format_table(df: pd.DataFrame, spec: SweepSpec, metrics: list[str] | None = 
     heads = ["trial", *[sp.key for sp in spec.space], *metrics] + (["status"] if status else [])
     rows = []
     for _, r in df.iterrows():
-        rows.append([str(r["trial"]), *[format_value(r[sp.key]) for sp in spec.space],
-                     *[_cell(r, m, len(spec.seeds)) for m in metrics]] + ([str(r["status"])] if status else []))
+        rows.append(
+            [
+                str(r["trial"]),
+                *[format_value(r[sp.key]) for sp in spec.space],
+                *[_cell(r, m, len(spec.seeds)) for m in metrics],
+            ]
+            + ([str(r["status"])] if status else [])
+        )
     widths = [max(len(h), *(len(x[i]) for x in rows)) if rows else len(h) for i, h in enumerate(heads)]
     line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
     return "\n".join([line(heads), line(["-" * w for w in widths]), *(line(r) for r in rows)])
@@ -374,18 +425,22 @@ def format_table(df: pd.DataFrame, spec: SweepSpec, metrics: list[str] | None = 
 def format_report(results: SweepResults) -> str:
     spec, c = results.spec, results.counts
     objs = ", ".join(f"{o.metric} ({o.direction})" for o in spec.objectives)
-    lines = [f"sweep {results.name}: {spec.method} on {spec.dataset}, sampler {spec.sampler}, objectives {objs}",
-             f"trials {c['trials']}: {c['finished']} finished, {c['failed']} failed"
-             + (f", {c['running']} still running" if c["running"] else "")
-             + (f", {c['killed']} killed" if c["killed"] else "")
-             + (f", {c['infeasible']} infeasible ({'; '.join(map(str, spec.constraints))})" if spec.constraints else "")
-             + (f"; {results.superseded} superseded attempt(s) not counted" if results.superseded else ""),
-             f"Pareto front ({c['front']} trials, mean over {len(spec.seeds)} seed(s)):",
-             format_table(results.front, spec, spec.tracked_metrics()[:max(len(spec.metrics), 4)]),
-             f"hypervolume {results.hypervolume:.6f} (reference {dict(zip(spec.metrics, spec.reference))})"]
+    lines = [
+        f"sweep {results.name}: {spec.method} on {spec.dataset}, sampler {spec.sampler}, objectives {objs}",
+        f"trials {c['trials']}: {c['finished']} finished, {c['failed']} failed"
+        + (f", {c['running']} still running" if c["running"] else "")
+        + (f", {c['killed']} killed" if c["killed"] else "")
+        + (f", {c['infeasible']} infeasible ({'; '.join(map(str, spec.constraints))})" if spec.constraints else "")
+        + (f"; {results.superseded} superseded attempt(s) not counted" if results.superseded else ""),
+        f"Pareto front ({c['front']} trials, mean over {len(spec.seeds)} seed(s)):",
+        format_table(results.front, spec, spec.tracked_metrics()[: max(len(spec.metrics), 4)]),
+        f"hypervolume {results.hypervolume:.6f} (reference {dict(zip(spec.metrics, spec.reference))})",
+    ]
     if results.chull_auc is not None and results.axes:
-        lines.append(f"convex-hull AUC {results.chull_auc:.4f} ({results.axes[1]} over {results.axes[0]}, "
-                     f"origin {spec.chull_origin})")
+        lines.append(
+            f"convex-hull AUC {results.chull_auc:.4f} ({results.axes[1]} over {results.axes[0]}, "
+            f"origin {spec.chull_origin})"
+        )
     lines += [f"note: {n}" for n in results.notes]
     return "\n".join(lines)
 
@@ -398,7 +453,9 @@ def _state_path(exp_dir: Path) -> Path:
     return Path(exp_dir) / STATE_FILE
 
 
-def locate(ref: str, *, tracking_uri: str | None = None, storage_root: str | Path = DEFAULT_ROOT) -> tuple[SweepRef, dict | None]:
+def locate(
+    ref: str, *, tracking_uri: str | None = None, storage_root: str | Path = DEFAULT_ROOT
+) -> tuple[SweepRef, dict | None]:
     """A sweep by local storage (directory, or name under storage_root) or by MLflow (name, run id, spec
     name); returns its SweepRef and its state file's contents when the Tune storage is reachable."""
     state = None

@@ -13,6 +13,7 @@
 - Storage: Tune's experiment under ./.veil/sweeps/<name>/ (plus `veil-sweep.json`, which `veil resume`
   reads); `Tuner.restore` continues a sweep whose driver was killed (see `resume_sweep`).
 """
+
 from __future__ import annotations
 
 import json
@@ -29,13 +30,35 @@ from ray.tune.stopper import Stopper
 
 from veil.errors import ConfigError, VeilError
 from veil.platform.cluster import ensure_ray
-from veil.tracking.mlflow_run import absolute_uri
-from veil.sweeps.results import (DEFAULT_ROOT, SPEC_ARTIFACT, STD_PREFIX, TAG_CONFIG, TAG_ROLE, TAG_SEED, TAG_SEEDS,
-                                 TAG_SPEC, TAG_STORAGE, TAG_SWEEP, TAG_TRIAL, SweepNotFound, SweepRef, SweepResults,
-                                 _state_path, analyze, collect, fmt_metric, format_report, format_table, locate,
-                                 supersede_attempts, supersede_orphans, tag_front)
 from veil.sweeps.report import write_report
+from veil.sweeps.results import (
+    DEFAULT_ROOT,
+    SPEC_ARTIFACT,
+    STD_PREFIX,
+    TAG_CONFIG,
+    TAG_ROLE,
+    TAG_SEED,
+    TAG_SEEDS,
+    TAG_SPEC,
+    TAG_STORAGE,
+    TAG_SWEEP,
+    TAG_TRIAL,
+    SweepNotFound,
+    SweepRef,
+    SweepResults,
+    _state_path,
+    analyze,
+    collect,
+    fmt_metric,
+    format_report,
+    format_table,
+    locate,
+    supersede_attempts,
+    supersede_orphans,
+    tag_front,
+)
 from veil.sweeps.spec import SweepSpec, decode_value, encode_value, format_value, spec_yaml, sweep_from_mapping
+from veil.tracking.mlflow_run import absolute_uri
 
 CTX_KEY = "_veil"
 
@@ -69,8 +92,15 @@ def _aggregate(per_seed: Sequence[Mapping[str, float]]) -> dict[str, float]:
     return out
 
 
-def _failed_run(uri: str, spec: SweepSpec, run_name: str, parent: str | None, tags: Mapping[str, str],
-                values: Mapping[str, Any], error: BaseException) -> str:
+def _failed_run(
+    uri: str,
+    spec: SweepSpec,
+    run_name: str,
+    parent: str | None,
+    tags: Mapping[str, str],
+    values: Mapping[str, Any],
+    error: BaseException,
+) -> str:
     from veil.tracking.mlflow_run import TrackedRun
 
     run = TrackedRun.start(uri, spec.experiment, run_name, parent_run_id=parent, tags=tags)
@@ -79,8 +109,16 @@ def _failed_run(uri: str, spec: SweepSpec, run_name: str, parent: str | None, ta
     return run.run_id
 
 
-def run_trial(spec: SweepSpec, values: Mapping[str, Any], trial_id: str, *, sweep: str, parent_run_id: str | None,
-              tracking_uri: str, storage: Path | None = None) -> dict[str, Any]:
+def run_trial(
+    spec: SweepSpec,
+    values: Mapping[str, Any],
+    trial_id: str,
+    *,
+    sweep: str,
+    parent_run_id: str | None,
+    tracking_uri: str,
+    storage: Path | None = None,
+) -> dict[str, Any]:
     """Run every seed of one configuration, log the trial's child run, return the metrics to report
     (means over seeds, 'std/<metric>' stds, 'mlflow_run_id'). Raises when a seed crashes or an objective
     is not a finite number; the child run is then FAILED with the error."""
@@ -90,8 +128,12 @@ def run_trial(spec: SweepSpec, values: Mapping[str, Any], trial_id: str, *, swee
     t0 = time.time()
     exp_id = experiment_id(tracking_uri, spec.experiment)
     supersede_attempts(tracking_uri, exp_id, sweep, trial_id)
-    tags = {TAG_SWEEP: sweep, TAG_TRIAL: trial_id, TAG_ROLE: "trial",
-            TAG_CONFIG: json.dumps({k: v for k, v in values.items()}, default=str)}
+    tags = {
+        TAG_SWEEP: sweep,
+        TAG_TRIAL: trial_id,
+        TAG_ROLE: "trial",
+        TAG_CONFIG: json.dumps({k: v for k, v in values.items()}, default=str),
+    }
     label = " ".join(f"{k.split('.', 1)[1]}={format_value(v)}" for k, v in values.items())
     run_name = f"{sweep}/{trial_id} {label}"[:200]
     seeds = list(spec.seeds)
@@ -108,15 +150,31 @@ def run_trial(spec: SweepSpec, values: Mapping[str, Any], trial_id: str, *, swee
         run = TrackedRun(tracking_uri, res.run_id)
         metrics = _aggregate([res.metrics])
     else:
-        run = TrackedRun.start(tracking_uri, spec.experiment, run_name, parent_run_id=parent_run_id,
-                               tags={**tags, TAG_SEEDS: ",".join(map(str, seeds))})
+        run = TrackedRun.start(
+            tracking_uri,
+            spec.experiment,
+            run_name,
+            parent_run_id=parent_run_id,
+            tags={**tags, TAG_SEEDS: ",".join(map(str, seeds))},
+        )
         try:
-            run.log_params({**{k: json.dumps(v) if isinstance(v, list) else v for k, v in values.items()},
-                            "seeds": seeds, "method": spec.method, "dataset": spec.dataset})
+            run.log_params(
+                {
+                    **{k: json.dumps(v) if isinstance(v, list) else v for k, v in values.items()},
+                    "seeds": seeds,
+                    "method": spec.method,
+                    "dataset": spec.dataset,
+                }
+            )
             per_seed = []
             for s in seeds:
-                rs = spec.run_spec(values, s, tracking_uri=tracking_uri, run_name=f"{run_name} seed={s}",
-                                   tags={**tags, TAG_ROLE: "seed", TAG_SEED: str(s)})
+                rs = spec.run_spec(
+                    values,
+                    s,
+                    tracking_uri=tracking_uri,
+                    run_name=f"{run_name} seed={s}",
+                    tags={**tags, TAG_ROLE: "seed", TAG_SEED: str(s)},
+                )
                 per_seed.append(execute(rs, parent_run_id=run.run_id, storage=storage).metrics)
             metrics = _aggregate(per_seed)
             run.log_metrics(metrics)
@@ -125,8 +183,10 @@ def run_trial(spec: SweepSpec, values: Mapping[str, Any], trial_id: str, *, swee
             raise
     bad = [m for m in spec.metrics if not math.isfinite(metrics.get(m, float("nan")))]
     if bad:
-        err = ValueError(f"objective {bad[0]!r} is {metrics.get(bad[0], 'missing')} (not a finite number); "
-                         "the trial counts as failed")
+        err = ValueError(
+            f"objective {bad[0]!r} is {metrics.get(bad[0], 'missing')} (not a finite number); "
+            "the trial counts as failed"
+        )
         run.fail(err)
         raise err
     if len(seeds) > 1:
@@ -152,8 +212,17 @@ def sweep_trial(config: dict[str, Any], spec: SweepSpec) -> None:
     torch.set_num_threads(int(ctx.get("threads", 1)))
     values = {k: decode_value(v) for k, v in config.items() if k != CTX_KEY}
     trial_id = tune.get_context().get_trial_id()
-    tune.report(run_trial(spec, values, trial_id, sweep=ctx["sweep"], parent_run_id=ctx["parent_run_id"],
-                          tracking_uri=ctx["tracking_uri"], storage=Path(ctx["storage"]) / "train"))
+    tune.report(
+        run_trial(
+            spec,
+            values,
+            trial_id,
+            sweep=ctx["sweep"],
+            parent_run_id=ctx["parent_run_id"],
+            tracking_uri=ctx["tracking_uri"],
+            storage=Path(ctx["storage"]) / "train",
+        )
+    )
 
 
 def trial_dirname(trial: Any) -> str:
@@ -227,15 +296,18 @@ class SweepMonitor(Callback, Stopper):
         front = {i for i, keep in zip(ids, mask) if keep}
         cells = "  ".join(f"{m} {fmt_metric(v)}" for m, v in zip(self.metrics, vals))
         star = "  * front" if trial.trial_id in front else ""
-        self._say(f"[{self._elapsed()}] done   {trial.trial_id}  {self._label(trial)}  {cells}  "
-                  f"({r.get('trial_seconds', 0):.1f} s){star}   [{len(self.done)}/{self.total} finished]")
+        self._say(
+            f"[{self._elapsed()}] done   {trial.trial_id}  {self._label(trial)}  {cells}  "
+            f"({r.get('trial_seconds', 0):.1f} s){star}   [{len(self.done)}/{self.total} finished]"
+        )
         if front != self.front_ids:
             self.front_ids = front
             self._print_front()
 
     def _print_front(self) -> None:
-        rows = sorted((self.done[i] for i in self.front_ids), key=lambda x: x[0][0],
-                      reverse=self.directions[0] == "max")
+        rows = sorted(
+            (self.done[i] for i in self.front_ids), key=lambda x: x[0][0], reverse=self.directions[0] == "max"
+        )
         lines = [f"    current front ({len(rows)}):"]
         for vals, label in rows:
             lines.append("      " + "  ".join(fmt_metric(v) for v in vals) + f"   {label}")
@@ -253,8 +325,10 @@ class SweepMonitor(Callback, Stopper):
         self._say(f"[{self._elapsed()}] FAILED {trial.trial_id}  {self._label(trial)}  {msg}")
         if self.max_failures is not None and self.failed > self.max_failures:
             self.stopped_for_failures = True
-            self._say(f"[{self._elapsed()}] {self.failed} trials failed (max_failures {self.max_failures}): "
-                      "stopping the sweep")
+            self._say(
+                f"[{self._elapsed()}] {self.failed} trials failed (max_failures {self.max_failures}): "
+                "stopping the sweep"
+            )
 
     def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
         self.failed = sum(1 for t in trials if t.status == "ERROR")
@@ -291,15 +365,18 @@ def search_algorithm(spec: SweepSpec) -> tuple[Any, Any]:
             dists[sp.canonical] = CategoricalDistribution([encode_value(v) for v in sp.values])
             continue
         if sp.low is None or sp.high is None:  # load_sweep gives every numeric range both ends
-            raise ConfigError(f"space.{sp.key}", {"low": sp.low, "high": sp.high}, "a range with low and high", spec.source)
+            raise ConfigError(
+                f"space.{sp.key}", {"low": sp.low, "high": sp.high}, "a range with low and high", spec.source
+            )
         if sp.type == "int":
             dists[sp.canonical] = IntDistribution(int(sp.low), int(sp.high), step=int(sp.step or 1))
         elif sp.type == "log":
             dists[sp.canonical] = FloatDistribution(float(sp.low), float(sp.high), log=True)
         else:
             dists[sp.canonical] = FloatDistribution(float(sp.low), float(sp.high), step=sp.step)
-    searcher = OptunaSearch(dists, metric=[tune_key(m) for m in spec.metrics], mode=list(spec.directions),
-                            sampler=sampler)
+    searcher = OptunaSearch(
+        dists, metric=[tune_key(m) for m in spec.metrics], mode=list(spec.directions), sampler=sampler
+    )
     return ConcurrencyLimiter(searcher, max_concurrent=spec.concurrency), searcher
 
 
@@ -318,14 +395,24 @@ def build_tuner(spec: SweepSpec, ctx: Mapping[str, Any], exp_dir: Path, monitor:
 
     limiter, searcher = search_algorithm(spec)
     if spec.sampler == "grid":
-        tune_cfg = tune.TuneConfig(num_samples=1, max_concurrent_trials=spec.concurrency, reuse_actors=True,
-                                   trial_dirname_creator=trial_dirname)
+        tune_cfg = tune.TuneConfig(
+            num_samples=1,
+            max_concurrent_trials=spec.concurrency,
+            reuse_actors=True,
+            trial_dirname_creator=trial_dirname,
+        )
     else:
-        tune_cfg = tune.TuneConfig(search_alg=limiter, num_samples=spec.trials, reuse_actors=True,
-                                   trial_dirname_creator=trial_dirname)
-    run_cfg = tune.RunConfig(name=exp_dir.name, storage_path=str(exp_dir.parent.resolve()), verbose=0,
-                             callbacks=[monitor], stop=monitor,
-                             failure_config=tune.FailureConfig(max_failures=spec.retries, fail_fast=False))
+        tune_cfg = tune.TuneConfig(
+            search_alg=limiter, num_samples=spec.trials, reuse_actors=True, trial_dirname_creator=trial_dirname
+        )
+    run_cfg = tune.RunConfig(
+        name=exp_dir.name,
+        storage_path=str(exp_dir.parent.resolve()),
+        verbose=0,
+        callbacks=[monitor],
+        stop=monitor,
+        failure_config=tune.FailureConfig(max_failures=spec.retries, fail_fast=False),
+    )
     tuner = tune.Tuner(trainable(spec), param_space=param_space(spec, ctx), tune_config=tune_cfg, run_config=run_cfg)
     return tuner, searcher
 
@@ -360,11 +447,19 @@ def fit_to_cluster(spec: SweepSpec) -> SweepSpec:
     cpus, gpus = float(res.get("CPU", 0)), float(res.get("GPU", 0))
     want = 0.1 if spec.executor == "ray-train" else spec.resources.cpus
     if want > cpus:
-        raise ConfigError("resources.cpus", spec.resources.cpus, f"at most the cluster's {cpus:g} CPUs (a trial that "
-                          "does not fit would wait forever)", spec.source)
+        raise ConfigError(
+            "resources.cpus",
+            spec.resources.cpus,
+            f"at most the cluster's {cpus:g} CPUs (a trial that does not fit would wait forever)",
+            spec.source,
+        )
     if spec.resources.gpu > 0 and gpus == 0:
-        print(f"[veil] warning: {spec.source}: resources.gpu = {spec.resources.gpu:g} but the cluster has no GPU; "
-              "trials train on CPU", file=sys.stderr, flush=True)
+        print(
+            f"[veil] warning: {spec.source}: resources.gpu = {spec.resources.gpu:g} but the cluster has no GPU; "
+            "trials train on CPU",
+            file=sys.stderr,
+            flush=True,
+        )
         raw = {**spec.raw, "resources": {"cpus": spec.resources.cpus, "gpu": 0}}
         return dataclasses.replace(spec, resources=Resources(spec.resources.cpus, 0.0), raw=raw)
     if spec.resources.gpu > gpus:
@@ -391,9 +486,16 @@ class SweepOutcome:
     """The OptunaSearch object (its `_ot_study` is the Optuna study), None for grid sweeps."""
 
 
-def run_sweep(spec: SweepSpec, *, name: str | None = None, address: str | None = None,
-              tracking_uri: str | None = None, trials: int | None = None, storage_root: str | Path = DEFAULT_ROOT,
-              quiet: bool = False) -> SweepOutcome:
+def run_sweep(
+    spec: SweepSpec,
+    *,
+    name: str | None = None,
+    address: str | None = None,
+    tracking_uri: str | None = None,
+    trials: int | None = None,
+    storage_root: str | Path = DEFAULT_ROOT,
+    quiet: bool = False,
+) -> SweepOutcome:
     """Start a sweep: parent MLflow run, Tune + Optuna trials, then the front, plots and parent metrics."""
     import dataclasses
 
@@ -424,28 +526,54 @@ def run_sweep(spec: SweepSpec, *, name: str | None = None, address: str | None =
 
             ray.shutdown()
         raise
-    parent = TrackedRun.start(uri, spec.experiment, name, tags={
-        TAG_ROLE: "sweep", TAG_SWEEP: name, TAG_SPEC: spec.stem, TAG_STORAGE: str(exp_dir),
-        "veil.method": spec.method, "veil.dataset": spec.dataset, "veil.sampler": spec.sampler})
+    parent = TrackedRun.start(
+        uri,
+        spec.experiment,
+        name,
+        tags={
+            TAG_ROLE: "sweep",
+            TAG_SWEEP: name,
+            TAG_SPEC: spec.stem,
+            TAG_STORAGE: str(exp_dir),
+            "veil.method": spec.method,
+            "veil.dataset": spec.dataset,
+            "veil.sampler": spec.sampler,
+        },
+    )
     try:
         parent.log_params(spec.flat_params())
         parent.log_dict({"spec": dict(spec.raw), "source": spec.source}, SPEC_ARTIFACT)
         parent.log_text(spec_yaml(spec), "sweep/spec.yaml")
-        ctx = {"sweep": name, "parent_run_id": parent.run_id, "tracking_uri": uri, "storage": str(exp_dir),
-               "threads": max(1, int(spec.resources.cpus))}
+        ctx = {
+            "sweep": name,
+            "parent_run_id": parent.run_id,
+            "tracking_uri": uri,
+            "storage": str(exp_dir),
+            "threads": max(1, int(spec.resources.cpus)),
+        }
         exp_dir.mkdir(parents=True)
-        _state_path(exp_dir).write_text(json.dumps({**ctx, "spec": dict(spec.raw), "source": spec.source,
-                                                    "created": time.time()}, indent=2))
+        _state_path(exp_dir).write_text(
+            json.dumps({**ctx, "spec": dict(spec.raw), "source": spec.source, "created": time.time()}, indent=2)
+        )
         total = spec.trials
         monitor = SweepMonitor(spec, total, quiet)
         if not quiet:
-            print(f"sweep {name}: {spec.method} on {spec.dataset}, {total} trials x {len(spec.seeds)} seed(s), "
-                  f"sampler {spec.sampler}, concurrency {spec.concurrency}\n  MLflow parent run {parent.run_id} at {uri}"
-                  f"\n  Tune storage {exp_dir}", flush=True)
+            print(
+                f"sweep {name}: {spec.method} on {spec.dataset}, {total} trials x {len(spec.seeds)} seed(s), "
+                f"sampler {spec.sampler}, concurrency {spec.concurrency}\n  MLflow parent run {parent.run_id} at {uri}"
+                f"\n  Tune storage {exp_dir}",
+                flush=True,
+            )
         tuner, searcher = build_tuner(spec, ctx, exp_dir, monitor)
         grid = tuner.fit()
-        outcome = finish_sweep(spec, SweepRef(name, parent.run_id, parent.experiment_id, uri, str(exp_dir), "RUNNING"),
-                               exp_dir, monitor.stopped_for_failures, time.time() - t0, tune_trial_ids(grid))
+        outcome = finish_sweep(
+            spec,
+            SweepRef(name, parent.run_id, parent.experiment_id, uri, str(exp_dir), "RUNNING"),
+            exp_dir,
+            monitor.stopped_for_failures,
+            time.time() - t0,
+            tune_trial_ids(grid),
+        )
         outcome.searcher = searcher
         return outcome
     except BaseException as e:
@@ -463,14 +591,20 @@ def tune_trial_ids(grid: Any) -> set[str]:
     ids = set()
     for r in grid:
         name = Path(r.path).name if getattr(r, "path", None) else ""
-        tid = name[len("trial_"):] if name.startswith("trial_") else (r.metrics or {}).get("trial_id")
+        tid = name[len("trial_") :] if name.startswith("trial_") else (r.metrics or {}).get("trial_id")
         if tid:
             ids.add(tid)
     return ids
 
 
-def finish_sweep(spec: SweepSpec, ref: SweepRef, exp_dir: Path, stopped: bool, seconds: float,
-                 known_trial_ids: set[str] | None = None) -> SweepOutcome:
+def finish_sweep(
+    spec: SweepSpec,
+    ref: SweepRef,
+    exp_dir: Path,
+    stopped: bool,
+    seconds: float,
+    known_trial_ids: set[str] | None = None,
+) -> SweepOutcome:
     """Reconcile orphaned child runs, read the trials back from MLflow, tag the front, log the report files
     and metrics to the parent."""
     from veil.tracking.mlflow_run import TrackedRun
@@ -483,8 +617,14 @@ def finish_sweep(spec: SweepSpec, ref: SweepRef, exp_dir: Path, stopped: bool, s
     files = write_report(results, report_dir)
     parent = TrackedRun(ref.tracking_uri, ref.parent_run_id)
     c = results.counts
-    metrics = {"hypervolume": results.hypervolume, "n_trials": c["trials"], "n_finished": c["finished"],
-               "n_failed": c["failed"], "n_front": c["front"], "sweep_seconds": seconds}
+    metrics = {
+        "hypervolume": results.hypervolume,
+        "n_trials": c["trials"],
+        "n_finished": c["finished"],
+        "n_failed": c["failed"],
+        "n_front": c["front"],
+        "sweep_seconds": seconds,
+    }
     if results.chull_auc is not None:
         metrics["chull_auc"] = results.chull_auc
     parent.log_metrics(metrics)
@@ -493,15 +633,26 @@ def finish_sweep(spec: SweepSpec, ref: SweepRef, exp_dir: Path, stopped: bool, s
     for key in ("front.png", "front.html"):
         parent.log_file(files[key], "plots")
     # Interrupted (Ctrl-C: Tune stops gracefully and returns) when trials are missing or still running.
-    incomplete = not stopped and ((known_trial_ids is not None and len(known_trial_ids) < spec.trials)
-                                  or c["running"] > 0)
+    incomplete = not stopped and (
+        (known_trial_ids is not None and len(known_trial_ids) < spec.trials) or c["running"] > 0
+    )
     if stopped:
         parent.set_tags({"veil.stopped": "max_failures"})
     if incomplete:
         parent.set_tags({"veil.incomplete": "true"})
     parent.finish("FAILED" if stopped or c["finished"] == 0 else "KILLED" if incomplete else "FINISHED")
-    return SweepOutcome(ref.name, ref.parent_run_id, ref.tracking_uri, exp_dir, results, report_dir, files, seconds,
-                        stopped, incomplete=incomplete)
+    return SweepOutcome(
+        ref.name,
+        ref.parent_run_id,
+        ref.tracking_uri,
+        exp_dir,
+        results,
+        report_dir,
+        files,
+        seconds,
+        stopped,
+        incomplete=incomplete,
+    )
 
 
 def _restored_monitor(tuner: Any) -> "SweepMonitor | None":
@@ -512,8 +663,15 @@ def _restored_monitor(tuner: Any) -> "SweepMonitor | None":
     return next((cb for cb in cbs if isinstance(cb, SweepMonitor)), None)
 
 
-def resume_sweep(ref: str, *, address: str | None = None, tracking_uri: str | None = None,
-                 storage_root: str | Path = DEFAULT_ROOT, retry_failed: bool = False, quiet: bool = False) -> SweepOutcome:
+def resume_sweep(
+    ref: str,
+    *,
+    address: str | None = None,
+    tracking_uri: str | None = None,
+    storage_root: str | Path = DEFAULT_ROOT,
+    retry_failed: bool = False,
+    quiet: bool = False,
+) -> SweepOutcome:
     """Continue a sweep whose driver died: `Tuner.restore(..., resume_unfinished=True)`. Finished trials are
     kept; trials in flight at the kill run again from scratch and supersede their earlier MLflow child run,
     so each trial is counted once. `retry_failed` also re-runs trials that had crashed."""
@@ -523,12 +681,16 @@ def resume_sweep(ref: str, *, address: str | None = None, tracking_uri: str | No
 
     sref, state = locate(ref, tracking_uri=tracking_uri, storage_root=storage_root)
     if state is None:
-        raise SweepNotFound(f"sweep {sref.name!r}: its Tune storage {sref.storage} is not reachable from here "
-                            f"(run `veil resume` where the sweep ran, or pass the experiment directory)")
+        raise SweepNotFound(
+            f"sweep {sref.name!r}: its Tune storage {sref.storage} is not reachable from here "
+            f"(run `veil resume` where the sweep ran, or pass the experiment directory)"
+        )
     exp_dir = Path(state["storage"])
     if not tune.Tuner.can_restore(str(exp_dir)):
-        raise SweepNotFound(f"sweep {sref.name!r}: {exp_dir} holds no Tune experiment to restore (the driver died "
-                            "before Tune's first snapshot; start it again with `veil sweep`)")
+        raise SweepNotFound(
+            f"sweep {sref.name!r}: {exp_dir} holds no Tune experiment to restore (the driver died "
+            "before Tune's first snapshot; start it again with `veil sweep`)"
+        )
     spec = sweep_from_mapping(state["spec"], where=state["source"])
     t0 = time.time()
     tune_defaults()
@@ -537,8 +699,13 @@ def resume_sweep(ref: str, *, address: str | None = None, tracking_uri: str | No
         TrackedRun(sref.tracking_uri, sref.parent_run_id).client.update_run(sref.parent_run_id, status="RUNNING")
         if not quiet:
             print(f"resuming sweep {sref.name} from {exp_dir} (MLflow parent run {sref.parent_run_id})", flush=True)
-        tuner = tune.Tuner.restore(str(exp_dir), trainable=trainable(spec), resume_unfinished=True,
-                                   resume_errored=False, restart_errored=retry_failed)
+        tuner = tune.Tuner.restore(
+            str(exp_dir),
+            trainable=trainable(spec),
+            resume_unfinished=True,
+            resume_errored=False,
+            restart_errored=retry_failed,
+        )
         monitor = _restored_monitor(tuner)
         if monitor is not None:  # it comes back as pickled at the start: this process's settings instead
             monitor.quiet, monitor.t0 = quiet, time.time()
@@ -555,5 +722,15 @@ def resume_sweep(ref: str, *, address: str | None = None, tracking_uri: str | No
             ray.shutdown()
 
 
-__all__ = ["run_sweep", "resume_sweep", "run_trial", "sweep_trial", "SweepOutcome", "SweepMonitor", "tune_key",
-           "format_report", "format_table", "analyze"]
+__all__ = [
+    "run_sweep",
+    "resume_sweep",
+    "run_trial",
+    "sweep_trial",
+    "SweepOutcome",
+    "SweepMonitor",
+    "tune_key",
+    "format_report",
+    "format_table",
+    "analyze",
+]

@@ -6,6 +6,7 @@ when a factory runs, so reading the vocabulary (`SAMPLERS`, `SAMPLER_OPTIONS`) s
 
 This module imports nothing from the rest of `veil.sweeps`: `spec.py` can take its sampler vocabulary from
 here without an import cycle. A factory needs only the three spec fields of `SamplerSpec`."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -112,5 +113,13 @@ def get_sampler(name: str, where: str | None = None) -> SamplerFactory:
     return sampler_entry(name, where).factory
 
 
-__all__ = ["GRID", "SAMPLERS", "SAMPLER_OPTIONS", "SamplerEntry", "SamplerFactory", "SamplerSpec", "get_sampler",
-           "sampler_entry"]
+__all__ = [
+    "GRID",
+    "SAMPLERS",
+    "SAMPLER_OPTIONS",
+    "SamplerEntry",
+    "SamplerFactory",
+    "SamplerSpec",
+    "get_sampler",
+    "sampler_entry",
+]

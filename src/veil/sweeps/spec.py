@@ -18,6 +18,7 @@ file, the key and the value.
     sampler: nsga2                                 # nsga2 | tpe | random | grid
     trials: 14
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -43,43 +44,118 @@ from veil.sweeps.samplers import SAMPLER_OPTIONS, SAMPLERS
 # vocabulary
 
 SPEC_KEYS = (
-    "description", "name", "method", "dataset", "dataset_params", "partition", "runtime", "federation", "params",
-    "space", "objectives", "sampler", "sampler_options", "sampler_seed", "trials", "seeds", "concurrency",
-    "resources", "reference", "constraints", "max_failures", "retries", "audit", "executor", "num_workers",
-    "experiment", "chull_origin",
+    "description",
+    "name",
+    "method",
+    "dataset",
+    "dataset_params",
+    "partition",
+    "runtime",
+    "federation",
+    "params",
+    "space",
+    "objectives",
+    "sampler",
+    "sampler_options",
+    "sampler_seed",
+    "trials",
+    "seeds",
+    "concurrency",
+    "resources",
+    "reference",
+    "constraints",
+    "max_failures",
+    "retries",
+    "audit",
+    "executor",
+    "num_workers",
+    "experiment",
+    "chull_origin",
 )
 SWEEP_EXECUTORS = tuple(e for e in EXECUTOR_CHOICES if e != "auto")
 PARAM_TYPES = ("float", "int", "log", "categorical")
-_TYPE_ALIASES = {"float": "float", "uniform": "float", "int": "int", "integer": "int", "log": "log",
-                 "log-float": "log", "loguniform": "log", "categorical": "categorical", "choice": "categorical"}
+_TYPE_ALIASES = {
+    "float": "float",
+    "uniform": "float",
+    "int": "int",
+    "integer": "int",
+    "log": "log",
+    "log-float": "log",
+    "loguniform": "log",
+    "categorical": "categorical",
+    "choice": "categorical",
+}
 RESOURCE_KEYS = ("cpus", "gpu")
 
 #: metrics every audited run logs (veil.run.execute: the fresh-probe audit plus timings)
-RUN_METRICS = ("utility_acc", "utility_auc", "adversary_acc", "adversary_auc", "privacy_gap",
-               "train_seconds", "total_seconds")
+RUN_METRICS = (
+    "utility_acc",
+    "utility_auc",
+    "adversary_acc",
+    "adversary_auc",
+    "privacy_gap",
+    "train_seconds",
+    "total_seconds",
+)
 #: per-label variants '<prefix>/<label>' (label: a utility or sensitive label of the dataset)
 PER_LABEL_METRICS = ("utility_acc", "utility_auc", "adversary_acc", "adversary_auc", "privacy_gap", "majority")
 #: the adversary-capacity sweep's summary metrics (logged when `audit: {capacity: true}`), plus
 #: 'capacity/<role>_<acc|auc>/<label>/<probe>' per label and probe
-CAPACITY_METRICS = ("adversary_auc_max", "adversary_acc_max", "adversary_auc_mean", "adversary_auc_std",
-                    "privacy_gap_max", "utility_auc_max", "utility_acc_max")
+CAPACITY_METRICS = (
+    "adversary_auc_max",
+    "adversary_acc_max",
+    "adversary_auc_mean",
+    "adversary_auc_std",
+    "privacy_gap_max",
+    "utility_auc_max",
+    "utility_acc_max",
+)
 #: seed 003's weak/strong adversary and utility-provider scenarios (methods that release records in the
 #: input's format, e.g. adjustable-ae): '<scenario>_<acc|auc>' and '<scenario>_<acc|auc>/<label>'
-OBFUSCATION_SCENARIOS = ("weak_adversary", "strong_adversary", "original_adversary", "provider_utility",
-                         "original_utility")
+OBFUSCATION_SCENARIOS = (
+    "weak_adversary",
+    "strong_adversary",
+    "original_adversary",
+    "provider_utility",
+    "original_utility",
+)
 #: metrics only federated runs log (veil.platform.fed.runner)
-FEDERATED_METRICS = ("rounds", "bytes_up_total", "bytes_down_total", "bytes_join_initial", "bytes_down_final",
-                     "failures_total", "restarts", "federation_seconds", "startup_seconds", "rounds_per_second",
-                     "per_node/utility_auc_min", "per_node/utility_auc_mean", "per_node/adversary_auc_max",
-                     "per_node/adversary_auc_mean", "per_node/utility_acc_mean", "per_node/adversary_acc_max")
+FEDERATED_METRICS = (
+    "rounds",
+    "bytes_up_total",
+    "bytes_down_total",
+    "bytes_join_initial",
+    "bytes_down_final",
+    "failures_total",
+    "restarts",
+    "federation_seconds",
+    "startup_seconds",
+    "rounds_per_second",
+    "per_node/utility_auc_min",
+    "per_node/utility_auc_mean",
+    "per_node/adversary_auc_max",
+    "per_node/adversary_auc_mean",
+    "per_node/utility_acc_mean",
+    "per_node/adversary_acc_max",
+)
 #: metrics shown in trial tables besides the objectives
 SUMMARY_METRICS = ("utility_acc", "utility_auc", "adversary_acc", "adversary_auc", "privacy_gap", "total_seconds")
 #: hypervolume reference used when the spec gives none: the worst sensible value of each bounded metric
-DEFAULT_REFERENCE = {"utility_auc": 0.5, "utility_acc": 0.0, "adversary_auc": 1.0, "adversary_acc": 1.0,
-                     "privacy_gap": 0.5, "utility_auc_max": 0.5, "utility_acc_max": 0.0, "adversary_auc_max": 1.0,
-                     "adversary_acc_max": 1.0, "adversary_auc_mean": 1.0, "privacy_gap_max": 0.5,
-                     **{f"{s}_auc": (1.0 if "adversary" in s else 0.5) for s in OBFUSCATION_SCENARIOS},
-                     **{f"{s}_acc": (1.0 if "adversary" in s else 0.0) for s in OBFUSCATION_SCENARIOS}}
+DEFAULT_REFERENCE = {
+    "utility_auc": 0.5,
+    "utility_acc": 0.0,
+    "adversary_auc": 1.0,
+    "adversary_acc": 1.0,
+    "privacy_gap": 0.5,
+    "utility_auc_max": 0.5,
+    "utility_acc_max": 0.0,
+    "adversary_auc_max": 1.0,
+    "adversary_acc_max": 1.0,
+    "adversary_auc_mean": 1.0,
+    "privacy_gap_max": 0.5,
+    **{f"{s}_auc": (1.0 if "adversary" in s else 0.5) for s in OBFUSCATION_SCENARIOS},
+    **{f"{s}_acc": (1.0 if "adversary" in s else 0.0) for s in OBFUSCATION_SCENARIOS},
+}
 CONSTRAINT_OPS = (">=", "<=", ">", "<")
 _CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z0-9_./-]+)\s*(>=|<=|>|<)\s*([-+0-9.eE]+|inf|-inf)\s*$")
 _LABEL_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
@@ -151,15 +227,25 @@ def check_metric(metric: Any, key: str, where: str, ctx: MetricContext) -> str:
         raise UnknownNameError("metric", metric, ctx.known(), where=f"{where}: key '{key}'")
     if ctx.everything or family == "run":
         return metric
-    why = {"capacity": (ctx.capacity, "set `audit: {capacity: true}` to run the adversary-capacity sweep"),
-           "obfuscation": (ctx.obfuscation, "only methods that release records in the input's format log it "
-                                            "(e.g. adjustable-ae)"),
-           "federated": (ctx.federated, "federated runs only log it"),
-           "mi": (family == "mi" and ctx.mi == metric.split("/")[1],
-                  "set `audit: {mi: ESTIMATOR}` with the estimator it names")}[family]
+    why = {
+        "capacity": (ctx.capacity, "set `audit: {capacity: true}` to run the adversary-capacity sweep"),
+        "obfuscation": (
+            ctx.obfuscation,
+            "only methods that release records in the input's format log it (e.g. adjustable-ae)",
+        ),
+        "federated": (ctx.federated, "federated runs only log it"),
+        "mi": (
+            family == "mi" and ctx.mi == metric.split("/")[1],
+            "set `audit: {mi: ESTIMATOR}` with the estimator it names",
+        ),
+    }[family]
     if not why[0]:
-        raise ConfigError(key, metric, f"a metric that method {ctx.method!r} produces here ({why[1]}): "
-                          + ", ".join(ctx.known()), where)
+        raise ConfigError(
+            key,
+            metric,
+            f"a metric that method {ctx.method!r} produces here ({why[1]}): " + ", ".join(ctx.known()),
+            where,
+        )
     return metric
 
 
@@ -300,8 +386,16 @@ class SweepSpec:
     def grid_size(self) -> int:
         return math.prod(len(p.grid_values()) for p in self.space)
 
-    def run_spec(self, values: Mapping[str, Any], seed: int, *, tracking_uri: str | None = None,
-                 run_name: str | None = None, tags: Mapping[str, str] | None = None, use_gpu: bool | None = None):
+    def run_spec(
+        self,
+        values: Mapping[str, Any],
+        seed: int,
+        *,
+        tracking_uri: str | None = None,
+        run_name: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        use_gpu: bool | None = None,
+    ):
         """The RunSpec of one seed of one trial: fixed params overlaid with the trial's searched `values`
         (keyed 'method.NAME' / 'dataset.NAME')."""
         from veil.run import RunSpec
@@ -312,21 +406,42 @@ class SweepSpec:
             (params if section == "method" else dparams)[name] = v
         fed: dict[str, Any] = {}
         if self.federated:
-            fed = {"partition": self.partition or "iid", "runtime": self.runtime or "in-process",
-                   "federation": dict(self.federation)}
-        return RunSpec(method=self.method, dataset=self.dataset, params=params, dataset_params=dparams,
-                       audit=dict(self.audit), seed=int(seed), executor=self.executor, num_workers=self.num_workers,
-                       use_gpu=self.resources.gpu > 0 if use_gpu is None else use_gpu, experiment=self.experiment,
-                       run_name=run_name, tracking_uri=tracking_uri, tags=dict(tags or {}), **fed)
+            fed = {
+                "partition": self.partition or "iid",
+                "runtime": self.runtime or "in-process",
+                "federation": dict(self.federation),
+            }
+        return RunSpec(
+            method=self.method,
+            dataset=self.dataset,
+            params=params,
+            dataset_params=dparams,
+            audit=dict(self.audit),
+            seed=int(seed),
+            executor=self.executor,
+            num_workers=self.num_workers,
+            use_gpu=self.resources.gpu > 0 if use_gpu is None else use_gpu,
+            experiment=self.experiment,
+            run_name=run_name,
+            tracking_uri=tracking_uri,
+            tags=dict(tags or {}),
+            **fed,
+        )
 
     def flat_params(self) -> dict[str, Any]:
         """What the parent MLflow run records as params."""
         out: dict[str, Any] = {
-            "sweep.method": self.method, "sweep.dataset": self.dataset, "sweep.sampler": self.sampler,
-            "sweep.trials": self.trials, "sweep.seeds": list(self.seeds), "sweep.concurrency": self.concurrency,
+            "sweep.method": self.method,
+            "sweep.dataset": self.dataset,
+            "sweep.sampler": self.sampler,
+            "sweep.trials": self.trials,
+            "sweep.seeds": list(self.seeds),
+            "sweep.concurrency": self.concurrency,
             "sweep.objectives": [f"{o.metric}:{o.direction}" for o in self.objectives],
-            "sweep.reference": list(self.reference), "sweep.executor": self.executor,
-            "sweep.resources": dataclasses.asdict(self.resources), "sweep.sampler_seed": self.sampler_seed,
+            "sweep.reference": list(self.reference),
+            "sweep.executor": self.executor,
+            "sweep.resources": dataclasses.asdict(self.resources),
+            "sweep.sampler_seed": self.sampler_seed,
         }
         if self.federated:
             out["sweep.partition"] = self.partition or "iid"
@@ -460,8 +575,12 @@ class _Sections:
 def _parse_param(key: str, body: Any, sections: _Sections, where: str) -> SearchParam:
     k = f"space.{key}"
     if not isinstance(body, Mapping):
-        raise ConfigError(k, body, "a mapping {type: float|int|log|categorical, low, high} or {type: categorical, "
-                          "values: [...]}", where)
+        raise ConfigError(
+            k,
+            body,
+            "a mapping {type: float|int|log|categorical, low, high} or {type: categorical, values: [...]}",
+            where,
+        )
     section, name = sections.route(str(key), where)
     allowed_keys = ("type", "low", "high", "step", "values")
     for bk in body:
@@ -476,7 +595,9 @@ def _parse_param(key: str, body: Any, sections: _Sections, where: str) -> Search
     if typ == "categorical":
         for bad in ("low", "high", "step"):
             if bad in body:
-                raise ConfigError(f"{k}.{bad}", body[bad], "no range for a categorical parameter (use values: [...])", where)
+                raise ConfigError(
+                    f"{k}.{bad}", body[bad], "no range for a categorical parameter (use values: [...])", where
+                )
         values = body.get("values")
         if not isinstance(values, list) or not values:
             raise ConfigError(f"{k}.values", values, "a non-empty list of values", where)
@@ -487,20 +608,33 @@ def _parse_param(key: str, body: Any, sections: _Sections, where: str) -> Search
         for v in values:
             if not isinstance(v, (str, int, float, bool, list)) and v is not None:
                 raise ConfigError(f"{k}.values", v, "scalars or lists of scalars", where)
-        return SearchParam(str(key), section, name, typ, values=tuple(tuple(v) if isinstance(v, list) else v for v in values))
+        return SearchParam(
+            str(key), section, name, typ, values=tuple(tuple(v) if isinstance(v, list) else v for v in values)
+        )
     if "values" in body:
-        raise ConfigError(f"{k}.values", body["values"], f"no values list for a {typ} range (use low/high, or type: categorical)",
-                          where)
+        raise ConfigError(
+            f"{k}.values",
+            body["values"],
+            f"no values list for a {typ} range (use low/high, or type: categorical)",
+            where,
+        )
     for need in ("low", "high"):
         if need not in body:
             raise ConfigError(f"{k}.{need}", None, "a number (required for a range)", where)
     integer = typ == "int"
-    low, high = _num(body["low"], f"{k}.low", where, integer=integer), _num(body["high"], f"{k}.high", where, integer=integer)
+    low, high = (
+        _num(body["low"], f"{k}.low", where, integer=integer),
+        _num(body["high"], f"{k}.high", where, integer=integer),
+    )
     if low > high:
         raise ConfigError(f"{k}.high", high, f"a value above low = {low} (the range is inverted)", where)
     if low == high:
-        raise ConfigError(f"{k}.high", high, f"a value above low = {low} (the range is empty; a single value belongs "
-                          "under params:)", where)
+        raise ConfigError(
+            f"{k}.high",
+            high,
+            f"a value above low = {low} (the range is empty; a single value belongs under params:)",
+            where,
+        )
     if typ == "log" and low <= 0:
         raise ConfigError(f"{k}.low", low, "a number > 0 for a log range", where)
     step = body.get("step")
@@ -543,7 +677,7 @@ def _parse_objectives(raw: Any, where: str, ctx: MetricContext) -> tuple[Objecti
             m, _, d = item.partition(":")
             item = {"metric": m.strip(), "direction": d.strip()}
         if isinstance(item, Mapping) and len(item) == 1 and "metric" not in item:
-            (m, d), = item.items()
+            ((m, d),) = item.items()
             item = {"metric": m, "direction": d}
         if not isinstance(item, Mapping):
             raise ConfigError(k, item, "{metric: NAME, direction: max|min}", where)
@@ -565,8 +699,13 @@ def _parse_reference(raw: Any, objectives: tuple[Objective, ...], where: str) ->
     if raw is None:
         missing = [m for m in metrics if m not in DEFAULT_REFERENCE]
         if missing:
-            raise ConfigError("reference", None, f"a hypervolume reference point (no default for {', '.join(missing)}): "
-                              "{METRIC: value, ...} or a list, one value per objective", where)
+            raise ConfigError(
+                "reference",
+                None,
+                f"a hypervolume reference point (no default for {', '.join(missing)}): "
+                "{METRIC: value, ...} or a list, one value per objective",
+                where,
+            )
         return tuple(DEFAULT_REFERENCE[m] for m in metrics)
     if isinstance(raw, Mapping):
         for k in raw:
@@ -574,11 +713,15 @@ def _parse_reference(raw: Any, objectives: tuple[Objective, ...], where: str) ->
                 raise UnknownNameError("reference metric", k, metrics, where=f"{where}: key 'reference'")
         missing = [m for m in metrics if m not in raw]
         if missing:
-            raise ConfigError("reference", dict(raw), f"a value for every objective (missing {', '.join(missing)})", where)
+            raise ConfigError(
+                "reference", dict(raw), f"a value for every objective (missing {', '.join(missing)})", where
+            )
         return tuple(_num(raw[m], f"reference.{m}", where) for m in metrics)
     if isinstance(raw, list):
         if len(raw) != len(metrics):
-            raise ConfigError("reference", raw, f"{len(metrics)} values, one per objective ({', '.join(metrics)})", where)
+            raise ConfigError(
+                "reference", raw, f"{len(metrics)} values, one per objective ({', '.join(metrics)})", where
+            )
         return tuple(_num(v, f"reference[{i}]", where) for i, v in enumerate(raw))
     raise ConfigError("reference", raw, "{METRIC: value, ...} or a list, one value per objective", where)
 
@@ -594,7 +737,9 @@ def _parse_constraints(raw: Any, where: str, ctx: MetricContext) -> tuple[Constr
     for i, item in enumerate(raw):
         m = _CONSTRAINT_RE.match(item) if isinstance(item, str) else None
         if not m:
-            raise ConfigError(f"constraints[{i}]", item, "'METRIC >= | <= | > | < NUMBER', e.g. 'utility_auc >= 0.9'", where)
+            raise ConfigError(
+                f"constraints[{i}]", item, "'METRIC >= | <= | > | < NUMBER', e.g. 'utility_auc >= 0.9'", where
+            )
         metric = check_metric(m.group(1), f"constraints[{i}]", where, ctx)
         try:
             value = float(m.group(3))
@@ -611,8 +756,12 @@ def _parse_seeds(raw: Any, where: str) -> tuple[int, ...]:
         if raw < 1:
             raise ConfigError("seeds", raw, "a count >= 1 (seeds 0..n-1) or a list of distinct integers >= 0", where)
         return tuple(range(raw))
-    if isinstance(raw, list) and raw and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in raw) \
-            and len(set(raw)) == len(raw):
+    if (
+        isinstance(raw, list)
+        and raw
+        and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in raw)
+        and len(set(raw)) == len(raw)
+    ):
         return tuple(raw)
     raise ConfigError("seeds", raw, "a count >= 1 (seeds 0..n-1) or a list of distinct integers >= 0", where)
 
@@ -647,27 +796,38 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
             raise ConfigError(k, data.get(k), "a name (required)", where)
     method, dataset = data["method"], data["dataset"]
     sections = _Sections(method, dataset, where, check_names)
-    federated = is_federated(method) if check_names else bool(data.get("partition") or data.get("runtime")
-                                                                           or data.get("federation"))
+    federated = (
+        is_federated(method)
+        if check_names
+        else bool(data.get("partition") or data.get("runtime") or data.get("federation"))
+    )
 
     params = _mapping(data, "params", where)
     dparams = _mapping(data, "dataset_params", where)
     audit = _mapping(data, "audit", where)
     if check_names:
-        for key, names, kind in (("params", sections.names("method"), "method parameter"),
-                                 ("dataset_params", sections.names("dataset"), "dataset parameter"),
-                                 ("audit", sections.names("audit"), "audit parameter")):
+        for key, names, kind in (
+            ("params", sections.names("method"), "method parameter"),
+            ("dataset_params", sections.names("dataset"), "dataset parameter"),
+            ("audit", sections.names("audit"), "audit parameter"),
+        ):
             for name in _mapping(data, key, where):
                 if name not in names:
                     raise UnknownNameError(kind, name, sorted(names), where=f"{where}: key '{key}'")
         if "seed" in params or "seed" in dparams:
-            raise ConfigError("params.seed" if "seed" in params else "dataset_params.seed", "seed",
-                              "no fixed seed: a sweep sets seeds with 'seeds:'", where)
+            raise ConfigError(
+                "params.seed" if "seed" in params else "dataset_params.seed",
+                "seed",
+                "no fixed seed: a sweep sets seeds with 'seeds:'",
+                where,
+            )
 
     partition = data.get("partition")
     if partition is not None:
         if not isinstance(partition, str) or not partition:
-            raise ConfigError("partition", partition, "a partition scheme string such as 'iid' or 'dirichlet:0.3'", where)
+            raise ConfigError(
+                "partition", partition, "a partition scheme string such as 'iid' or 'dirichlet:0.3'", where
+            )
         if check_names:
             from veil.datasets.partition import parse_scheme
 
@@ -682,26 +842,39 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
     if check_names and not federated:
         for key, val in (("partition", partition), ("runtime", runtime), ("federation", federation or None)):
             if val is not None:
-                raise ConfigError(key, val, f"nothing: method {method!r} is centralized ({key} is for federated "
-                                  "methods)", where)
-    metric_ctx = MetricContext(method, federated, bool(audit.get("capacity")),
-                               bool(getattr(sections.method_cls, "releases_input_format", False)),
-                               everything=not check_names, mi=str(audit.get("mi", "none")))
+                raise ConfigError(
+                    key, val, f"nothing: method {method!r} is centralized ({key} is for federated methods)", where
+                )
+    metric_ctx = MetricContext(
+        method,
+        federated,
+        bool(audit.get("capacity")),
+        bool(getattr(sections.method_cls, "releases_input_format", False)),
+        everything=not check_names,
+        mi=str(audit.get("mi", "none")),
+    )
 
     raw_space = data.get("space")
     if not isinstance(raw_space, Mapping) or not raw_space:
-        raise ConfigError("space", raw_space, "a non-empty mapping PARAM: {type, low, high} | {type: categorical, values}",
-                          where)
+        raise ConfigError(
+            "space", raw_space, "a non-empty mapping PARAM: {type, low, high} | {type: categorical, values}", where
+        )
     space = tuple(_parse_param(str(k), v, sections, where) for k, v in raw_space.items())
     seen: dict[str, str] = {}
     for sp in space:
         if sp.canonical in seen:
-            raise ConfigError(f"space.{sp.key}", sp.key, f"each parameter once (same as space.{seen[sp.canonical]})", where)
+            raise ConfigError(
+                f"space.{sp.key}", sp.key, f"each parameter once (same as space.{seen[sp.canonical]})", where
+            )
         seen[sp.canonical] = sp.key
         fixed = params if sp.section == "method" else dparams
         if sp.name in fixed:
-            raise ConfigError(f"space.{sp.key}", sp.key, f"a parameter not also fixed under "
-                              f"{'params' if sp.section == 'method' else 'dataset_params'}:", where)
+            raise ConfigError(
+                f"space.{sp.key}",
+                sp.key,
+                f"a parameter not also fixed under {'params' if sp.section == 'method' else 'dataset_params'}:",
+                where,
+            )
 
     objectives = _parse_objectives(data.get("objectives"), where, metric_ctx)
     reference = _parse_reference(data.get("reference"), objectives, where)
@@ -713,8 +886,9 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
     sopts = _mapping(data, "sampler_options", where)
     for k in sopts:
         if k not in SAMPLER_OPTIONS[sampler]:
-            raise UnknownNameError(f"{sampler} sampler option", k, list(SAMPLER_OPTIONS[sampler]),
-                                   where=f"{where}: key 'sampler_options'")
+            raise UnknownNameError(
+                f"{sampler} sampler option", k, list(SAMPLER_OPTIONS[sampler]), where=f"{where}: key 'sampler_options'"
+            )
     if sampler == "nsga2" and "population_size" in sopts:
         _int(sopts, "population_size", None, where, 2)
     if len(objectives) == 1 and sampler == "nsga2":
@@ -723,13 +897,18 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
     if sampler == "grid":
         for sp in space:
             if sp.type not in ("categorical", "int"):
-                raise ConfigError(f"space.{sp.key}.type", sp.type, "categorical | int for the grid sampler (list the "
-                                  "grid's values with type: categorical)", where)
+                raise ConfigError(
+                    f"space.{sp.key}.type",
+                    sp.type,
+                    "categorical | int for the grid sampler (list the grid's values with type: categorical)",
+                    where,
+                )
         grid = math.prod(len(sp.grid_values()) for sp in space)
         trials = data.get("trials", grid)
         if trials != grid:
-            raise ConfigError("trials", trials, f"the grid's size {grid} (or leave it out): a grid runs every point once",
-                              where)
+            raise ConfigError(
+                "trials", trials, f"the grid's size {grid} (or leave it out): a grid runs every point once", where
+            )
     else:
         trials = _int(data, "trials", 20, where, 1)
 
@@ -752,21 +931,46 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
     if chull_origin not in AUC_ORIGINS:
         raise ConfigError("chull_origin", chull_origin, " | ".join(AUC_ORIGINS), where)
     sweep_name = data.get("name")
-    if sweep_name is not None and (not isinstance(sweep_name, str)
-                                   or not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", sweep_name)):
+    if sweep_name is not None and (
+        not isinstance(sweep_name, str) or not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", sweep_name)
+    ):
         raise ConfigError("name", sweep_name, "letters, digits, '_', '-', '.'", where)
     description = data.get("description", "")
     if not isinstance(description, str):
         raise ConfigError("description", description, "a string", where)
 
-    spec = SweepSpec(method=method, dataset=dataset, objectives=objectives, space=space, reference=reference,
-                     params=params, dataset_params=dparams, audit=audit, partition=partition, runtime=runtime,
-                     federation=federation, federated=federated, sampler=sampler,
-                     sampler_options=sopts, sampler_seed=sampler_seed, trials=trials, seeds=seeds,
-                     concurrency=concurrency, resources=resources, constraints=constraints, max_failures=max_failures,
-                     retries=retries, executor=executor, num_workers=num_workers, experiment=experiment,
-                     chull_origin=chull_origin, name=sweep_name, description=description, source=where,
-                     raw=json.loads(json.dumps(dict(data), default=str)))
+    spec = SweepSpec(
+        method=method,
+        dataset=dataset,
+        objectives=objectives,
+        space=space,
+        reference=reference,
+        params=params,
+        dataset_params=dparams,
+        audit=audit,
+        partition=partition,
+        runtime=runtime,
+        federation=federation,
+        federated=federated,
+        sampler=sampler,
+        sampler_options=sopts,
+        sampler_seed=sampler_seed,
+        trials=trials,
+        seeds=seeds,
+        concurrency=concurrency,
+        resources=resources,
+        constraints=constraints,
+        max_failures=max_failures,
+        retries=retries,
+        executor=executor,
+        num_workers=num_workers,
+        experiment=experiment,
+        chull_origin=chull_origin,
+        name=sweep_name,
+        description=description,
+        source=where,
+        raw=json.loads(json.dumps(dict(data), default=str)),
+    )
     if check_names:
         _check_run(spec, where)
     return spec
@@ -776,8 +980,12 @@ def _check_run(spec: SweepSpec, where: str) -> None:
     """Fixed params, every range end point and categorical value, audit and executor all validate."""
     from veil.run import validate
 
-    fields = {"method": spec.method, "dataset": spec.dataset, "params": spec.params,
-              "dataset_params": spec.dataset_params}
+    fields = {
+        "method": spec.method,
+        "dataset": spec.dataset,
+        "params": spec.params,
+        "dataset_params": spec.dataset_params,
+    }
     first = {sp.canonical: (sp.values[0] if sp.type == "categorical" else sp.low) for sp in spec.space}
     try:
         validate(spec.run_spec({}, spec.seeds[0]))  # fixed params, audit and executor on their own first
@@ -793,7 +1001,9 @@ def _check_run(spec: SweepSpec, where: str) -> None:
         if e.where and e.where.startswith(where):
             raise
         section = _section_key(e.where)
-        raise UnknownNameError(e.kind, e.name, e.valid, where=f"{where}: key '{section}'" if section else where) from None
+        raise UnknownNameError(
+            e.kind, e.name, e.valid, where=f"{where}: key '{section}'" if section else where
+        ) from None
 
 
 def _section_key(inner_where: str | None) -> str | None:

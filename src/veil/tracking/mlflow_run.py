@@ -3,6 +3,7 @@
 Everything goes through one `MlflowClient` factory, `client(uri)`, with explicit run ids (no fluent global state), so the same
 handle works in the driver, in a Ray Train worker (rebuilt from `(tracking_uri, run_id)`) and in
 concurrently running Tune trials."""
+
 from __future__ import annotations
 
 import json
@@ -37,9 +38,9 @@ def absolute_uri(uri: str) -> str:
     """`uri` with a relative sqlite / file store (or a bare path) made absolute: processes that run in another
     working directory (Tune trials run in their trial directory) then write where the driver reads."""
     if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-        return "sqlite:///" + str(Path(uri[len("sqlite:///"):]).resolve())
+        return "sqlite:///" + str(Path(uri[len("sqlite:///") :]).resolve())
     if uri.startswith("file:") and not uri.startswith("file:///"):
-        return Path(uri[len("file:"):]).resolve().as_uri()
+        return Path(uri[len("file:") :]).resolve().as_uri()
     if "://" not in uri and not uri.startswith("file:"):
         return str(Path(uri).resolve())
     return uri
@@ -63,7 +64,7 @@ def experiment_id(uri: str, name: str) -> str:
         return exp.experiment_id
     location = None
     if uri.startswith("sqlite:///"):
-        location = (Path(uri[len("sqlite:///"):]).parent / "mlartifacts").resolve().as_uri()
+        location = (Path(uri[len("sqlite:///") :]).parent / "mlartifacts").resolve().as_uri()
     try:
         return c.create_experiment(name, artifact_location=location, tags=EXPERIMENT_KIND)
     except Exception:  # created concurrently by another trial
@@ -89,8 +90,14 @@ class TrackedRun:
         self.client = client(tracking_uri)
 
     @classmethod
-    def start(cls, tracking_uri: str | None = None, experiment: str = DEFAULT_EXPERIMENT, run_name: str | None = None,
-              parent_run_id: str | None = None, tags: Mapping[str, str] | None = None) -> "TrackedRun":
+    def start(
+        cls,
+        tracking_uri: str | None = None,
+        experiment: str = DEFAULT_EXPERIMENT,
+        run_name: str | None = None,
+        parent_run_id: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> "TrackedRun":
         uri = resolve_tracking_uri(tracking_uri)
         exp_id = experiment_id(uri, experiment)
         all_tags = dict(tags or {})
@@ -108,7 +115,7 @@ class TrackedRun:
 
         items = [Param(k, json.dumps(v) if isinstance(v, (list, dict)) else str(v)) for k, v in params.items()]
         for i in range(0, len(items), 100):  # MLflow caps a batch at 100 params
-            self.client.log_batch(self.run_id, params=items[i:i + 100])
+            self.client.log_batch(self.run_id, params=items[i : i + 100])
 
     def log_metrics(self, metrics: Mapping[str, Any], step: int = 0) -> None:
         from mlflow.entities import Metric
@@ -116,7 +123,7 @@ class TrackedRun:
         now = int(time.time() * 1000)
         items = [Metric(k, val, now, step) for k, v in metrics.items() if (val := _metric_value(v)) is not None]
         for i in range(0, len(items), 1000):
-            self.client.log_batch(self.run_id, metrics=items[i:i + 1000])
+            self.client.log_batch(self.run_id, metrics=items[i : i + 1000])
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         from mlflow.entities import RunTag

@@ -1,4 +1,5 @@
 """Aggregation rules by name: values on a small hand-checked example, and unknown names refused."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -9,7 +10,10 @@ from veil.methods.federated.aggregation import AGGREGATION_RULES, aggregate
 
 PREV = np.array([1.0, 1.0, 1.0, 1.0], np.float32)
 # node A (N=1) sends entries 0,1 = 2, 4; node B (N=3) sends entries 1,2 = 8, 8; entry 3 is sent by nobody
-SPARSE = [(np.array([0, 1]), np.array([2.0, 4.0], np.float32), 1), (np.array([1, 2]), np.array([8.0, 8.0], np.float32), 3)]
+SPARSE = [
+    (np.array([0, 1]), np.array([2.0, 4.0], np.float32), 1),
+    (np.array([1, 2]), np.array([8.0, 8.0], np.float32), 3),
+]
 
 
 def test_registered_names():

@@ -1,5 +1,6 @@
 """D-EIGAN's server rule against hand computations ('paper' and 'masked-mean', N_k weights, masks), the
 sparse wire format, and FedAvg's uniform average."""
+
 from __future__ import annotations
 
 import numpy as np

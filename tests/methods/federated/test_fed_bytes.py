@@ -1,6 +1,7 @@
 """Communication accounting: bytes are the lengths of the serialized messages, and they match the analytic
 payloads: D-EIGAN sends round(phi * |theta_E|) float32 values (sparse, index set regenerated from a seed),
 distributed GPP b * (d_z + d_u) numbers (z float32, u int32), FedAvg |omega| float32 both ways."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -30,28 +31,32 @@ def test_d_eigan_bytes_match_phi_theta(ds, phi):
     count = sparse_count(phi, size)
     out = run_in_process(m, ds.train)
     assert len(out.records) == 3
-    for j, join in out.join_bytes.items():  # the initial download is the whole theta_E
+    for _j, join in out.join_bytes.items():  # the initial download is the whole theta_E
         assert 4 * size <= join <= 4 * size + ENVELOPE
     for r in out.records:
         assert set(r.bytes_up) == {0, 1, 2}
         for k, b in r.bytes_up.items():
             assert r.payload_up[k] == 4 * count  # exactly phi*|theta| float32 values
             assert 4 * count < b <= 4 * count + ENVELOPE
-        for k, b in r.bytes_down.items():
+        for b in r.bytes_down.values():
             if r.round == 1:
                 assert b == len(dumps(None))  # nothing to overwrite yet: the node has the initial theta
             else:
                 assert 4 * count < b <= 4 * count + ENVELOPE
     totals = out.totals()
     assert totals["bytes_up_total"] == sum(sum(r.bytes_up.values()) for r in out.records)
-    assert totals["bytes_down_total"] == (sum(sum(r.bytes_down.values()) for r in out.records)
-                                          + sum(out.join_bytes.values()))
+    assert totals["bytes_down_total"] == (
+        sum(sum(r.bytes_down.values()) for r in out.records) + sum(out.join_bytes.values())
+    )
 
 
 def test_d_gpp_uploads_are_b_times_dz_plus_du(ds):
     d_z, b = 4, 16
-    m = create_method("d-gpp", {"K": 3, "epochs": 1, "batch_size": b, "d_z": d_z, "encoder_hidden": [16, 8],
-                                "head_hidden": [8]}, ds.task())
+    m = create_method(
+        "d-gpp",
+        {"K": 3, "epochs": 1, "batch_size": b, "d_z": d_z, "encoder_hidden": [16, 8], "head_hidden": [8]},
+        ds.task(),
+    )
     d_u = len(ds.task().utility)
     psi = n_params(m.utility)
     out = run_in_process(m, ds.train)
@@ -60,7 +65,7 @@ def test_d_gpp_uploads_are_b_times_dz_plus_du(ds):
         for k, nbytes in r.bytes_up.items():
             assert r.payload_up[k] == 4 * b * (d_z + d_u)
             assert 4 * b * (d_z + d_u) < nbytes <= 4 * b * (d_z + d_u) + ENVELOPE
-        for k, nbytes in r.bytes_down.items():  # psi of the previous round (none in the first)
+        for nbytes in r.bytes_down.values():  # psi of the previous round (none in the first)
             assert (nbytes == len(dumps(None))) if r.round == 1 else (4 * psi < nbytes <= 4 * psi + ENVELOPE)
     assert all(4 * psi < v <= 4 * psi + ENVELOPE for v in out.final_bytes.values())  # last broadcast
 

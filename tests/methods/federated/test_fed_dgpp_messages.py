@@ -2,6 +2,7 @@
 transport is captured at the coordinator's tap (the serialized bytes, as sent) and inspected: the
 sensitive label's name appears nowhere, uploads hold exactly {z, u} with the utility labels' names, and
 no array equals or contains any window of a client's sensitive column."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -31,8 +32,20 @@ def test_no_message_carries_the_sensitive_label():
     x = rng.normal(size=(n, 6)) + np.stack([u, u, secret, secret, np.zeros(n), np.zeros(n)], 1)
     ds = make_dataset("secret-test", x, {"digit_u": u}, {"secret_s": secret}, test_fraction=0.25, seed=0)
     k = 3
-    m = create_method("d-gpp", {"K": k, "epochs": 2, "batch_size": 16, "d_z": 3, "encoder_hidden": [16, 8],
-                                "head_hidden": [8], "seed": 0, "lr": 1e-3}, ds.task())
+    m = create_method(
+        "d-gpp",
+        {
+            "K": k,
+            "epochs": 2,
+            "batch_size": 16,
+            "d_z": 3,
+            "encoder_hidden": [16, 8],
+            "head_hidden": [8],
+            "seed": 0,
+            "lr": 1e-3,
+        },
+        ds.task(),
+    )
     seen: list[tuple[str, int, int, str, bytes]] = []
     out = run_in_process(m, ds.train, options=FederationOptions(), tap=lambda *msg: seen.append(msg))
     assert len(out.records) == 2 * int(np.ceil(150 / 16)) and all(len(r.completed) == k for r in out.records)
@@ -41,7 +54,7 @@ def test_no_message_carries_the_sensitive_label():
     s_cols = [ds.train.sensitive["secret_s"][p] for p in parts]
     kinds = {(d, kind) for d, _, _, kind, _ in seen}
     assert {("up", "update"), ("down", "round"), ("down", "join"), ("down", "finalize"), ("up", "export")} <= kinds
-    for direction, rnd, node, kind, blob in seen:
+    for direction, _rnd, _node, kind, blob in seen:
         assert b"secret" not in blob, (direction, kind)
         msg = loads(blob)
         for path, arr in iter_arrays(msg):

@@ -1,14 +1,15 @@
 """Seeded partial participation, and D-EIGAN's per-node objectives (half the nodes hide one label, half
 another) carried through training and the per-node audit."""
+
 from __future__ import annotations
 
 import numpy as np
 
 from veil.audit import AuditConfig
+from veil.audit.nodes import audit_final
 from veil.datasets import load_dataset
 from veil.methods import create_method
 from veil.methods.federated.core import Objective
-from veil.audit.nodes import audit_final
 from veil.methods.federated.simulation import FederationOptions, run_in_process
 from veil.platform.fed.runtime import plan_on, run_planned
 
@@ -27,9 +28,13 @@ def test_fraction_samples_the_same_nodes_for_the_same_seed():
 
 def test_half_the_nodes_hide_one_label_half_another():
     ds = load_dataset("gaussian-octant", {"n": 600})
-    m = create_method("d-eigan", {"K": 4, "epochs": 2, "d_z": 3, "node_sensitive": ["adversary_1", "adversary_2"]},
-                      ds.task())
-    assert m.node_objectives() == [Objective(("ally",), ("adversary_1",))] * 2 + [Objective(("ally",), ("adversary_2",))] * 2
+    m = create_method(
+        "d-eigan", {"K": 4, "epochs": 2, "d_z": 3, "node_sensitive": ["adversary_1", "adversary_2"]}, ds.task()
+    )
+    assert (
+        m.node_objectives()
+        == [Objective(("ally",), ("adversary_1",))] * 2 + [Objective(("ally",), ("adversary_2",))] * 2
+    )
     prep = plan_on("in-process", m, "d-eigan", ds.train, dataset=ds, seed=0)
     out = run_planned(prep)
     assert all(len(r.completed) == 4 for r in out.records)

@@ -4,6 +4,7 @@ Stated tolerance (both trained on the same data, same epochs, audited by the sam
 over 4 seeds because a single adversarial run is noisy): utility accuracy within 0.02, adversary
 accuracy within 0.10, and both hide the adversary (mean adversary accuracy < 0.70; an encoder that
 hides nothing gives ~1.0 on this dataset)."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -2,6 +2,7 @@
 recorded (per-round `failures` metric and `federation/failures.json`), the node's actor is restarted by
 Ray (max_restarts) and the node rejoins from the global state. The death is real: the fault plan makes
 the node's actor process exit (os._exit) at the start of its round."""
+
 from __future__ import annotations
 
 import json
@@ -17,9 +18,15 @@ from veil.run import RunSpec, execute
 
 @pytest.mark.ray
 def test_actor_death_is_recorded_and_the_node_rejoins(ray_local, in_tmp):
-    spec = RunSpec(method="d-eigan", dataset="gaussian-quadrant", params={"K": 3, "epochs": 4, "d_z": 2},
-                   dataset_params={"n": 600}, audit={"epochs": 3}, runtime="ray-actors",
-                   federation={"faults": ["1@2"], "max_restarts": 2})
+    spec = RunSpec(
+        method="d-eigan",
+        dataset="gaussian-quadrant",
+        params={"K": 3, "epochs": 4, "d_z": 2},
+        dataset_params={"n": 600},
+        audit={"epochs": 3},
+        runtime="ray-actors",
+        federation={"faults": ["1@2"], "max_restarts": 2},
+    )
     result = execute(spec)
     client = MlflowClient(tracking_uri=result.tracking_uri)
     run = client.get_run(result.run_id)

@@ -2,6 +2,7 @@
 over the stacked tensors, per-copy losses summed) give the same result as one node per host, at equal
 seeds, within floating-point tolerance: in this process for every federated method, and on Ray for
 one actor per node versus one actor hosting every node."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,8 +17,14 @@ ATOL = 1e-5
 
 CASES = {
     # unequal shards (Dirichlet), sparse exchange, masked mean, two objectives dealt over the nodes
-    "d-eigan": {"K": 4, "phi": 0.5, "delta": 2, "aggregation": "masked-mean", "epochs": 4,
-                "node_sensitive": ["adversary_1", "adversary_2"]},
+    "d-eigan": {
+        "K": 4,
+        "phi": 0.5,
+        "delta": 2,
+        "aggregation": "masked-mean",
+        "epochs": 4,
+        "node_sensitive": ["adversary_1", "adversary_2"],
+    },
     "ldp-fedavg": {"K": 5, "epochs": 3, "eps": 4.0},
     "d-gpp": {"K": 3, "epochs": 2, "beta": [1.0, 2.0, 0.5], "encoder_hidden": [32, 16], "lr": 1e-3},
 }
@@ -33,8 +40,9 @@ def test_one_ensemble_matches_one_host_per_node(ds, name):
     results = []
     for per_host in (1, 0):  # 1: every node its own host (P = 1); 0: all nodes in one vectorised host
         m = create_method(name, {"d_z": 3, "batch_size": 32, "seed": 0, **CASES[name]}, ds.task())
-        out = run_in_process(m, ds.train, partition_scheme="dirichlet:1.0",
-                             options=FederationOptions(nodes_per_host=per_host))
+        out = run_in_process(
+            m, ds.train, partition_scheme="dirichlet:1.0", options=FederationOptions(nodes_per_host=per_host)
+        )
         results.append((m.encode(ds.test.x), out))
     (z1, o1), (z2, o2) = results
     np.testing.assert_allclose(z1, z2, atol=ATOL)

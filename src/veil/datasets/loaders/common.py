@@ -1,6 +1,7 @@
 """Helpers shared by the real-data loaders: raw file paths, registration with the fetched files' digest,
 one-hot encoding and subsampling. `assemble` (a Dataset from a given, not random, train/test split with
 train-only standardisation) lives in veil.datasets.base, next to make_dataset, and is re-exported here."""
+
 from __future__ import annotations
 
 from functools import partial
@@ -21,8 +22,9 @@ def raw_file(dataset: str, fname: str) -> Path:
     """Path of fetched file `fname` of `dataset` (DataError with the fetch command when not fetched)."""
     p = require_fetched(dataset) / fname
     if not p.is_file():
-        raise DataError(f"dataset '{dataset}': fetched folder {p.parent} lacks {fname}; "
-                        f"run `veil datasets fetch {dataset} --force`")
+        raise DataError(
+            f"dataset '{dataset}': fetched folder {p.parent} lacks {fname}; run `veil datasets fetch {dataset} --force`"
+        )
     return p
 
 
@@ -31,7 +33,9 @@ def register_real(name: str, params_cls: type, description: str) -> Callable:
     return register_dataset(name, params_cls, description, kind="real", fingerprint=partial(fingerprint, name))
 
 
-def onehot(values: pd.Series | np.ndarray, categories: Sequence[Any], column: str, where: str) -> tuple[np.ndarray, list[str]]:
+def onehot(
+    values: pd.Series | np.ndarray, categories: Sequence[Any], column: str, where: str
+) -> tuple[np.ndarray, list[str]]:
     """One-hot columns of `values` over the fixed `categories`; an unknown value is an error naming it."""
     vals = pd.Series(np.asarray(values, dtype=object))
     cats = list(categories)

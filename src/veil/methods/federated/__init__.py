@@ -3,6 +3,7 @@ per method with its client and server roles, long-lived `Node`s inside `NodeHost
 round loop, aggregation rules by name, the vectorised stacks (`torch.func`) that run many nodes as one
 ensemble, and the in-process simulation. Nothing here imports Ray, MLflow, Optuna or anything above
 `veil.methods`; the Ray transports of the same host / coordinator live in `veil.platform.fed`."""
+
 from veil.methods.federated.aggregation import AGGREGATION_RULES, aggregate, get_rule, register_rule
 from veil.methods.federated.coordinator import Coordinator, Pool, RoundRecord
 from veil.methods.federated.core import (
@@ -30,8 +31,32 @@ from veil.methods.federated.simulation import (
     run_in_process,
 )
 
-__all__ = ["AGGREGATION_RULES", "ClientUpdate", "Coordinator", "Failure", "FederatedMethod", "FederatedRoles",
-           "FederationError", "FederationOptions", "FederationOutcome", "FederationPlan", "InjectedFault",
-           "LocalFederation", "LocalPool", "Node", "NodeData", "NodeHost", "Objective", "Pool", "ResourceError",
-           "RoundRecord", "aggregate", "derive_seed", "get_rule", "plan_federation", "register_rule",
-           "run_federation", "run_in_process"]
+__all__ = [
+    "AGGREGATION_RULES",
+    "ClientUpdate",
+    "Coordinator",
+    "Failure",
+    "FederatedMethod",
+    "FederatedRoles",
+    "FederationError",
+    "FederationOptions",
+    "FederationOutcome",
+    "FederationPlan",
+    "InjectedFault",
+    "LocalFederation",
+    "LocalPool",
+    "Node",
+    "NodeData",
+    "NodeHost",
+    "Objective",
+    "Pool",
+    "ResourceError",
+    "RoundRecord",
+    "aggregate",
+    "derive_seed",
+    "get_rule",
+    "plan_federation",
+    "register_rule",
+    "run_federation",
+    "run_in_process",
+]

@@ -15,6 +15,7 @@ Per round r:
 Every message is serialized once by `dumps` and its length is what is counted: bytes down per node
 (join + downlink) and bytes up per node (the serialized update). `tap(direction, round, node, kind,
 blob)` sees every blob that crosses the transport, for tests and audits of the protocol."""
+
 from __future__ import annotations
 
 import time
@@ -69,10 +70,15 @@ class RoundRecord:
 
     def row(self) -> dict[str, float]:
         """Scalars for MLflow (step = round) and the progress bar."""
-        out = {"participants": float(len(self.completed)), "selected": float(len(self.selected)),
-               "failures": float(len(self.failures)), "rejoined": float(len(self.joined)),
-               "bytes_up": float(sum(self.bytes_up.values())), "bytes_down": float(sum(self.bytes_down.values())),
-               "round_seconds": self.seconds}
+        out = {
+            "participants": float(len(self.completed)),
+            "selected": float(len(self.selected)),
+            "failures": float(len(self.failures)),
+            "rejoined": float(len(self.joined)),
+            "bytes_up": float(sum(self.bytes_up.values())),
+            "bytes_down": float(sum(self.bytes_down.values())),
+            "round_seconds": self.seconds,
+        }
         out.update(self.metrics)
         return out
 
@@ -87,8 +93,9 @@ class RoundRecord:
 class Coordinator:
     """Runs the rounds of `method` (server role) over the nodes in `pool`."""
 
-    def __init__(self, method: FederatedRoles, pool: Pool, *, seed: int, tap: Tap | None = None,
-                 max_empty_rounds: int = 3) -> None:
+    def __init__(
+        self, method: FederatedRoles, pool: Pool, *, seed: int, tap: Tap | None = None, max_empty_rounds: int = 3
+    ) -> None:
         self.method, self.pool, self.seed, self.tap = method, pool, int(seed), tap
         self.nodes = list(pool.node_ids)
         self.needs_join = set(self.nodes)
@@ -207,9 +214,18 @@ class Coordinator:
             if self._empty >= self.max_empty_rounds:
                 detail = "; ".join(f"node {f.node}: {f.kind} {f.message[:200]}" for f in failures[:5])
                 raise FederationError(f"{self._empty} rounds in a row without a single update (round {rnd}): {detail}")
-        rec = RoundRecord(rnd, selected, sorted(u.node for u in updates), failures, sorted(joined), bytes_up, bytes_down,
-                          {k: u.payload_bytes for k, u in ((u.node, u) for u in updates)}, _weighted(updates),
-                          time.time() - t0)
+        rec = RoundRecord(
+            rnd,
+            selected,
+            sorted(u.node for u in updates),
+            failures,
+            sorted(joined),
+            bytes_up,
+            bytes_down,
+            {k: u.payload_bytes for k, u in ((u.node, u) for u in updates)},
+            _weighted(updates),
+            time.time() - t0,
+        )
         self.records.append(rec)
         return rec
 

@@ -12,6 +12,7 @@ A `FederatedMethod` plays both roles of one algorithm:
 Messages are plain Python objects holding numpy arrays. Every message is serialized with pickle
 (protocol 5) by the transport, and the length of those bytes is what is counted as communication.
 Nothing in this package imports Ray or anything above `veil.methods`."""
+
 from __future__ import annotations
 
 import pickle
@@ -94,13 +95,25 @@ class ClientUpdate:
 
     def wire(self) -> dict[str, Any]:
         """The part that is sent (node id and round are known to the receiver from the call)."""
-        return {"num_examples": int(self.num_examples), "kind": self.kind, "payload": self.payload,
-                "metrics": {k: float(v) for k, v in self.metrics.items()}}
+        return {
+            "num_examples": int(self.num_examples),
+            "kind": self.kind,
+            "payload": self.payload,
+            "metrics": {k: float(v) for k, v in self.metrics.items()},
+        }
 
     @classmethod
     def from_wire(cls, node: int, rnd: int, msg: Mapping[str, Any], nbytes: int) -> "ClientUpdate":
-        return cls(node, rnd, int(msg["num_examples"]), msg["payload"], msg["kind"], dict(msg["metrics"]),
-                   nbytes, array_bytes(msg["payload"]))
+        return cls(
+            node,
+            rnd,
+            int(msg["num_examples"]),
+            msg["payload"],
+            msg["kind"],
+            dict(msg["metrics"]),
+            nbytes,
+            array_bytes(msg["payload"]),
+        )
 
 
 @dataclass
@@ -115,8 +128,13 @@ class Failure:
     host: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"node": self.node, "round": self.round, "kind": self.kind, "message": self.message[:500],
-                "host": self.host}
+        return {
+            "node": self.node,
+            "round": self.round,
+            "kind": self.kind,
+            "message": self.message[:500],
+            "host": self.host,
+        }
 
 
 @dataclass(frozen=True)
@@ -226,7 +244,9 @@ class FederatedRoles:
         """One node's round: apply the downlink `global_state`, train locally, return the upload."""
         return self.client_update_many([node], {node.id: global_state}, round)[node.id]
 
-    def client_update_many(self, nodes: Sequence[Node], messages: Mapping[int, Any], round: int) -> dict[int, ClientUpdate]:
+    def client_update_many(
+        self, nodes: Sequence[Node], messages: Mapping[int, Any], round: int
+    ) -> dict[int, ClientUpdate]:
         raise NotImplementedError
 
     def finalize(self, nodes: Sequence[Node], message: Any) -> None:
@@ -261,7 +281,9 @@ class FederatedRoles:
         raise NotImplementedError
 
     # -- driver role ---------------------------------------------------------------------------
-    def assemble(self, global_state: Mapping[str, np.ndarray], node_states: Mapping[int, Mapping[str, np.ndarray]]) -> None:
+    def assemble(
+        self, global_state: Mapping[str, np.ndarray], node_states: Mapping[int, Mapping[str, np.ndarray]]
+    ) -> None:
         """Load the federation's final (or current) result so that `encode` releases from it."""
         raise NotImplementedError
 

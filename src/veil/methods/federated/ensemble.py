@@ -12,6 +12,7 @@ and one-node-per-actor differ only in floating-point order inside the batched ke
 
 `ShardStack` pads the nodes' shards to one (P, N_max, d) tensor and builds each round's minibatch
 plan from every node's own generator (same draws whatever else the host holds)."""
+
 from __future__ import annotations
 
 import copy
@@ -42,8 +43,14 @@ def seeded_modules(factory: Callable[[], nn.Module], seeds: Sequence[int]) -> li
 class Stack:
     """P copies of one architecture, parameters stacked on axis 0, called as one vmapped function."""
 
-    def __init__(self, modules: Sequence[nn.Module] | None = None, *, base: nn.Module | None = None,
-                 params: Mapping[str, torch.Tensor] | None = None, buffers: Mapping[str, torch.Tensor] | None = None) -> None:
+    def __init__(
+        self,
+        modules: Sequence[nn.Module] | None = None,
+        *,
+        base: nn.Module | None = None,
+        params: Mapping[str, torch.Tensor] | None = None,
+        buffers: Mapping[str, torch.Tensor] | None = None,
+    ) -> None:
         if modules is not None:
             p, b = stack_module_state(list(modules))
             base = copy.deepcopy(modules[0]).to("meta")
@@ -76,8 +83,11 @@ class Stack:
     # -- selecting and writing back copies ------------------------------------------------------
     def take(self, members: torch.Tensor) -> "Stack":
         """A new stack of copies `members` (fresh leaves, so training it leaves this one untouched)."""
-        return Stack(base=self.base, params={n: p.detach()[members] for n, p in self.params.items()},
-                     buffers={n: b[members] for n, b in self.buffers.items()})
+        return Stack(
+            base=self.base,
+            params={n: p.detach()[members] for n, p in self.params.items()},
+            buffers={n: b[members] for n, b in self.buffers.items()},
+        )
 
     @torch.no_grad()
     def put(self, members: torch.Tensor, sub: "Stack") -> None:
@@ -93,7 +103,7 @@ class Stack:
     def set_flat(self, copy_index: int, vec: torch.Tensor) -> None:
         for n, o, s in zip(self.names, self.offsets[:-1], self.sizes):
             p = self.params[n]
-            p[copy_index] = vec[o:o + s].view_as(p[copy_index]).to(p.dtype)
+            p[copy_index] = vec[o : o + s].view_as(p[copy_index]).to(p.dtype)
 
     @torch.no_grad()
     def set_entries(self, copy_index: int, idx: np.ndarray, values: torch.Tensor) -> None:
@@ -125,8 +135,14 @@ def load_flat_module(module: nn.Module, vec: torch.Tensor | np.ndarray) -> None:
 class StackedOptimizer:
     """Adam (torch's update rule) or plain SGD over stacked tensors, stepping only the copies in `active`."""
 
-    def __init__(self, tensors: Sequence[torch.Tensor], lr: float, kind: str = "adam",
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
+    def __init__(
+        self,
+        tensors: Sequence[torch.Tensor],
+        lr: float,
+        kind: str = "adam",
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+    ) -> None:
         if kind not in ("adam", "sgd"):
             raise ValueError(f"unknown optimizer {kind!r}; use 'adam' or 'sgd'")
         self.tensors = list(tensors)
@@ -169,8 +185,8 @@ class StackedOptimizer:
             m.copy_(torch.where(act, m + (g - m) * (1 - b1), m))
             v.copy_(torch.where(act, v * b2 + (1 - b2) * g * g, v))
             t = self.t.clamp(min=1).view(shape)
-            bc1 = 1 - b1 ** t
-            bc2_sqrt = (1 - b2 ** t).sqrt()
+            bc1 = 1 - b1**t
+            bc2_sqrt = (1 - b2**t).sqrt()
             upd = (self.lr / bc1) * m / (v.sqrt() / bc2_sqrt + self.eps)
             p.copy_(torch.where(act, p - upd, p))
 
@@ -231,7 +247,7 @@ class ShardStack:
             rows = []
             for _ in range(epochs):
                 perm = torch.randperm(n, generator=node.batch_gen)
-                rows += [perm[i * b:(i + 1) * b] for i in range(spe)]
+                rows += [perm[i * b : (i + 1) * b] for i in range(spe)]
             plans.append(rows)
             steps.append(len(rows))
         return _pad_plan(plans, steps), torch.tensor(steps)
@@ -262,11 +278,16 @@ def _pad_plan(plans: list[list[torch.Tensor]], steps: list[int]) -> torch.Tensor
     out = torch.full((len(plans), t_max, b_max), -1, dtype=torch.long)
     for i, rows in enumerate(plans):
         for t, r in enumerate(rows):
-            out[i, t, :len(r)] = r
+            out[i, t, : len(r)] = r
     return out
 
 
-def noise_like(nodes: Sequence[Node], idx: torch.Tensor, width: int, draw: Callable[[tuple[int, ...], torch.Generator], torch.Tensor]) -> torch.Tensor:
+def noise_like(
+    nodes: Sequence[Node],
+    idx: torch.Tensor,
+    width: int,
+    draw: Callable[[tuple[int, ...], torch.Generator], torch.Tensor],
+) -> torch.Tensor:
     """Per-node noise (P, b_max, width) drawn from each node's own generator for its real rows only,
     zero on padding, so a node's draws do not depend on which other nodes share its host."""
     out = torch.zeros(idx.shape[0], idx.shape[1], width)

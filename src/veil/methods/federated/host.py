@@ -4,6 +4,7 @@ The host is a plain class; `veil.platform.fed.runtime` wraps it in a Ray actor. 
 returns serialized messages (bytes) keyed by node id, so what crosses the process boundary is exactly
 what the coordinator counted. With several nodes, `client_update_many` runs them as one vectorised
 ensemble; with one node (one actor per node) it is the same code with P = 1."""
+
 from __future__ import annotations
 
 import os
@@ -19,9 +20,18 @@ from veil.methods.federated.core import NOT_JOINED, FederatedRoles, InjectedFaul
 class NodeHost:
     """Hosts the nodes in `shards` for method `method_name` with its validated `config` (client role)."""
 
-    def __init__(self, method_name: str, config: Any, task: TaskSpec, shards: Sequence[NodeData],
-                 *, host_id: int = 0, faults: Mapping[int, int] | None = None, hard_faults: bool = False,
-                 threads: int | None = None) -> None:
+    def __init__(
+        self,
+        method_name: str,
+        config: Any,
+        task: TaskSpec,
+        shards: Sequence[NodeData],
+        *,
+        host_id: int = 0,
+        faults: Mapping[int, int] | None = None,
+        hard_faults: bool = False,
+        threads: int | None = None,
+    ) -> None:
         from veil.methods.registry import create_method
 
         if threads:
@@ -38,16 +48,23 @@ class NodeHost:
         self.pid = os.getpid()
 
     def info(self) -> dict[str, Any]:
-        return {"host": self.host_id, "pid": self.pid, "nodes": sorted(self.nodes),
-                "joined": sorted(k for k, n in self.nodes.items() if n.joined)}
+        return {
+            "host": self.host_id,
+            "pid": self.pid,
+            "nodes": sorted(self.nodes),
+            "joined": sorted(k for k, n in self.nodes.items() if n.joined),
+        }
 
     def _maybe_fail(self, rnd: int, node_ids: Sequence[int]) -> None:
         hit = [k for k in node_ids if self.faults.get(k) == rnd]
         if not hit:
             return
         if self.hard_faults:  # a real process death, as a crashed machine
-            print(f"[veil] fault plan: node host {self.host_id} (nodes {sorted(self.nodes)}) exits in round {rnd}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"[veil] fault plan: node host {self.host_id} (nodes {sorted(self.nodes)}) exits in round {rnd}",
+                file=sys.stderr,
+                flush=True,
+            )
             os._exit(17)
         raise InjectedFault(f"fault plan: node(s) {hit} fail in round {rnd}")
 

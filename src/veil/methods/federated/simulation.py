@@ -28,7 +28,9 @@ from veil.methods.federated.host import NodeHost
 class FederationOptions:
     """How a federated run is placed, watched and stress-tested (`--set fed.NAME=VALUE`)."""
 
-    audit_every: int = param(0, "run a quick audit of the current release every N rounds (live/* metrics, progress bar); 0 = none", ge=0)
+    audit_every: int = param(
+        0, "run a quick audit of the current release every N rounds (live/* metrics, progress bar); 0 = none", ge=0
+    )
     live_probe_epochs: int = param(5, "probe epochs of the quick live audit", ge=1)
     live_rows: int = param(2000, "at most this many train and test rows in a live audit", ge=10)
     per_node_audit: bool = param(True, "audit the final release on each node's own train/test rows too")
@@ -36,11 +38,18 @@ class FederationOptions:
     hosts: int = param(0, "virtual runtime: node host actors (0 = min(K, available CPUs))", ge=0)
     cpus_per_host: float = param(1.0, "most CPUs one actor asks for (shrunk to fit the budget)", gt=0)
     cpus: float = param(0.0, "CPU budget of the federation (0 = what the cluster has available; more is refused)", ge=0)
-    actor_memory_mb: int = param(450, "expected memory of one actor (a torch process), to refuse runs that cannot fit", ge=0)
+    actor_memory_mb: int = param(
+        450, "expected memory of one actor (a torch process), to refuse runs that cannot fit", ge=0
+    )
     max_restarts: int = param(3, "restarts of a node host after its process dies", ge=0)
-    ready_timeout_s: float = param(60.0, "seconds the placement group may take to be placed before the run is refused", gt=0)
-    faults: tuple[str, ...] = param((), "chaos testing: 'NODE@ROUND' entries; that node's host process exits at the "
-                                    "start of that round (in-process: raises)")
+    ready_timeout_s: float = param(
+        60.0, "seconds the placement group may take to be placed before the run is refused", gt=0
+    )
+    faults: tuple[str, ...] = param(
+        (),
+        "chaos testing: 'NODE@ROUND' entries; that node's host process exits at the "
+        "start of that round (in-process: raises)",
+    )
 
 
 @dataclass
@@ -67,11 +76,15 @@ class FederationPlan:
     """The Ray runtime's resource plan (an object with `to_params()`), None in process."""
 
     def params(self) -> dict[str, Any]:
-        out = {"federation.runtime": self.runtime, "federation.partition": self.partition,
-               "federation.rounds": self.rounds, "federation.nodes": len(self.shards),
-               "federation.hosts": len(self.node_blocks) if self.node_blocks else 1,
-               "federation.test_partition": self.test_partition_note,
-               "federation.node_rows": [int(len(p)) for p in self.parts][:200]}
+        out = {
+            "federation.runtime": self.runtime,
+            "federation.partition": self.partition,
+            "federation.rounds": self.rounds,
+            "federation.nodes": len(self.shards),
+            "federation.hosts": len(self.node_blocks) if self.node_blocks else 1,
+            "federation.test_partition": self.test_partition_note,
+            "federation.node_rows": [int(len(p)) for p in self.parts][:200],
+        }
         out.update(as_params(self.options, "federation."))
         if self.resources is not None:
             out.update({f"federation.{k}": v for k, v in self.resources.to_params().items()})
@@ -97,7 +110,7 @@ def split_hosts(node_ids: Sequence[int], hosts: int) -> list[list[int]]:
     """Contiguous, near-equal blocks of nodes, one per host."""
     hosts = max(1, min(hosts, len(node_ids)))
     per = math.ceil(len(node_ids) / hosts)
-    return [list(node_ids[i:i + per]) for i in range(0, len(node_ids), per)]
+    return [list(node_ids[i : i + per]) for i in range(0, len(node_ids), per)]
 
 
 def partition_key(split: Split, scheme_text: str) -> tuple[np.ndarray | None, str]:
@@ -115,8 +128,9 @@ def partition_key(split: Split, scheme_text: str) -> tuple[np.ndarray | None, st
     return (column(split, name) if name is not None else None), str(name)
 
 
-def partition_test_split(train: Split, test: Split, parts: Sequence[np.ndarray], scheme_text: str,
-                         seed: int) -> tuple[list[np.ndarray], str]:
+def partition_test_split(
+    train: Split, test: Split, parts: Sequence[np.ndarray], scheme_text: str, seed: int
+) -> tuple[list[np.ndarray], str]:
     """Each node's test rows, drawn to follow that node's TRAINING distribution: a test row whose key
     (the scheme's label or column) has value v goes to node k with probability n_train(k, v) / n_train(v)
     (for iid / quantity, or a value unseen in training: N_k / N). Re-running the partitioner on the test
@@ -142,9 +156,16 @@ def partition_test_split(train: Split, test: Split, parts: Sequence[np.ndarray],
     return [np.flatnonzero(owner == i) for i in range(k)], f"matched to each node's training distribution of {name}"
 
 
-def plan_federation(method: FederatedRoles, method_name: str, train: Split, *, dataset: Dataset | None = None,
-                    partition_scheme: str = "iid", options: FederationOptions | None = None,
-                    seed: int = 0) -> FederationPlan:
+def plan_federation(
+    method: FederatedRoles,
+    method_name: str,
+    train: Split,
+    *,
+    dataset: Dataset | None = None,
+    partition_scheme: str = "iid",
+    options: FederationOptions | None = None,
+    seed: int = 0,
+) -> FederationPlan:
     """Validate and partition (no host starts). Node blocks are laid out for the in-process pool; a Ray
     runtime re-lays them when it places the federation."""
     opts = options or FederationOptions()
@@ -157,12 +178,28 @@ def plan_federation(method: FederatedRoles, method_name: str, train: Split, *, d
     objectives = method.node_objectives()
     faults = parse_faults(opts.faults, k)
     shards = [NodeData(i, train.take(parts[i]), objectives[i]) for i in range(k)]
-    test_parts, note = (partition_test_split(train, dataset.test, parts, partition_scheme, seed) if dataset is not None
-                        else (None, "no test split"))
+    test_parts, note = (
+        partition_test_split(train, dataset.test, parts, partition_scheme, seed)
+        if dataset is not None
+        else (None, "no test split")
+    )
     per = opts.nodes_per_host or k
-    return FederationPlan(method, method_name, train, parts, test_parts, note, objectives, shards,
-                          method.num_rounds(sizes), opts, faults, seed, partition=partition_scheme,
-                          node_blocks=split_hosts(list(range(k)), math.ceil(k / per)))
+    return FederationPlan(
+        method,
+        method_name,
+        train,
+        parts,
+        test_parts,
+        note,
+        objectives,
+        shards,
+        method.num_rounds(sizes),
+        opts,
+        faults,
+        seed,
+        partition=partition_scheme,
+        node_blocks=split_hosts(list(range(k)), math.ceil(k / per)),
+    )
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -226,8 +263,17 @@ class PoolBase:
 class LocalPool(PoolBase):
     """Node hosts as objects in this process, one per block of nodes."""
 
-    def __init__(self, method_name: str, config: Any, task: Any, shards: Sequence[NodeData], blocks: list[list[int]],
-                 *, faults: Mapping[int, int] | None = None, max_restarts: int = 3) -> None:
+    def __init__(
+        self,
+        method_name: str,
+        config: Any,
+        task: Any,
+        shards: Sequence[NodeData],
+        blocks: list[list[int]],
+        *,
+        faults: Mapping[int, int] | None = None,
+        max_restarts: int = 3,
+    ) -> None:
         by_id = {d.node: d for d in shards}
         self.node_ids = [d.node for d in shards]
         self.sizes = {d.node: len(d.train) for d in shards}
@@ -315,8 +361,15 @@ class LocalFederation(Coordinated):
 
     def __init__(self, plan: FederationPlan, tap: Tap | None = None) -> None:
         m = plan.method
-        self.pool = LocalPool(plan.method_name, m.config, m.task, plan.shards, plan.node_blocks,
-                              faults=plan.faults, max_restarts=plan.options.max_restarts)
+        self.pool = LocalPool(
+            plan.method_name,
+            m.config,
+            m.task,
+            plan.shards,
+            plan.node_blocks,
+            faults=plan.faults,
+            max_restarts=plan.options.max_restarts,
+        )
         self.coordinator = Coordinator(m, self.pool, seed=plan.seed, tap=tap)
 
 
@@ -345,21 +398,27 @@ class FederationOutcome:
         down = sum(sum(r.bytes_down.values()) for r in self.records)
         join0 = sum(self.join_bytes.values())
         final = sum(self.final_bytes.values())
-        return {"rounds": float(len(self.records)), "bytes_up_total": float(up),
-                "bytes_down_total": float(down + join0 + final), "bytes_join_initial": float(join0),
-                "bytes_down_final": float(final),
-                "failures_total": float(sum(len(r.failures) for r in self.records)),
-                "restarts": float(self.restarts), "federation_seconds": self.seconds,
-                "startup_seconds": self.startup_seconds,
-                "rounds_per_second": len(self.records) / self.round_seconds if self.round_seconds > 0 else float("nan")}
+        return {
+            "rounds": float(len(self.records)),
+            "bytes_up_total": float(up),
+            "bytes_down_total": float(down + join0 + final),
+            "bytes_join_initial": float(join0),
+            "bytes_down_final": float(final),
+            "failures_total": float(sum(len(r.failures) for r in self.records)),
+            "restarts": float(self.restarts),
+            "federation_seconds": self.seconds,
+            "startup_seconds": self.startup_seconds,
+            "rounds_per_second": len(self.records) / self.round_seconds if self.round_seconds > 0 else float("nan"),
+        }
 
 
 RoundHook = Callable[[int, dict[str, float]], None]
 LiveAudit = Callable[[Any], dict[str, float]]
 
 
-def run_federation(plan: FederationPlan, fed: Federation, *, on_round: RoundHook | None = None,
-                   live_audit: LiveAudit | None = None) -> FederationOutcome:
+def run_federation(
+    plan: FederationPlan, fed: Federation, *, on_round: RoundHook | None = None, live_audit: LiveAudit | None = None
+) -> FederationOutcome:
     """Run every round of a started-to-be federation `fed`, finish, assemble the final release; `fed` is
     shut down whatever happens."""
     m, opts = plan.method, plan.options
@@ -376,8 +435,12 @@ def run_federation(plan: FederationPlan, fed: Federation, *, on_round: RoundHook
             rec = fed.run_round(r)
             records.append(rec)
             round_walls.append(time.time() - t_round)
-            row = {"round": float(r), "rounds_total": float(plan.rounds), **rec.row(),
-                   "round_wall_seconds": round_walls[-1]}
+            row = {
+                "round": float(r),
+                "rounds_total": float(plan.rounds),
+                **rec.row(),
+                "round_wall_seconds": round_walls[-1],
+            }
             if live_audit is not None and opts.audit_every and (r % opts.audit_every == 0 or r == plan.rounds):
                 m.assemble(*fed.snapshot())
                 row.update({f"live/{k}": v for k, v in live_audit(m).items()})
@@ -391,14 +454,29 @@ def run_federation(plan: FederationPlan, fed: Federation, *, on_round: RoundHook
         restarts = fed.restarts()
     finally:
         fed.shutdown()
-    return FederationOutcome(m, records, history, join_bytes, final, restarts, time.time() - t0,
-                             startup_seconds=(started - t0) if records else time.time() - t0,
-                             round_seconds=float(sum(round_walls)))
+    return FederationOutcome(
+        m,
+        records,
+        history,
+        join_bytes,
+        final,
+        restarts,
+        time.time() - t0,
+        startup_seconds=(started - t0) if records else time.time() - t0,
+        round_seconds=float(sum(round_walls)),
+    )
 
 
-def run_in_process(method: FederatedRoles, train: Split, *, partition_scheme: str = "iid",
-                   options: FederationOptions | None = None, tap: Tap | None = None) -> FederationOutcome:
+def run_in_process(
+    method: FederatedRoles,
+    train: Split,
+    *,
+    partition_scheme: str = "iid",
+    options: FederationOptions | None = None,
+    tap: Tap | None = None,
+) -> FederationOutcome:
     """`FederatedMethod.fit`: the whole federation in this process (one vectorised host by default)."""
-    plan = plan_federation(method, method.name, train, partition_scheme=partition_scheme,
-                           options=options, seed=method.config.seed)
+    plan = plan_federation(
+        method, method.name, train, partition_scheme=partition_scheme, options=options, seed=method.config.seed
+    )
     return run_federation(plan, LocalFederation(plan, tap=tap))

@@ -12,6 +12,7 @@ has for (hosts + 1) actors of `actor_memory_mb`, or a placement group not ready 
 `ready_timeout_s`) is refused with a `ResourceError` before any actor starts, so nothing is left
 PENDING. Node host actors restart up to `max_restarts` times; a restarted host rejoins from the
 global state. Runtimes are registered by name in `RUNTIMES`."""
+
 from __future__ import annotations
 
 import math
@@ -57,29 +58,40 @@ class ResourcePlan:
     memory_available_mb: int
 
     def to_params(self) -> dict[str, Any]:
-        return {"hosts": self.hosts, "cpus_per_actor": self.cpus_per_actor, "cpu_budget": self.budget,
-                "memory_needed_mb": self.memory_needed_mb}
+        return {
+            "hosts": self.hosts,
+            "cpus_per_actor": self.cpus_per_actor,
+            "cpu_budget": self.budget,
+            "memory_needed_mb": self.memory_needed_mb,
+        }
 
 
-def plan_resources(hosts: int, *, cpus_per_host: float, cpus: float, actor_memory_mb: int,
-                   available: Mapping[str, float]) -> ResourcePlan:
+def plan_resources(
+    hosts: int, *, cpus_per_host: float, cpus: float, actor_memory_mb: int, available: Mapping[str, float]
+) -> ResourcePlan:
     """Size the actors to fit `available` (ray.available_resources()) or refuse with the numbers."""
     have_cpu = float(available.get("CPU", 0.0))
     have_mem = int(float(available.get("memory", 0.0)) / 2**20)
     if cpus > 0 and cpus > have_cpu + 1e-9:
-        raise ResourceError(f"the federation asks for {cpus:g} CPUs but the cluster has {have_cpu:g} available; "
-                            f"lower federation.cpus (0 = use what is available)")
+        raise ResourceError(
+            f"the federation asks for {cpus:g} CPUs but the cluster has {have_cpu:g} available; "
+            f"lower federation.cpus (0 = use what is available)"
+        )
     budget = cpus if cpus > 0 else have_cpu
     actors = hosts + 1
     per = math.floor(min(cpus_per_host, budget / actors) * 1e4) / 1e4
     if per < MIN_CPUS_PER_ACTOR:
-        raise ResourceError(f"{hosts} node host actors + 1 coordinator on {budget:g} CPUs leaves {budget / actors:.4f} "
-                            f"CPU per actor (minimum {MIN_CPUS_PER_ACTOR}); use runtime 'virtual' with fewer hosts")
+        raise ResourceError(
+            f"{hosts} node host actors + 1 coordinator on {budget:g} CPUs leaves {budget / actors:.4f} "
+            f"CPU per actor (minimum {MIN_CPUS_PER_ACTOR}); use runtime 'virtual' with fewer hosts"
+        )
     need = actors * actor_memory_mb
     if actor_memory_mb and have_mem and need > have_mem:
-        raise ResourceError(f"{hosts} node host actors + 1 coordinator need about {need} MB "
-                            f"({actor_memory_mb} MB each) but the cluster has {have_mem} MB available; use runtime "
-                            f"'virtual' (several nodes per actor) or fewer nodes")
+        raise ResourceError(
+            f"{hosts} node host actors + 1 coordinator need about {need} MB "
+            f"({actor_memory_mb} MB each) but the cluster has {have_mem} MB available; use runtime "
+            f"'virtual' (several nodes per actor) or fewer nodes"
+        )
     return ResourcePlan(hosts, per, budget, need, have_mem)
 
 
@@ -87,16 +99,38 @@ class CoordinatorService(Coordinated):
     """The coordinator's actor-side state: its `Coordinator`, and a `RayPool` of host actors it created
     in the placement group's bundles 1..hosts."""
 
-    def __init__(self, method_name: str, config: Any, task: TaskSpec,
-                 shard_refs: list[Any], node_blocks: list[list[int]], sizes: Mapping[int, int], *, pg: Any,
-                 cpus_per_actor: float, max_restarts: int, faults: Mapping[int, int] | None, seed: int) -> None:
+    def __init__(
+        self,
+        method_name: str,
+        config: Any,
+        task: TaskSpec,
+        shard_refs: list[Any],
+        node_blocks: list[list[int]],
+        sizes: Mapping[int, int],
+        *,
+        pg: Any,
+        cpus_per_actor: float,
+        max_restarts: int,
+        faults: Mapping[int, int] | None,
+        seed: int,
+    ) -> None:
         from veil.methods.registry import create_method
 
         method = create_method(method_name, config, task)  # the validated config, not rebuilt
         assert isinstance(method, FederatedRoles), f"{method_name} is not a federated method"
         self.method = method
-        self.pool = RayPool(method_name, config, task, shard_refs, node_blocks, sizes, pg=pg,
-                            cpus_per_actor=cpus_per_actor, max_restarts=max_restarts, faults=faults)
+        self.pool = RayPool(
+            method_name,
+            config,
+            task,
+            shard_refs,
+            node_blocks,
+            sizes,
+            pg=pg,
+            cpus_per_actor=cpus_per_actor,
+            max_restarts=max_restarts,
+            faults=faults,
+        )
         self.coordinator = Coordinator(self.method, self.pool, seed=seed)
 
     def host_info(self) -> list[Any]:
@@ -106,9 +140,20 @@ class CoordinatorService(Coordinated):
 class RayPool(PoolBase):
     """Node host actors (one per block of nodes), each in its own bundle of the placement group."""
 
-    def __init__(self, method_name: str, config: Any, task: TaskSpec, shard_refs: list[Any],
-                 node_blocks: list[list[int]], sizes: Mapping[int, int], *, pg: Any, cpus_per_actor: float,
-                 max_restarts: int, faults: Mapping[int, int] | None) -> None:
+    def __init__(
+        self,
+        method_name: str,
+        config: Any,
+        task: TaskSpec,
+        shard_refs: list[Any],
+        node_blocks: list[list[int]],
+        sizes: Mapping[int, int],
+        *,
+        pg: Any,
+        cpus_per_actor: float,
+        max_restarts: int,
+        faults: Mapping[int, int] | None,
+    ) -> None:
         import ray
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -119,10 +164,17 @@ class RayPool(PoolBase):
         threads = max(1, int(cpus_per_actor))
         self.actors: list[Any] = []
         for h, ref in enumerate(shard_refs):
-            opts = {"num_cpus": cpus_per_actor, "max_restarts": max_restarts, "max_task_retries": 0,
-                    "scheduling_strategy": PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=h + 1)}
-            self.actors.append(actor_cls.options(**opts).remote(method_name, config, task, ref, host_id=h,
-                                                                faults=faults, hard_faults=True, threads=threads))
+            opts = {
+                "num_cpus": cpus_per_actor,
+                "max_restarts": max_restarts,
+                "max_task_retries": 0,
+                "scheduling_strategy": PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=h + 1),
+            }
+            self.actors.append(
+                actor_cls.options(**opts).remote(
+                    method_name, config, task, ref, host_id=h, faults=faults, hard_faults=True, threads=threads
+                )
+            )
         ray.get([a.info.remote() for a in self.actors])  # all constructed (and their Node models built)
         self._pids = {h: None for h in range(len(self.actors))}
         self._deaths = 0
@@ -198,9 +250,20 @@ class RayPool(PoolBase):
 class RayFederation:
     """Driver-side handle of a federation on Ray: placement group, coordinator actor, node host actors."""
 
-    def __init__(self, method_name: str, config: Any, task: TaskSpec, shards: Sequence[NodeData],
-                 node_blocks: list[list[int]], plan: ResourcePlan, *, max_restarts: int, faults: Mapping[int, int] | None,
-                 seed: int, ready_timeout_s: float) -> None:
+    def __init__(
+        self,
+        method_name: str,
+        config: Any,
+        task: TaskSpec,
+        shards: Sequence[NodeData],
+        node_blocks: list[list[int]],
+        plan: ResourcePlan,
+        *,
+        max_restarts: int,
+        faults: Mapping[int, int] | None,
+        seed: int,
+        ready_timeout_s: float,
+    ) -> None:
         import ray
         from ray.util.placement_group import placement_group, remove_placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
@@ -213,17 +276,32 @@ class RayFederation:
             ray.get(self.pg.ready(), timeout=ready_timeout_s)
         except Exception as e:
             remove_placement_group(self.pg)
-            raise ResourceError(f"placement group of {len(bundles)} bundles x {plan.cpus_per_actor:g} CPU was not "
-                                f"ready within {ready_timeout_s:g} s ({type(e).__name__}); the cluster has "
-                                f"{ray.available_resources().get('CPU', 0):g} CPUs available") from None
+            raise ResourceError(
+                f"placement group of {len(bundles)} bundles x {plan.cpus_per_actor:g} CPU was not "
+                f"ready within {ready_timeout_s:g} s ({type(e).__name__}); the cluster has "
+                f"{ray.available_resources().get('CPU', 0):g} CPUs available"
+            ) from None
         by_id = {d.node: d for d in shards}
         # The driver owns the shard objects, so a restarted host actor can rebuild from them.
         self.shard_refs = [ray.put([by_id[k] for k in block]) for block in node_blocks]
         svc: Any = ray.remote(CoordinatorService)
-        self.coord = svc.options(num_cpus=plan.cpus_per_actor, max_restarts=0, scheduling_strategy=
-                                 PlacementGroupSchedulingStrategy(self.pg, placement_group_bundle_index=0)).remote(
-            method_name, config, task, self.shard_refs, node_blocks, {d.node: len(d.train) for d in shards},
-            pg=self.pg, cpus_per_actor=plan.cpus_per_actor, max_restarts=max_restarts, faults=faults, seed=seed)
+        self.coord = svc.options(
+            num_cpus=plan.cpus_per_actor,
+            max_restarts=0,
+            scheduling_strategy=PlacementGroupSchedulingStrategy(self.pg, placement_group_bundle_index=0),
+        ).remote(
+            method_name,
+            config,
+            task,
+            self.shard_refs,
+            node_blocks,
+            {d.node: len(d.train) for d in shards},
+            pg=self.pg,
+            cpus_per_actor=plan.cpus_per_actor,
+            max_restarts=max_restarts,
+            faults=faults,
+            seed=seed,
+        )
 
     def _get(self, ref):
         import ray
@@ -277,12 +355,11 @@ def wait_removed(pg: Any, timeout: float = 15.0) -> None:
         time.sleep(0.05)
     while time.time() < deadline:
         avail = ray.available_resources()
-        if not any(k.startswith("CPU_group_") and pg.id.hex() in k for k in avail) and \
-                avail.get("CPU", 0.0) + 1e-6 >= min(total, ray.cluster_resources().get("CPU", 0.0)):
+        if not any(k.startswith("CPU_group_") and pg.id.hex() in k for k in avail) and avail.get(
+            "CPU", 0.0
+        ) + 1e-6 >= min(total, ray.cluster_resources().get("CPU", 0.0)):
             return
         time.sleep(0.1)
-
-
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -311,26 +388,51 @@ def _place_on_ray(per_node: bool) -> Callable[[FederationPlan, str | None], None
         k, opts = len(plan.shards), plan.options
         hosts = k if per_node else (opts.hosts or max(1, min(k, int(avail.get("CPU", 1.0)) or 1)))
         plan.node_blocks = split_hosts(list(range(k)), min(hosts, k))
-        plan.resources = plan_resources(len(plan.node_blocks), cpus_per_host=opts.cpus_per_host, cpus=opts.cpus,
-                                        actor_memory_mb=opts.actor_memory_mb, available=avail)
+        plan.resources = plan_resources(
+            len(plan.node_blocks),
+            cpus_per_host=opts.cpus_per_host,
+            cpus=opts.cpus,
+            actor_memory_mb=opts.actor_memory_mb,
+            available=avail,
+        )
 
     return place
 
 
 def _start_on_ray(plan: FederationPlan, tap: Tap | None) -> Federation:
     m, opts = plan.method, plan.options
-    return RayFederation(plan.method_name, m.config, m.task, plan.shards, plan.node_blocks, plan.resources,
-                         max_restarts=opts.max_restarts, faults=plan.faults, seed=plan.seed,
-                         ready_timeout_s=opts.ready_timeout_s)
+    return RayFederation(
+        plan.method_name,
+        m.config,
+        m.task,
+        plan.shards,
+        plan.node_blocks,
+        plan.resources,
+        max_restarts=opts.max_restarts,
+        faults=plan.faults,
+        seed=plan.seed,
+        ready_timeout_s=opts.ready_timeout_s,
+    )
 
 
-RUNTIMES: dict[str, Runtime] = {r.name: r for r in (
-    Runtime("in-process", _place_in_process, lambda plan, tap: LocalFederation(plan, tap=tap),
-            "every node host is an object in this process"),
-    Runtime("ray-actors", _place_on_ray(per_node=True), _start_on_ray, "one Ray actor per node"),
-    Runtime("virtual", _place_on_ray(per_node=False), _start_on_ray,
-            "a few Ray actors, each running many nodes as one vectorised ensemble"),
-)}
+RUNTIMES: dict[str, Runtime] = {
+    r.name: r
+    for r in (
+        Runtime(
+            "in-process",
+            _place_in_process,
+            lambda plan, tap: LocalFederation(plan, tap=tap),
+            "every node host is an object in this process",
+        ),
+        Runtime("ray-actors", _place_on_ray(per_node=True), _start_on_ray, "one Ray actor per node"),
+        Runtime(
+            "virtual",
+            _place_on_ray(per_node=False),
+            _start_on_ray,
+            "a few Ray actors, each running many nodes as one vectorised ensemble",
+        ),
+    )
+}
 RUNTIME_ALIASES = {"auto": "virtual"}
 RUNTIME_NAMES = ("auto", *RUNTIMES)
 
@@ -343,20 +445,35 @@ def get_runtime(name: str) -> Runtime:
     return RUNTIMES[name]
 
 
-def plan_on(runtime: str, method: Any, method_name: str, train: Any, *, dataset: Any = None,
-            partition_scheme: str = "iid", options: FederationOptions | None = None, seed: int = 0,
-            address: str | None = None) -> FederationPlan:
+def plan_on(
+    runtime: str,
+    method: Any,
+    method_name: str,
+    train: Any,
+    *,
+    dataset: Any = None,
+    partition_scheme: str = "iid",
+    options: FederationOptions | None = None,
+    seed: int = 0,
+    address: str | None = None,
+) -> FederationPlan:
     """Check and partition a federation, then lay it out on `runtime` (sizing Ray resources, refusing what
     cannot fit). Starts nothing."""
     rt = get_runtime(runtime)
-    plan = plan_federation(method, method_name, train, dataset=dataset, partition_scheme=partition_scheme,
-                           options=options, seed=seed)
+    plan = plan_federation(
+        method, method_name, train, dataset=dataset, partition_scheme=partition_scheme, options=options, seed=seed
+    )
     plan.runtime = rt.name
     rt.place(plan, address)
     return plan
 
 
-def run_planned(plan: FederationPlan, *, on_round: RoundHook | None = None, live_audit: LiveAudit | None = None,
-                tap: Tap | None = None) -> FederationOutcome:
+def run_planned(
+    plan: FederationPlan,
+    *,
+    on_round: RoundHook | None = None,
+    live_audit: LiveAudit | None = None,
+    tap: Tap | None = None,
+) -> FederationOutcome:
     """Start the planned federation on its runtime and run every round."""
     return run_federation(plan, get_runtime(plan.runtime).start(plan, tap), on_round=on_round, live_audit=live_audit)
