@@ -21,11 +21,11 @@ import yaml
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 TRIALS = 8
-SPEC = {  # about 4-5 s per trial on one core (once warm), so the kill lands mid-sweep
+SPEC = {  # about 4-5 s per trial on one core (once warm, trials no longer re-parse the spec), so the kill lands mid-sweep
     "method": "gpp",
     "dataset": "gaussian-correlated",
     "dataset_params": {"n": 1500},
-    "params": {"epochs": 30, "lr": 1.0e-3, "encoder_hidden": [32], "head_hidden": [8], "d_z": 4},
+    "params": {"epochs": 80, "lr": 1.0e-3, "encoder_hidden": [32], "head_hidden": [8], "d_z": 4},
     "audit": {"epochs": 3, "hidden": [16]},
     "space": {"beta": {"type": "log", "low": 0.05, "high": 8}},
     "objectives": [{"metric": "utility_auc", "direction": "max"}, {"metric": "adversary_auc", "direction": "min"}],
