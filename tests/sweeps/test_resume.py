@@ -20,7 +20,7 @@ import yaml
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
-TRIALS = 8
+TRIALS = 12
 SPEC = {  # about 4-5 s per trial on one core (once warm, trials no longer re-parse the spec), so the kill lands mid-sweep
     "method": "gpp",
     "dataset": "gaussian-correlated",
