@@ -160,23 +160,10 @@ def make_dataset(
     feature_names: tuple[str, ...] = (),
 ) -> Dataset:
     """Build a Dataset from full arrays, encoding labels as 0..C-1 and splitting with `seed`."""
-    x = np.asarray(x, dtype=np.float32)
-    if not np.all(np.isfinite(x)):
-        bad = np.argwhere(~np.isfinite(x))[0]
-        raise DataError(f"dataset '{name}': non-finite feature value at row {bad[0]}, column {bad[1]}")
-    coded, num_classes = encode_labels(name, {**utility, **sensitive})
-    tr, te = split_indices(len(x), test_fraction, seed)
-    extra = {k: np.asarray(v) for k, v in (extra or {}).items()}
-
-    def side(idx: np.ndarray) -> Split:
-        return Split(
-            x[idx],
-            {k: coded[k][idx] for k in utility},
-            {k: coded[k][idx] for k in sensitive},
-            {k: v[idx] for k, v in extra.items()},
-        )
-
-    return Dataset(name, side(tr), side(te), num_classes, dict(params or {}), tuple(feature_names))
+    train_idx, test_idx = split_indices(len(x), test_fraction, seed)
+    return assemble(
+        name, x, utility, sensitive, train_idx, test_idx, extra=extra, feature_names=feature_names, params=params
+    )
 
 
 def assemble(
