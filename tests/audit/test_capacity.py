@@ -37,7 +37,9 @@ def test_worst_case_dominates_every_probe(ds) -> None:
     assert m["adversary_auc_mean"] <= m["adversary_auc_max"]
     # Raw features leak s (rho = 0.5 plus its own directions) and predict u.
     assert m["adversary_auc_max"] > 0.8 and m["utility_auc_max"] > 0.8
-    assert m["privacy_gap_max"] == pytest.approx(max(abs(a - 0.5) for s in adv for a in s.aucs))
+    assert m["privacy_gap_max"] == pytest.approx(max(g for s in adv for g in s.gaps), abs=1e-12)
+    for s in adv:  # s is binary: each seed's gap is |AUC - 0.5|
+        assert s.gaps == pytest.approx(tuple(abs(a - 0.5) for a in s.aucs), abs=1e-12)
     assert report.to_dict()["worst"] == {"label": worst.label, "probe": worst.probe}
     assert "| s | adversary |" in report.to_markdown()
 

@@ -6,7 +6,7 @@ import torch
 
 from veil.audit import AuditConfig, audit
 from veil.audit.mi import MI_ESTIMATORS
-from veil.audit.probes import MI_CHOICES, auc_score
+from veil.audit.probes import MI_CHOICES, auc_gap, auc_score, probe_metrics
 from veil.config import build
 from veil.datasets import load_dataset
 from veil.datasets.base import Split
@@ -52,6 +52,44 @@ def test_multiclass_auc_is_one_vs_rest_macro():
     perfect = np.eye(3)[y]
     assert auc_score(y, perfect, 3) == 1.0
     assert auc_score(y, np.full((6, 3), 1 / 3), 3) == 0.5
+
+
+def test_an_inverted_binary_probe_leaks_fully():
+    y = np.array([0, 0, 1, 1])
+    p1 = np.array([0.9, 0.8, 0.2, 0.1])  # ranks every class-1 row below every class-0 row
+    proba = np.column_stack([1 - p1, p1])
+    assert auc_score(y, proba, 2) == 0.0
+    assert auc_gap(y, proba, 2) == 0.5
+    assert auc_gap(y, proba[:, ::-1], 2) == 0.5  # the same probe the right way round
+    assert auc_gap(y, np.full((4, 2), 0.5), 2) == 0.0
+    # a partly inverted probe (1 of 4 pairs ranked right: AUC 0.25) is as far from chance as its mirror (0.75)
+    p1 = np.array([0.9, 0.3, 0.4, 0.2])
+    partly = np.column_stack([1 - p1, p1])
+    assert auc_score(y, partly, 2) == pytest.approx(0.25, abs=1e-12)
+    assert auc_gap(y, partly, 2) == pytest.approx(0.25, abs=1e-12)
+
+
+def test_multiclass_gap_folds_each_class_so_an_inverted_class_cannot_cancel():
+    y = np.array([0, 0, 1, 1, 2, 2])
+    proba = np.array(
+        [
+            [0.8, 0.1, 0.1],
+            [0.8, 0.1, 0.1],
+            [0.1, 0.0, 0.9],  # class 1 gets the LOWEST P(1) of all rows: its one-vs-rest AUC is 0
+            [0.1, 0.0, 0.9],
+            [0.1, 0.45, 0.45],  # class 2's P(2) sits between the others: AUC 0.5
+            [0.1, 0.45, 0.45],
+        ]
+    )
+    # per class AUC 1.0, 0.0, 0.5: the macro AUC is at chance although classes 0 and 1 are fully exposed
+    assert auc_score(y, proba, 3) == 0.5
+    assert auc_gap(y, proba, 3) == pytest.approx((0.5 + 0.5 + 0.0) / 3, abs=1e-12)
+    m = probe_metrics(y, proba, 3)
+    assert (m.accuracy, m.auc, m.gap) == pytest.approx((2 / 6, 0.5, 1 / 3), abs=1e-12)
+    # a class absent from y is skipped, as in auc_score: classes 0 and 1 only, AUC 1.0 and 0.0
+    keep = y != 2
+    assert auc_gap(y[keep], proba[keep], 3) == pytest.approx(0.5, abs=1e-12)
+    assert np.isnan(auc_gap(np.zeros(3, int), proba[:3], 3))
 
 
 # Recorded with the audit as it was BEFORE the probe trainers were unified into

@@ -11,7 +11,8 @@ Primary metrics (worst case for privacy = the strongest adversary):
   adversary_acc_max   the same maximum for accuracy
   adversary_auc_mean  seed-mean AUC of the strongest (label, probe): the one with the highest seed-mean AUC
   adversary_auc_std   std over seeds of that (label, probe)'s AUC
-  privacy_gap_max     max over sensitive labels, probes and seeds of |AUC - 0.5|
+  privacy_gap_max     max over sensitive labels, probes and seeds of the privacy gap |AUC - 0.5|
+                      (folded per class for multi-class labels, `veil.audit.probes.auc_gap`)
   utility_auc_max     mean over utility labels of the best probe's seed-mean AUC (and utility_acc_max)
 plus 'capacity/<role>_auc/<label>/<probe>' and '.../std' for every probe."""
 
@@ -22,7 +23,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from veil.audit.probes import accuracy_auc, label_tasks, prepare
+from veil.audit.probes import label_tasks, prepare, probe_metrics
 from veil.audit.train import sklearn_proba, train_classifier
 from veil.config import as_params, param
 from veil.datasets.base import Split
@@ -62,13 +63,14 @@ class CapacityConfig:
 
 @dataclass(frozen=True)
 class ProbeScore:
-    """One (label, probe) pair: accuracy and AUC per seed."""
+    """One (label, probe) pair: accuracy, AUC and privacy gap per seed."""
 
     label: str
     role: str  # "utility" | "adversary"
     probe: str
     accuracies: tuple[float, ...]
     aucs: tuple[float, ...]
+    gaps: tuple[float, ...]
 
     @property
     def accuracy(self) -> float:
@@ -112,7 +114,8 @@ class CapacityReport:
             out["adversary_acc_max"] = float(max(a for s in adv for a in s.accuracies))
             out["adversary_auc_mean"] = w.auc if w else float("nan")
             out["adversary_auc_std"] = w.auc_std if w else float("nan")
-            out["privacy_gap_max"] = float(max(abs(a - 0.5) for a in aucs)) if aucs else float("nan")
+            gaps = [g for s in adv for g in s.gaps if np.isfinite(g)]
+            out["privacy_gap_max"] = float(max(gaps)) if gaps else float("nan")
         util = self.by_role("utility")
         if util:
             names = sorted({s.label for s in util})
@@ -179,12 +182,21 @@ def capacity_audit(
     for t in label_tasks(train, test, num_classes):
         for probe in cfg.probes:
             runs = [
-                accuracy_auc(
+                probe_metrics(
                     t.y_test,
                     fit_predict(probe, z_tr, t.y_train, z_te, t.n_classes, cfg, cfg.seed + 1000 * r + t.offset),
                     t.n_classes,
                 )
                 for r in range(1 if probe in DETERMINISTIC else cfg.repeats)
             ]
-            scores.append(ProbeScore(t.name, t.role, probe, tuple(a for a, _ in runs), tuple(u for _, u in runs)))
+            scores.append(
+                ProbeScore(
+                    t.name,
+                    t.role,
+                    probe,
+                    tuple(m.accuracy for m in runs),
+                    tuple(m.auc for m in runs),
+                    tuple(m.gap for m in runs),
+                )
+            )
     return CapacityReport(scores, as_params(cfg))

@@ -22,11 +22,16 @@ __all__ = [
     "LabelTask",
     "MI_CHOICES",
     "ROLE_OFFSETS",
+    "ProbeMetrics",
     "accuracy_auc",
     "audit",
+    "auc_gap",
     "auc_score",
+    "class_aucs",
+    "folded_gap",
     "label_tasks",
     "prepare",
+    "probe_metrics",
     "score_label",
     "standardize",
 ]
@@ -74,6 +79,7 @@ class LabelScore:
     accuracy: float
     auc: float
     privacy_gap: float
+    """`auc_gap`: |AUC - 0.5|, folded per class for multi-class labels."""
     majority: float
     n_classes: int
 
@@ -92,7 +98,9 @@ class AuditReport:
         """Primary metrics plus '<metric>/<label>' per label.
 
         utility_* is the mean over utility labels; adversary_* and privacy_gap are the WORST case
-        (max) over sensitive labels, so one well-hidden label cannot mask a leaking one."""
+        (max) over sensitive labels, so one well-hidden label cannot mask a leaking one. privacy_gap is the
+        leakage figure to minimise: an inverted probe (AUC 0.2) scores a low adversary_auc yet leaks as
+        much as one at 0.8, and privacy_gap counts both as 0.3 (`auc_gap`)."""
         out: dict[str, float] = {}
         for s in self.scores:
             out[f"{s.role}_acc/{s.label}"] = s.accuracy
@@ -126,20 +134,57 @@ class AuditReport:
         return "\n".join(lines)
 
 
-def auc_score(y: np.ndarray, proba: np.ndarray, n_classes: int) -> float:
-    """ROC-AUC: binary on P(class 1); one-vs-rest macro for multi-class (classes absent from y are skipped)."""
+def class_aucs(y: np.ndarray, proba: np.ndarray, n_classes: int) -> list[float]:
+    """ROC-AUC per class: [AUC of P(class 1)] for binary; the one-vs-rest AUC of every class present in y for
+    multi-class. Empty when y holds fewer than two classes (no AUC is defined)."""
     present = np.unique(y)
     if len(present) < 2:
-        return float("nan")
+        return []
     if n_classes == 2:
-        return float(roc_auc_score(y, proba[:, 1]))
-    cols = [c for c in range(n_classes) if c in present]
-    return float(np.mean([roc_auc_score(y == c, proba[:, c]) for c in cols]))
+        return [float(roc_auc_score(y, proba[:, 1]))]
+    return [float(roc_auc_score(y == c, proba[:, c])) for c in range(n_classes) if c in present]
+
+
+def _mean_or_nan(values: list[float]) -> float:
+    return float(np.mean(values)) if values else float("nan")
+
+
+def auc_score(y: np.ndarray, proba: np.ndarray, n_classes: int) -> float:
+    """ROC-AUC: binary on P(class 1); one-vs-rest macro for multi-class (classes absent from y are skipped)."""
+    return _mean_or_nan(class_aucs(y, proba, n_classes))
+
+
+def folded_gap(aucs: list[float]) -> float:
+    """Mean over classes of |AUC_c - 0.5| (NaN for no class)."""
+    return _mean_or_nan([abs(a - 0.5) for a in aucs])
+
+
+def auc_gap(y: np.ndarray, proba: np.ndarray, n_classes: int) -> float:
+    """The privacy gap: how far the probe is from chance, whichever side. Binary: |AUC - 0.5|. Multi-class:
+    |AUC_c - 0.5| of each class's one-vs-rest AUC, averaged over the classes present in y, so a class the
+    probe ranks inverted (AUC_c < 0.5, as informative as 1 - AUC_c) cannot cancel one above chance the way it
+    does in |macro AUC - 0.5|. 0 = chance for every class, 0.5 = every class perfectly separated."""
+    return folded_gap(class_aucs(y, proba, n_classes))
+
+
+class ProbeMetrics(NamedTuple):
+    """A probe's scores on one label: argmax accuracy, ROC-AUC (`auc_score`) and privacy gap (`auc_gap`)."""
+
+    accuracy: float
+    auc: float
+    gap: float
+
+
+def probe_metrics(y: np.ndarray, proba: np.ndarray, n_classes: int) -> ProbeMetrics:
+    """Accuracy, ROC-AUC and privacy gap of class probabilities `proba` (rows x n_classes) against labels y."""
+    aucs = class_aucs(y, proba, n_classes)
+    return ProbeMetrics(float((proba.argmax(1) == y).mean()), _mean_or_nan(aucs), folded_gap(aucs))
 
 
 def accuracy_auc(y: np.ndarray, proba: np.ndarray, n_classes: int) -> tuple[float, float]:
     """(accuracy of the argmax, ROC-AUC) of class probabilities `proba` (rows x n_classes) against labels y."""
-    return float((proba.argmax(1) == y).mean()), auc_score(y, proba, n_classes)
+    m = probe_metrics(y, proba, n_classes)
+    return m.accuracy, m.auc
 
 
 def score_label(
@@ -155,9 +200,9 @@ def score_label(
 ) -> LabelScore:
     """Train a fresh probe for one label and score it on the test representation."""
     probe = train_classifier(z_tr, y_tr, n_classes, seed=seed, **cfg.probe_settings())
-    acc, auc = accuracy_auc(y_te, probe.predict_proba(z_te), n_classes)
+    m = probe_metrics(y_te, probe.predict_proba(z_te), n_classes)
     majority = float(np.bincount(y_te, minlength=n_classes).max() / len(y_te))
-    return LabelScore(label, role, acc, auc, abs(auc - 0.5), majority, n_classes)
+    return LabelScore(label, role, m.accuracy, m.auc, m.gap, majority, n_classes)
 
 
 def standardize(z_tr: np.ndarray, z_te: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
