@@ -217,6 +217,21 @@ def test_hypervolume_validation() -> None:
     assert e.value.field == "directions"
 
 
+def test_an_inverted_adversary_is_dominated_on_the_privacy_gap() -> None:
+    # (utility_auc, adversary AUC): A's adversary ranks s backwards (AUC 0.2), B's is at chance (0.5)
+    auc = np.array([0.2, 0.5])
+    utility = np.array([0.9, 0.9])
+    raw = np.column_stack([utility, auc])
+    gap = np.column_stack([utility, np.abs(auc - 0.5)])  # 0.3 and 0.0
+    # on the raw AUC the inverted adversary looks MORE private and hides the chance-level release
+    assert pareto_front(raw, ["max", "min"]).tolist() == [True, False]
+    # on the gap the chance-level release dominates it at equal utility
+    assert pareto_front(gap, ["max", "min"]).tolist() == [False, True]
+    # hypervolume against the worst point (utility 0.5, gap 0.5): B's box 0.4 x 0.5, A's 0.4 x 0.2 inside it
+    assert hypervolume(gap, ["max", "min"], [0.5, 0.5]) == pytest.approx(0.4 * 0.5, rel=EXACT_REL_TOL)
+    assert hypervolume(gap[:1], ["max", "min"], [0.5, 0.5]) == pytest.approx(0.4 * 0.2, rel=EXACT_REL_TOL)
+
+
 # --- convex-hull AUC --------------------------------------------------------------------------
 
 

@@ -9,6 +9,7 @@ import math
 import xml.etree.ElementTree as ET
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from veil.sweeps.pareto import convex_hull_auc, hypervolume, pareto_front
@@ -21,6 +22,7 @@ from veil.sweeps.results import (
     TAG_SWEEP,
     TAG_TRIAL,
     SweepRef,
+    analyze,
     collect,
     find_sweep,
     format_report,
@@ -118,6 +120,42 @@ def test_collect_counts_each_trial_once_and_recomputes_the_front(store):
     assert math.isclose(res.chull_auc, convex_hull_auc(front[:, 0], front[:, 1]), rel_tol=1e-12)
     assert list(res.front["trial_id"]) == ["t5", "t2", "t3", "t1"]  # best utility first
     assert "hypervolume" in format_report(res) and "beta" in format_report(res)
+
+
+def gap_trials(adversary_auc: list[float], utility_auc: list[float]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "trial": range(1, len(utility_auc) + 1),
+            "status": "FINISHED",
+            "beta": 1.0,
+            "utility_auc": utility_auc,
+            "adversary_auc": adversary_auc,
+            "privacy_gap": np.abs(np.array(adversary_auc) - 0.5),
+        }
+    )
+
+
+@pytest.mark.parametrize("origin", ["zero", "half"])
+def test_convex_hull_auc_over_the_privacy_gap_is_read_on_the_auc_scale(origin):
+    gap_spec = sweep_from_mapping(
+        {**SPEC, "objectives": ["utility_auc: max", "privacy_gap: min"], "chull_origin": origin}, where="gap.yaml"
+    )
+    raw_spec = sweep_from_mapping({**SPEC, "chull_origin": origin}, where="raw.yaml")
+    auc, util = [0.55, 0.70, 0.80], [0.70, 0.90, 0.95]
+    # every adversary above chance: the hull over 0.5 + gap is the hull over adversary_auc, to round-off
+    gap_res, raw_res = analyze(gap_trials(auc, util), gap_spec), analyze(gap_trials(auc, util), raw_spec)
+    assert gap_res.chull_auc == pytest.approx(raw_res.chull_auc, abs=1e-12)
+    assert gap_res.hypervolume == pytest.approx(raw_res.hypervolume, abs=1e-12)
+    assert gap_res.summary()["chull_leakage"] == "0.5 + privacy_gap" and gap_res.notes == []
+    assert "utility_auc over 0.5 + privacy_gap" in format_report(gap_res)
+    assert raw_res.notes[0].startswith("raw.yaml: objectives[1]: 'adversary_auc'")  # the warning travels along
+    # an adversary inverted to AUC 0.2 (gap 0.3) at the best utility no longer enlarges the area: it counts
+    # as leakage 0.8, where the raw AUC put it left of chance
+    auc_inv = [0.55, 0.70, 0.20]
+    gap_inv, raw_inv = analyze(gap_trials(auc_inv, util), gap_spec), analyze(gap_trials(auc_inv, util), raw_spec)
+    assert gap_inv.chull_auc == pytest.approx(convex_hull_auc(util, [0.55, 0.70, 0.80], origin), abs=1e-12)
+    assert raw_inv.chull_auc > gap_inv.chull_auc + 0.01
+    assert set(gap_inv.trials.loc[gap_inv.trials["pareto"], "trial"]) == {1, 2, 3}
 
 
 def test_constraints_exclude_infeasible_trials(store):

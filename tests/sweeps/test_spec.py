@@ -30,7 +30,7 @@ BASE = {
     "dataset_params": {"n": 400},
     "params": {"epochs": 2},
     "space": {"beta": {"type": "log", "low": 0.1, "high": 8}},
-    "objectives": [{"metric": "utility_auc", "direction": "max"}, {"metric": "adversary_auc", "direction": "min"}],
+    "objectives": [{"metric": "utility_auc", "direction": "max"}, {"metric": "privacy_gap", "direction": "min"}],
     "trials": 4,
 }
 
@@ -93,12 +93,17 @@ def test_shipped_spec_loads(path: Path):
     spec = load_sweep(path)
     assert spec.objectives and spec.space and spec.trials >= 1
     assert len(spec.reference) == len(spec.objectives)
+    # leakage that cannot be gamed: every shipped spec minimises the privacy gap against its worst value
+    leak = [(o, r) for o, r in zip(spec.objectives, spec.reference) if o.metric == "privacy_gap"]
+    assert [(o.direction, r) for o, r in leak] == [("min", 0.5)]
+    assert not any(o.metric.startswith("adversary_") for o in spec.objectives) and spec.warnings == ()
 
 
 def test_quickstart_shape():
     spec = load_sweep(ROOT / "sweeps" / "quickstart.yaml")
     assert spec.method == "gpp" and spec.sampler in ("nsga2", "tpe") and spec.concurrency == 2
-    assert spec.metrics == ("utility_auc", "adversary_auc") and spec.directions == ("max", "min")
+    assert spec.metrics == ("utility_auc", "privacy_gap") and spec.directions == ("max", "min")
+    assert spec.reference == (0.5, 0.5)
     assert 12 <= spec.trials <= 16 and spec.executor == "inline"
 
 
@@ -133,7 +138,7 @@ def test_valid_spec_routes_and_builds_run_specs(tmp_path):
         "method.encoder_hidden",
         "dataset.rho",
     ]
-    assert spec.seeds == (0, 1, 2) and spec.reference == (0.5, 1.0)
+    assert spec.seeds == (0, 1, 2) and spec.reference == (0.5, 0.5)
     assert str(spec.constraints[0]) == "utility_auc >= 0.6" and spec.constraints[0].holds(0.7)
     rs = spec.run_spec({"method.beta": 2.0, "dataset.rho": 0.3, "method.encoder_hidden": [16, 16]}, seed=1)
     assert rs.params["beta"] == 2.0 and rs.params["epochs"] == 2 and rs.dataset_params == {"n": 400, "rho": 0.3}
@@ -157,6 +162,44 @@ def test_objective_shorthand_and_per_label_metric(tmp_path):
         write(tmp_path, with_(objectives=[{"utility_auc/u": "max"}, "adversary_auc/s: min"], reference=[0.5, 1.0]))
     )
     assert spec.metrics == ("utility_auc/u", "adversary_auc/s")
+
+
+def test_privacy_gap_objective_defaults_to_reference_half_and_no_warning(tmp_path):
+    spec = load_sweep(write(tmp_path, BASE))
+    assert spec.metrics == ("utility_auc", "privacy_gap") and spec.reference == (0.5, 0.5)
+    assert spec.warnings == ()
+    spec = load_sweep(write(tmp_path, with_(objectives=["utility_auc/u: max", "privacy_gap/s: min"]), "label.yaml"))
+    assert spec.reference == (0.5, 0.5) and spec.warnings == ()
+
+
+@pytest.mark.parametrize(
+    ("metric", "better"),
+    [
+        ("adversary_auc", "privacy_gap"),
+        ("adversary_acc", "privacy_gap"),
+        ("adversary_auc/s", "privacy_gap/s"),
+        ("adversary_acc/s", "privacy_gap/s"),
+    ],
+)
+def test_minimising_a_raw_adversary_score_is_accepted_with_a_warning(tmp_path, metric, better):
+    path = write(tmp_path, with_(objectives=[{"utility_auc": "max"}, {metric: "min"}]))
+    spec = load_sweep(path)
+    assert spec.metrics == ("utility_auc", metric)
+    assert spec.reference == (0.5, 1.0)  # per-label metrics default like their prefix
+    (warning,) = spec.warnings
+    assert warning.startswith(f"{path}: objectives[1]: '{metric}'")
+    assert f"use '{better}'" in warning and "inverted" in warning and "below chance" in warning
+
+
+def test_raw_adversary_warning_covers_upper_bound_constraints_and_capacity_metrics(tmp_path):
+    data = with_(constraints=["adversary_auc <= 0.7", "adversary_acc >= 0.1", "utility_auc >= 0.6"])
+    (warning,) = load_sweep(write(tmp_path, data)).warnings
+    assert warning.startswith(f"{tmp_path / 'spec.yaml'}: constraints[0]: 'adversary_auc'")
+    objs = [{"utility_auc": "max"}, {"adversary_auc_max": "min"}]
+    (warning,) = load_sweep(write(tmp_path, with_(objectives=objs, audit={"capacity": True}), "cap.yaml")).warnings
+    assert "use 'privacy_gap_max'" in warning
+    # a leakage figure nobody minimises (here maximised, or a utility score) draws no warning
+    assert load_sweep(write(tmp_path, with_(objectives=[{"adversary_auc": "max"}]), "max.yaml")).warnings == ()
 
 
 # --- rejections: file, key and value named ---------------------------------------------------------
@@ -406,7 +449,7 @@ def test_not_a_mapping(tmp_path):
 
 def test_stored_spec_reads_back_without_registry():
     spec = sweep_from_mapping(with_(method="not-yet-registered"), where="stored", check_names=False)
-    assert spec.method == "not-yet-registered" and spec.metrics == ("utility_auc", "adversary_auc")
+    assert spec.method == "not-yet-registered" and spec.metrics == ("utility_auc", "privacy_gap")
 
 
 def test_known_metrics_lists_per_label_variants():
@@ -421,4 +464,17 @@ def test_cli_rejects_bad_spec_before_starting_anything(tmp_path):
     proc = subprocess.run([str(exe), "sweep", str(path)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: ") and str(path) in proc.stderr and "space.beta.high" in proc.stderr
+    assert not (tmp_path / ".veil").exists() and not (tmp_path / "mlflow.db").exists()
+
+
+def test_veil_sweep_prints_the_raw_leakage_warning_first(tmp_path, capsys, monkeypatch):
+    from veil.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    path = write(tmp_path, with_(objectives=["utility_auc: max", "adversary_auc: min"]))
+    # a bad --name stops the sweep right after the warning, before Ray or MLflow start
+    assert main(["sweep", str(path), "--name", "not a name"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"[veil] warning: {path}: objectives[1]: 'adversary_auc' rewards an inverted adversary")
+    assert "use 'privacy_gap'" in err and "error: invalid value for '--name'" in err
     assert not (tmp_path / ".veil").exists() and not (tmp_path / "mlflow.db").exists()

@@ -209,6 +209,11 @@ def convex_hull_auc(
        ``integral_o^end (h(x) - o) dx``; equivalently the area of the convex hull of the points
        together with ``(end, o)``. No normalisation.
 
+    Leakage must be an adversary score with chance at 0.5 (AUC or binary accuracy). A sweep whose
+    leakage objective is a privacy gap |AUC - 0.5| passes 0.5 + gap
+    (``veil.sweeps.results.chull_leakage``), so an inverted adversary (AUC 0.2) counts as leakage 0.8
+    instead of being clipped to chance; on its own, this function cannot tell the two apart.
+
     With ``close_at_one`` the value only grows when a point moves left (less leakage) or up
     (more utility), so larger is better. Examples: the ideal single point (0.5, 1) gives 0.75
     with origin "zero" and 0.25 with "half". Raises ConfigError for empty / mismatched inputs,

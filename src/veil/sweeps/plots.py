@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from veil.sweeps.results import SweepResults
-from veil.sweeps.spec import format_value
+from veil.sweeps.results import SweepResults, chull_leakage_label
+from veil.sweeps.spec import format_value, is_gap_metric
 
 FRONT_COLOR = "#1f6fb4"
 DOMINATED_COLOR = "#9a9a9a"
@@ -29,6 +29,15 @@ def plot_axes(results: SweepResults) -> tuple[str | None, str]:
     if len(spec.metrics) >= 2:
         return spec.metrics[0], spec.metrics[1]
     return None, spec.metrics[0]
+
+
+def axis_label(metric: str | None, results: SweepResults) -> str:
+    """'privacy_gap = |AUC - 0.5| (min)', 'utility_auc (max)'; 'trial' for no metric."""
+    if metric is None:
+        return "trial"
+    name = f"{metric} = |AUC − 0.5|" if is_gap_metric(metric) else metric
+    direction = dict(zip(results.spec.metrics, results.spec.directions)).get(metric)
+    return f"{name} ({direction})" if direction else name
 
 
 def _label(row: pd.Series, results: SweepResults) -> str:
@@ -107,8 +116,8 @@ def front_png(results: SweepResults, path: str | Path) -> Path:
                 color="#203040",
                 zorder=5,
             )
-    ax.set_xlabel(f"{xm} ({dict(zip(results.spec.metrics, results.spec.directions)).get(xm, '')})" if xm else "trial")
-    ax.set_ylabel(f"{ym} ({dict(zip(results.spec.metrics, results.spec.directions))[ym]})")
+    ax.set_xlabel(axis_label(xm, results))
+    ax.set_ylabel(axis_label(ym, results))
     ax.set_title(_title(results), fontsize=9)
     ax.grid(alpha=0.25)
     if len(t):
@@ -190,14 +199,11 @@ def _svg(results: SweepResults, width: int = 760, height: int = 500) -> str:
             f'<line x1="{ml}" y1="{Y:.1f}" x2="{ml + pw}" y2="{Y:.1f}" stroke="#e4e4e4"/>'
             f'<text x="{ml - 6}" y="{Y + 4:.1f}" text-anchor="end">{_fmt(v)}</text>'
         )
-    dirs = dict(zip(results.spec.metrics, results.spec.directions))
-    xlab = f"{xm} ({dirs.get(xm)})" if xm else "trial"
-    out.append(
-        f'<text x="{ml + pw / 2:.1f}" y="{height - 14}" text-anchor="middle" font-size="13">{html.escape(xlab)}</text>'
-    )
+    xlab, ylab = html.escape(axis_label(xm, results)), html.escape(axis_label(ym, results))
+    out.append(f'<text x="{ml + pw / 2:.1f}" y="{height - 14}" text-anchor="middle" font-size="13">{xlab}</text>')
     out.append(
         f'<text transform="translate(18,{mt + ph / 2:.1f}) rotate(-90)" text-anchor="middle" font-size="13">'
-        f"{html.escape(f'{ym} ({dirs[ym]})')}</text>"
+        f"{ylab}</text>"
     )
     front = t[t["pareto"]]
     if len(front) > 1 and xm:
@@ -307,7 +313,13 @@ def front_html(results: SweepResults, path: str | Path) -> Path:
             "hypervolume",
             f"{results.hypervolume:.6f} (reference {dict(zip(results.spec.metrics, results.spec.reference))})",
         ),
-        ("convex-hull AUC", "n/a" if results.chull_auc is None else f"{results.chull_auc:.4f}"),
+        (
+            "convex-hull AUC",
+            "n/a"
+            if results.chull_auc is None or not results.axes
+            else f"{results.chull_auc:.4f} ({results.axes[1]} over {chull_leakage_label(results.axes[0])}, "
+            f"origin {results.spec.chull_origin})",
+        ),
         ("MLflow parent run", f"{results.parent_run_id} at {results.tracking_uri}"),
     ]
     summary = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(str(v))}</td></tr>" for k, v in rows)

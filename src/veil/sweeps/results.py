@@ -26,7 +26,7 @@ import pandas as pd
 
 from veil.errors import VeilError
 from veil.sweeps.pareto import convex_hull_auc, hypervolume, pareto_front
-from veil.sweeps.spec import SweepSpec, decode_value, format_value, sweep_from_mapping
+from veil.sweeps.spec import SweepSpec, decode_value, format_value, is_gap_metric, sweep_from_mapping
 from veil.tracking import PARENT_TAG, client, resolve_tracking_uri
 
 TAG_ROLE = "veil.role"
@@ -39,6 +39,7 @@ TAG_PARETO = "veil.pareto"
 TAG_SUPERSEDED = "veil.superseded"
 TAG_STORAGE = "veil.storage"
 TAG_SPEC = "veil.spec_name"
+TAG_WARNINGS = "veil.warnings"
 STD_PREFIX = "std/"
 SPEC_ARTIFACT = "sweep/spec.json"
 STATE_FILE = "veil-sweep.json"
@@ -302,6 +303,7 @@ class SweepResults:
             "hypervolume": self.hypervolume,
             "chull_auc": self.chull_auc,
             "chull_axes": list(self.axes or ()),
+            "chull_leakage": chull_leakage_label(self.axes[0]) if self.axes else None,
             "chull_origin": self.spec.chull_origin,
             **self.counts,
             "superseded_attempts": self.superseded,
@@ -316,6 +318,20 @@ def chull_axes(spec: SweepSpec) -> tuple[str, str] | None:
     return (mn, mx) if mx and mn else None
 
 
+def chull_leakage(metric: str, values: np.ndarray) -> np.ndarray:
+    """The convex-hull AUC's leakage coordinate of `metric`'s values. A gap metric (|AUC - 0.5| in [0, 0.5])
+    goes back on the AUC scale as 0.5 + gap, the adversary's AUC read the right way round: chance at 0.5
+    and full leakage at 1 as on seed 003's axis, so `chull_origin` keeps its meaning ('half' = chance on
+    both axes) and a front whose adversaries all score above chance gets the same area as over adversary_auc.
+    Any other metric is used as it is."""
+    return 0.5 + values if is_gap_metric(metric) else values
+
+
+def chull_leakage_label(metric: str) -> str:
+    """How `chull_leakage` reads `metric`, for reports."""
+    return f"0.5 + {metric}" if is_gap_metric(metric) else metric
+
+
 def analyze(trials: pd.DataFrame, spec: SweepSpec, **info: Any) -> SweepResults:
     """Mark feasible and Pareto trials; compute hypervolume and convex-hull AUC over the front."""
     t = trials.copy()
@@ -328,7 +344,7 @@ def analyze(trials: pd.DataFrame, spec: SweepSpec, **info: Any) -> SweepResults:
         feasible &= t[c.metric].map(lambda x, c=c: c.holds(float(x)) if x is not None else False).astype(bool)
     t["feasible"] = feasible.astype(bool)
     t["pareto"] = False
-    notes: list[str] = []
+    notes: list[str] = list(spec.warnings)
     hv, auc, axes = 0.0, None, chull_axes(spec)
     if feasible.any():
         pts = t.loc[feasible, metrics].to_numpy(dtype=float)
@@ -336,7 +352,7 @@ def analyze(trials: pd.DataFrame, spec: SweepSpec, **info: Any) -> SweepResults:
         t.loc[t.index[feasible.to_numpy()][mask], "pareto"] = True
         hv = hypervolume(pts, list(spec.directions), list(spec.reference))
         if axes:
-            leak = t.loc[t["pareto"], axes[0]].to_numpy(dtype=float)
+            leak = chull_leakage(axes[0], t.loc[t["pareto"], axes[0]].to_numpy(dtype=float))
             util = t.loc[t["pareto"], axes[1]].to_numpy(dtype=float)
             if np.all((leak >= 0) & (leak <= 1)) and np.all((util >= 0) & (util <= 1)):
                 auc = convex_hull_auc(util, leak, spec.chull_origin)
@@ -438,7 +454,7 @@ def format_report(results: SweepResults) -> str:
     ]
     if results.chull_auc is not None and results.axes:
         lines.append(
-            f"convex-hull AUC {results.chull_auc:.4f} ({results.axes[1]} over {results.axes[0]}, "
+            f"convex-hull AUC {results.chull_auc:.4f} ({results.axes[1]} over {chull_leakage_label(results.axes[0])}, "
             f"origin {spec.chull_origin})"
         )
     lines += [f"note: {n}" for n in results.notes]

@@ -20,6 +20,7 @@ import json
 import math
 import os
 import re
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,7 @@ from veil.sweeps.results import (
     TAG_STORAGE,
     TAG_SWEEP,
     TAG_TRIAL,
+    TAG_WARNINGS,
     SweepNotFound,
     SweepRef,
     SweepResults,
@@ -437,7 +439,6 @@ def fit_to_cluster(spec: SweepSpec) -> SweepSpec:
     """Refuse per-trial requests the cluster can never grant (Ray would leave the trial PENDING forever), and
     drop a GPU request on a cluster without GPUs (trials then train on CPU), with a warning."""
     import dataclasses
-    import sys
 
     import ray
 
@@ -509,6 +510,8 @@ def run_sweep(
         raw = {**spec.raw, "trials": trials}
         spec = dataclasses.replace(spec, trials=trials, raw=raw)
     name = name or default_name(spec)
+    for warning in spec.warnings:
+        print(f"[veil] warning: {warning}", file=sys.stderr, flush=True)
     if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", name):
         raise ConfigError("--name", name, "letters, digits, '_', '-', '.' (it names a directory and an MLflow run)")
     exp_dir = (Path(storage_root) / name).resolve()
@@ -538,6 +541,7 @@ def run_sweep(
             "veil.method": spec.method,
             "veil.dataset": spec.dataset,
             "veil.sampler": spec.sampler,
+            **({TAG_WARNINGS: "\n".join(spec.warnings)} if spec.warnings else {}),
         },
     )
     try:

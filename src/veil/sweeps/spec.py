@@ -14,7 +14,7 @@ file, the key and the value.
       beta: {type: log, low: 0.05, high: 10}       # float | int | log | categorical
     objectives:
       - {metric: utility_auc, direction: max}
-      - {metric: adversary_auc, direction: min}
+      - {metric: privacy_gap, direction: min}    # |AUC - 0.5|: an inverted adversary cannot game it
     sampler: nsga2                                 # nsga2 | tpe | random | grid
     trials: 14
 """
@@ -138,8 +138,9 @@ FEDERATED_METRICS = (
     "per_node/utility_acc_mean",
     "per_node/adversary_acc_max",
 )
-#: metrics shown in trial tables besides the objectives
-SUMMARY_METRICS = ("utility_acc", "utility_auc", "adversary_acc", "adversary_auc", "privacy_gap", "total_seconds")
+#: metrics shown in trial tables besides the objectives (the raw adversary_auc next to privacy_gap: the gap
+#: says how much leaks, the AUC on which side of chance the adversary sits)
+SUMMARY_METRICS = ("utility_auc", "adversary_auc", "privacy_gap", "utility_acc", "adversary_acc", "total_seconds")
 #: hypervolume reference used when the spec gives none: the worst sensible value of each bounded metric
 DEFAULT_REFERENCE = {
     "utility_auc": 0.5,
@@ -155,6 +156,16 @@ DEFAULT_REFERENCE = {
     "privacy_gap_max": 0.5,
     **{f"{s}_auc": (1.0 if "adversary" in s else 0.5) for s in OBFUSCATION_SCENARIOS},
     **{f"{s}_acc": (1.0 if "adversary" in s else 0.0) for s in OBFUSCATION_SCENARIOS},
+}
+#: leakage metrics measured as the distance of the adversary from chance, |AUC - 0.5| in [0, 0.5]
+GAP_METRICS = ("privacy_gap", "privacy_gap_max")
+#: raw adversary scores that reward an inverted adversary, and the gap metric to minimise instead
+RAW_LEAKAGE = {
+    "adversary_auc": "privacy_gap",
+    "adversary_acc": "privacy_gap",
+    "adversary_auc_max": "privacy_gap_max",
+    "adversary_acc_max": "privacy_gap_max",
+    "adversary_auc_mean": "privacy_gap_max",
 }
 CONSTRAINT_OPS = (">=", "<=", ">", "<")
 _CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z0-9_./-]+)\s*(>=|<=|>|<)\s*([-+0-9.eE]+|inf|-inf)\s*$")
@@ -247,6 +258,43 @@ def check_metric(metric: Any, key: str, where: str, ctx: MetricContext) -> str:
             where,
         )
     return metric
+
+
+def default_reference(metric: str) -> float | None:
+    """The hypervolume reference `metric` gets when the spec gives none: DEFAULT_REFERENCE's value, a per-label
+    metric that of its prefix ('privacy_gap/s' -> 0.5); None when there is no sensible default."""
+    if metric in DEFAULT_REFERENCE:
+        return DEFAULT_REFERENCE[metric]
+    prefix, sep, _ = metric.partition("/")
+    return DEFAULT_REFERENCE.get(prefix) if sep and prefix in PER_LABEL_METRICS else None
+
+
+def is_gap_metric(metric: str) -> bool:
+    """True for `privacy_gap`, `privacy_gap/<label>` and `privacy_gap_max`: leakage as |AUC - 0.5|."""
+    return metric.partition("/")[0] in GAP_METRICS
+
+
+def gap_alternative(metric: str) -> str | None:
+    """The gap metric to minimise instead of raw adversary score `metric` (per-label forms keep their label),
+    or None when `metric` is not a raw adversary score."""
+    prefix, sep, label = metric.partition("/")
+    better = RAW_LEAKAGE.get(prefix)
+    if better is None or (sep and prefix not in PER_LABEL_METRICS):
+        return None
+    return f"{better}/{label}" if sep else better
+
+
+def raw_leakage_warning(metric: str, key: str, where: str) -> str | None:
+    """Why bounding raw adversary score `metric` from above (an objective to minimise, or a `<=` constraint)
+    can be gamed, naming the metric to use instead; None for any other metric."""
+    better = gap_alternative(metric)
+    if better is None:
+        return None
+    return (
+        f"{where}: {key}: {metric!r} rewards an inverted adversary: a probe that ranks the sensitive label "
+        "backwards scores below chance (AUC 0.2) yet leaks as much as one at 0.8, so lower is not always more "
+        f"private; use {better!r} (|AUC - 0.5|, folded per class; worst 0.5) instead"
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -356,6 +404,8 @@ class SweepSpec:
     chull_origin: str = "zero"
     name: str | None = None
     description: str = ""
+    warnings: tuple[str, ...] = ()
+    """Accepted but doubtful choices (e.g. minimising raw adversary_auc), each naming the key and the fix."""
     source: str = "sweep spec"
     """The file the spec came from (used in error messages)."""
     raw: Mapping[str, Any] = field(default_factory=dict)
@@ -697,7 +747,8 @@ def _parse_objectives(raw: Any, where: str, ctx: MetricContext) -> tuple[Objecti
 def _parse_reference(raw: Any, objectives: tuple[Objective, ...], where: str) -> tuple[float, ...]:
     metrics = [o.metric for o in objectives]
     if raw is None:
-        missing = [m for m in metrics if m not in DEFAULT_REFERENCE]
+        defaults = [default_reference(m) for m in metrics]
+        missing = [m for m, d in zip(metrics, defaults) if d is None]
         if missing:
             raise ConfigError(
                 "reference",
@@ -706,7 +757,7 @@ def _parse_reference(raw: Any, objectives: tuple[Objective, ...], where: str) ->
                 "{METRIC: value, ...} or a list, one value per objective",
                 where,
             )
-        return tuple(DEFAULT_REFERENCE[m] for m in metrics)
+        return tuple(d for d in defaults if d is not None)
     if isinstance(raw, Mapping):
         for k in raw:
             if k not in metrics:
@@ -939,6 +990,22 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
     if not isinstance(description, str):
         raise ConfigError("description", description, "a string", where)
 
+    warnings = tuple(
+        w
+        for w in [
+            *(
+                raw_leakage_warning(o.metric, f"objectives[{i}]", where)
+                for i, o in enumerate(objectives)
+                if o.direction == "min"
+            ),
+            *(
+                raw_leakage_warning(c.metric, f"constraints[{i}]", where)
+                for i, c in enumerate(constraints)
+                if c.op in ("<=", "<")
+            ),
+        ]
+        if w
+    )
     spec = SweepSpec(
         method=method,
         dataset=dataset,
@@ -968,6 +1035,7 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
         chull_origin=chull_origin,
         name=sweep_name,
         description=description,
+        warnings=warnings,
         source=where,
         raw=json.loads(json.dumps(dict(data), default=str)),
     )
