@@ -1,13 +1,16 @@
 """`veil nightly`: regression rules (pure logic) and two real nightlies against one MLflow store."""
 
+from pathlib import Path
+
 import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
 from veil.cli import main
 from veil.errors import ConfigError, UnknownNameError
-from veil.nightly import Tolerances, compare, load_suite
+from veil.nightly import Tolerances, compare, format_checks, load_suite
 
+ROOT = Path(__file__).resolve().parents[1]
 TOL = Tolerances(utility=0.02, leakage=0.02, throughput=0.5, hypervolume=0.05)
 
 
@@ -16,22 +19,60 @@ def statuses(current, previous):
 
 
 def test_first_nightly_has_nothing_to_regress_against():
-    assert all(statuses({"a/utility_auc": 0.9, "a/adversary_auc": 0.6}, None).values())
+    assert all(statuses({"a/utility_auc": 0.9, "a/privacy_gap": 0.1, "a/adversary_auc": 0.6}, None).values())
 
 
 def test_utility_drop_and_leakage_rise_at_equal_utility_are_regressions():
-    prev = {"a/utility_auc": 0.90, "a/adversary_auc": 0.60, "a/rows_per_second": 1000.0, "s/hypervolume": 0.40}
+    prev = {
+        "a/utility_auc": 0.90,
+        "a/privacy_gap": 0.10,
+        "a/adversary_auc": 0.60,
+        "a/rows_per_second": 1000.0,
+        "s/hypervolume": 0.40,
+    }
     assert all(statuses(prev, prev).values())
     s = statuses({**prev, "a/utility_auc": 0.85}, prev)
     assert s["a/utility_auc"] is False
-    s = statuses({**prev, "a/adversary_auc": 0.65}, prev)
-    assert s["a/adversary_auc"] is False
+    s = statuses({**prev, "a/privacy_gap": 0.15, "a/adversary_auc": 0.65}, prev)
+    assert s["a/privacy_gap"] is False
     # more leakage bought with as much more utility is a trade-off move, not a regression
-    s = statuses({**prev, "a/adversary_auc": 0.65, "a/utility_auc": 0.95}, prev)
-    assert s["a/adversary_auc"] is True
+    s = statuses({**prev, "a/privacy_gap": 0.15, "a/utility_auc": 0.95}, prev)
+    assert s["a/privacy_gap"] is True
     assert statuses({**prev, "a/rows_per_second": 400.0}, prev)["a/rows_per_second"] is False
     assert statuses({**prev, "a/rows_per_second": 600.0}, prev)["a/rows_per_second"] is True
     assert statuses({**prev, "s/hypervolume": 0.37}, prev)["s/hypervolume"] is False
+
+
+def test_leakage_is_the_gap_so_an_inverted_adversary_is_a_regression_and_raw_auc_only_information():
+    prev = {"a/utility_auc": 0.90, "a/privacy_gap": 0.10, "a/adversary_auc": 0.60}
+    # the adversary now ranks s backwards: its AUC FELL to 0.2, but it leaks more (gap 0.3)
+    checks = {c.name: c for c in compare({**prev, "a/privacy_gap": 0.30, "a/adversary_auc": 0.20}, prev, TOL)}
+    assert (
+        checks["a/privacy_gap"].ok is False and checks["a/privacy_gap"].note == "rose 0.200 with utility change +0.000"
+    )
+    raw = checks["a/adversary_auc"]
+    assert (raw.checked, raw.ok, raw.current, raw.previous) == (False, True, 0.20, 0.60)
+    table = format_checks(list(checks.values()))
+    assert "| a/adversary_auc | 0.2 | 0.6 | information (not checked) |" in table
+    assert "| a/privacy_gap | 0.3 | 0.1 | REGRESSION: rose 0.200" in table
+    # a raw AUC that rises is not a regression on its own either (the gap decides)
+    assert statuses({**prev, "a/adversary_auc": 0.90}, prev)["a/adversary_auc"] is True
+
+
+def test_suite_digest_follows_a_sweep_specs_content_not_its_comments(tmp_path):
+    spec = tmp_path / "s.yaml"
+    text = (ROOT / "sweeps" / "quickstart.yaml").read_text()
+    spec.write_text(text)
+    suite = tmp_path / "suite.yaml"
+    suite.write_text("sweeps: {q: s.yaml}\n")
+    before = load_suite(suite).digest
+    spec.write_text("# another comment\n" + text)
+    assert load_suite(suite).digest == before
+    # the hypervolume of other objectives is another figure: the next nightly starts a new baseline
+    spec.write_text(
+        text.replace("metric: privacy_gap", "metric: adversary_auc").replace("privacy_gap: 0.5", "adversary_auc: 1.0")
+    )
+    assert load_suite(suite).digest != before
 
 
 def test_suite_validation_names_the_problem(tmp_path):
@@ -58,7 +99,8 @@ def test_two_nightlies_compare_against_each_other(in_tmp, capsys):
     )
     assert main(["nightly", "--suite", str(suite)]) == 0
     first = capsys.readouterr().out
-    assert "baseline: none" in first and "ae/utility_auc" in first
+    assert "baseline: none" in first and "ae/utility_auc" in first and "| ae/privacy_gap |" in first
+    assert "| ae/adversary_auc |" in first and "information (not checked)" in first
     assert main(["nightly", "--suite", str(suite)]) == 0  # same seeds, same figures
     second = capsys.readouterr().out
     assert "baseline: none" not in second and "REGRESSION" not in second
