@@ -18,6 +18,9 @@ from torch import nn
 from veil.config import as_params, param
 from veil.datasets.base import Split, TaskSpec
 
+#: the values of every method's `preset` field
+PRESETS = ("default", "paper")
+
 
 @dataclass(frozen=True)
 class MethodConfig:
@@ -27,6 +30,22 @@ class MethodConfig:
     epochs: int = param(20, "passes over the training data", ge=0)
     batch_size: int = param(64, "minibatch size", ge=1)
     seed: int = param(0, "seed of initialisation, minibatch order and sampling noise", ge=0)
+    preset: str = param(
+        "default",
+        "what fills the fields you do not set: Veil's protective defaults ('default', measured to hide the "
+        "sensitive label) or the letter of the method's paper ('paper'; see `veil methods NAME`)",
+        choices=PRESETS,
+    )
+
+
+@dataclass(frozen=True)
+class PaperValue:
+    """A field whose Veil default differs from its `preset: paper` value: that value and why the default differs."""
+
+    value: Any
+    why: str
+    stated: bool = True
+    """False where the paper gives no value and `preset: paper` keeps Veil's earlier choice: not a deviation."""
 
 
 @dataclass
@@ -119,6 +138,8 @@ class Method(ABC):
     description: ClassVar[str] = ""
     paper: ClassVar[str] = ""
     releases_input_format: ClassVar[bool] = False  # z is an obfuscated record in x's format (adds seed 003's audit)
+    #: the paper's value of every field whose default departs from it; `preset: paper` restores them all
+    paper_values: ClassVar[Mapping[str, PaperValue]] = {}
 
     def __init__(self, config: MethodConfig, task: TaskSpec) -> None:
         self.config = config
@@ -153,8 +174,24 @@ class Method(ABC):
 
     @classmethod
     def deviations(cls, config: MethodConfig) -> dict[str, Any]:
-        """Choices in `config` that depart from the paper, recorded in the run's params (empty = faithful)."""
+        """Choices in `config` that depart from the paper, in the method's own words (empty = faithful)."""
         return {}
+
+    @classmethod
+    def preset_values(cls, preset: str) -> dict[str, Any]:
+        """The field values preset `preset` sets before the user's own ('default': none, the fields' defaults)."""
+        return {k: p.value for k, p in cls.paper_values.items()} if preset == "paper" else {}
+
+    @classmethod
+    def recorded_deviations(cls, config: MethodConfig) -> dict[str, Any]:
+        """Every departure from the paper a run records as `method.deviation.<key>`: the method's own texts,
+        then each field of `paper_values` set otherwise, with the paper's value and why Veil's default differs."""
+        out = dict(cls.deviations(config))
+        for name, p in cls.paper_values.items():
+            value = getattr(config, name)
+            if p.stated and name not in out and value != p.value:
+                out[name] = f"{show(value)} instead of the paper's {show(p.value)}: {p.why}"
+        return out
 
     # -- shared ---------------------------------------------------------------------------------
     @property
@@ -226,8 +263,15 @@ class Method(ABC):
     def params(self) -> dict[str, Any]:
         """The config and any named deviations, as flat MLflow params."""
         out = as_params(self.config)
-        out.update({f"deviation.{k}": v for k, v in self.deviations(self.config).items()})
+        out.update({f"deviation.{k}": v for k, v in self.recorded_deviations(self.config).items()})
         return out
+
+
+def show(value: Any) -> str:
+    """A config value as a user writes it (tuples as lists, no quotes around strings)."""
+    if isinstance(value, tuple):
+        return "[" + ", ".join(show(v) for v in value) + "]"
+    return str(value)
 
 
 def step(loss: torch.Tensor, opt: torch.optim.Optimizer, ctx: TrainContext, params: list[torch.Tensor]) -> None:

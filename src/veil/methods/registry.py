@@ -28,8 +28,14 @@ def get_method(name: str) -> type[Method]:
 
 
 def method_config(name: str, values: Mapping[str, Any] | None = None) -> MethodConfig:
-    """Validated config for method `name`; unknown keys and out-of-range values raise, naming the field."""
-    return build(get_method(name).Config, values, where=f"method '{name}'")
+    """Validated config for method `name`: its preset's values (`preset`, default 'default') under the user's
+    own; unknown keys and out-of-range values raise, naming the field."""
+    cls = get_method(name)
+    values = dict(values or {})
+    preset = values.get("preset", "default")
+    if isinstance(preset, str):  # anything else is refused by `build`, naming the field
+        values = {**cls.preset_values(preset), **values}
+    return build(cls.Config, values, where=f"method '{name}'")
 
 
 def create_method(name: str, values: Mapping[str, Any] | MethodConfig | None, task: TaskSpec) -> Method:
