@@ -2,8 +2,9 @@
 
 A method is built from a typed config and a TaskSpec (input width, label class counts). `fit` plays
 the method's game on a training split, reporting one row of losses per epoch through a TrainContext
-(inline: a progress bar; under Ray Train: `ray.train.report`); `encode` releases z; `state` /
-`load_state` move trained weights between processes (checkpoints load with weights_only=True)."""
+(inline: a progress bar; under Ray Train: `ray.train.report`); `encode` releases z, drawing any release
+noise from a fresh generator (`veil.methods.randomness`); `state` / `load_state` move trained weights
+between processes (checkpoints load with weights_only=True)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from torch import nn
 
 from veil.config import as_params, param
 from veil.datasets.base import Split, TaskSpec
+from veil.methods.deviations import release_seed_deviation
+from veil.methods.randomness import METHOD_STREAM, release_generator
 
 
 @dataclass(frozen=True)
@@ -26,7 +29,13 @@ class MethodConfig:
     d_z: int = param(8, "width of the released representation z", ge=1)
     epochs: int = param(20, "passes over the training data", ge=0)
     batch_size: int = param(64, "minibatch size", ge=1)
-    seed: int = param(0, "seed of initialisation, minibatch order and sampling noise", ge=0)
+    seed: int = param(0, "seed of initialisation, minibatch order and training noise (not of releases)", ge=0)
+    release_seed: int | None = param(
+        None,
+        "seed of the release noise; unset = fresh OS entropy at every release. Setting it makes releases "
+        "reproducible from the run's params and voids their privacy guarantee (recorded as a deviation)",
+        ge=0,
+    )
 
 
 @dataclass
@@ -124,6 +133,7 @@ class Method(ABC):
         self.config = config
         self.task = task
         self.device = torch.device("cpu")
+        self.release_calls = 0  # encode calls so far: with a release_seed, call n draws stream n
         torch.manual_seed(config.seed)
         self.build()
         self.make_optimizers()
@@ -147,14 +157,20 @@ class Method(ABC):
         """Methods without iterative training (PCA, random projection) override this instead."""
         raise NotImplementedError
 
-    def release(self, x: torch.Tensor) -> torch.Tensor:
-        """Map a batch of inputs to the released representation z (default: the encoder's output)."""
+    def release(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """Map a batch of inputs to the released representation z (default: the encoder's output); any
+        noise of the release is drawn from `generator`, never from the global RNG."""
         return self.modules()["encoder"](x)
 
     @classmethod
     def deviations(cls, config: MethodConfig) -> dict[str, Any]:
         """Choices in `config` that depart from the paper, recorded in the run's params (empty = faithful)."""
         return {}
+
+    @classmethod
+    def recorded_deviations(cls, config: MethodConfig) -> dict[str, Any]:
+        """`deviations(config)` plus the ones every method shares (an explicit release_seed)."""
+        return {**cls.deviations(config), **release_seed_deviation(config.release_seed)}
 
     # -- shared ---------------------------------------------------------------------------------
     @property
@@ -197,18 +213,22 @@ class Method(ABC):
             ctx.report(epoch, row)
         return history
 
+    def release_generator(self) -> torch.Generator:
+        """The generator of the next release: fresh OS entropy, or (release_seed, call number) when set."""
+        gen = release_generator(self.config.release_seed, METHOD_STREAM, self.release_calls, device=self.device)
+        self.release_calls += 1
+        return gen
+
     @torch.no_grad()
     def encode(self, x: np.ndarray, batch_size: int = 4096) -> np.ndarray:
-        """Release z for rows `x` (float32 array), in eval mode."""
+        """Release z for rows `x` (float32 array), in eval mode, with noise independent of every other call."""
         for m in self.modules().values():
             m.eval()
-        gen_state = torch.get_rng_state()
-        torch.manual_seed(self.config.seed + 7)  # stochastic encoders release reproducibly
+        gen = self.release_generator()
         out = []
         for i in range(0, len(x), batch_size):
             xb = torch.from_numpy(np.array(x[i : i + batch_size], dtype=np.float32)).to(self.device)
-            out.append(self.release(xb).float().cpu().numpy())
-        torch.set_rng_state(gen_state)
+            out.append(self.release(xb, gen).float().cpu().numpy())
         return np.concatenate(out) if out else np.zeros((0, self.config.d_z), np.float32)
 
     def state(self) -> dict[str, torch.Tensor]:
@@ -226,7 +246,7 @@ class Method(ABC):
     def params(self) -> dict[str, Any]:
         """The config and any named deviations, as flat MLflow params."""
         out = as_params(self.config)
-        out.update({f"deviation.{k}": v for k, v in self.deviations(self.config).items()})
+        out.update({f"deviation.{k}": v for k, v in self.recorded_deviations(self.config).items()})
         return out
 
 
