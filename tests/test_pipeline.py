@@ -1,6 +1,8 @@
 """The one run pipeline: every parameter is validated exactly once per run (centralized, federated, and a
 sweep trial), and a centralized and a federated run give, at a fixed seed, the metrics recorded before the
-pipeline was unified (tests/fixtures/pipeline_metrics_seed3.json, made by the pre-refactor code)."""
+pipeline was unified (tests/fixtures/pipeline_metrics_seed3.json, made by the pre-refactor code; the
+centralized GPP run's figures were re-recorded when its sampled release moved to fresh noise, now pinned by
+an explicit release_seed, which the run records as a deviation, a tag and a report warning)."""
 
 from __future__ import annotations
 
@@ -10,10 +12,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from mlflow.tracking import MlflowClient
 
 import veil.config
 from veil.audit.probes import AuditConfig
 from veil.cli import main
+from veil.methods.deviations import REPRODUCIBLE_RELEASE
 from veil.methods.federated.simulation import FederationOptions
 from veil.run import RunSpec, execute
 
@@ -22,7 +26,7 @@ RUNS = {
     "centralized": RunSpec(
         method="gpp",
         dataset="gaussian-correlated",
-        params={"epochs": 3, "d_z": 4},
+        params={"epochs": 3, "d_z": 4, "release_seed": 3},  # gpp releases a draw: pinned noise
         dataset_params={"n": 600},
         audit={"epochs": 5},
         seed=3,
@@ -59,10 +63,16 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> Counter:
 @pytest.mark.parametrize("name", list(RUNS))
 def test_fixed_seed_metrics_unchanged(in_tmp, name):
     expected = json.loads(FIXTURE.read_text())[name]
-    got = execute(RUNS[name]).metrics
+    result = execute(RUNS[name])
+    got = result.metrics
     for key, value in expected.items():
         assert got[key] == pytest.approx(value, abs=1e-9), key
     assert set(expected) == {k for k in got if not k.endswith("seconds") and k != "rounds_per_second"}
+    reproducible = name == "centralized"
+    assert (result.params.get("method.deviation.release_seed") == REPRODUCIBLE_RELEASE) == reproducible
+    assert result.report.to_markdown().startswith("> **WARNING**: release_seed=3 is set") == reproducible
+    tags = MlflowClient(result.tracking_uri).get_run(result.run_id).data.tags
+    assert tags["veil.release_reproducible"] == str(reproducible).lower()
 
 
 def test_cli_run_validates_each_config_once(in_tmp, builds):

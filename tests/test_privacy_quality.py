@@ -8,8 +8,17 @@ from veil.methods import create_method
 
 AUDIT = AuditConfig(epochs=20)
 # GPP settings for the small synthetic runs: the paper's objective with a wider lr and k=5 so the
-# minimax game settles in 15 epochs on 2,250 training rows (measured: adversary AUC 0.63 / 0.79 / 0.79).
-GPP_FAST = {"epochs": 15, "d_z": 8, "lr": 1e-3, "k": 5, "encoder_hidden": (64, 64), "head_hidden": (32,)}
+# minimax game settles in 15 epochs on 2,250 training rows (measured at release_seed 0: adversary AUC
+# 0.61 / 0.78 / 0.78).
+GPP_FAST = {
+    "epochs": 15,
+    "d_z": 8,
+    "lr": 1e-3,
+    "k": 5,
+    "encoder_hidden": (64, 64),
+    "head_hidden": (32,),
+    "release_seed": 0,  # a reproducible released draw pins the measured AUCs
+}
 TREND_TOL = 0.03  # adversarial training is noisy: a later beta may sit this much below an earlier one
 
 

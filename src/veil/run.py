@@ -114,7 +114,9 @@ def run_params(v: ValidatedRun, ds_params: Mapping[str, Any]) -> dict[str, Any]:
     out.update(as_params(v.method_config, "method."))
     out.update({f"dataset.{k}": val for k, val in ds_params.items()})
     out.update(as_params(v.audit_config, "audit."))
-    out.update({f"method.deviation.{k}": val for k, val in get_method(s.method).recorded_deviations(v.method_config).items()})
+    out.update(
+        {f"method.deviation.{k}": val for k, val in get_method(s.method).recorded_deviations(v.method_config).items()}
+    )
     return out
 
 

@@ -92,14 +92,14 @@ def test_weak_adversary_accuracy_falls_as_noise_rises() -> None:
     lam = -5 (of the order of the classifier's own log-probabilities on this small network; at the
     paper's -3000 the small decoder saturates and x' depends on the label alone, see the module's
     report). rho = 0: s is independent of u, so noise on w_p is what hides it. Measured (n=1600,
-    10 epochs): weak adversary 0.79 at noise 0 vs 0.52 at noise 200; we require a drop >= 0.12 and
+    10 epochs, release_seed 0): weak adversary 0.79 at noise 0 vs 0.58 at noise 200; we require a drop >= 0.12 and
     <= 0.65 at high noise, with the provider's utility staying above chance."""
     ds = correlated(1600, 0.0)
     m = create_method("adjustable-ae", {"epochs": 10, "noise": 0.0, "lam": -5.0, "seed": 0}, ds.task())
     m.fit(ds.train)
     res = {}
     for noise in (0.0, 200.0):
-        r = m.adjusted(noise=noise)
+        r = m.adjusted(noise=noise, release_seed=0)  # reproducible release noise: the measured drop is pinned
         res[noise] = obfuscation_audit(
             ds.train.x,
             r.encode(ds.train.x),

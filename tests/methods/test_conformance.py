@@ -8,7 +8,7 @@ from veil.datasets import load_dataset
 from veil.methods import METHODS, create_method
 from veil.methods.base import MethodConfig
 
-SMALL = {"epochs": 2, "d_z": 3, "batch_size": 32}
+SMALL = {"epochs": 2, "d_z": 3, "batch_size": 32, "release_seed": 0}  # reproducible releases: the round trip compares z
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +30,7 @@ def test_method_conformance(name, data):
     assert z_test.shape[0] == len(data.test) and z_test.ndim == 2 and np.isfinite(z_test).all()
     again = create_method(name, SMALL, data.task())
     again.load_state(m.state())
-    np.testing.assert_allclose(again.encode(data.test.x), z_test, atol=1e-6)
+    np.testing.assert_allclose(again.encode(data.train.x), z_train, atol=1e-6)  # first release of each
     report = audit(z_train, data.train, z_test, data.test, data.num_classes, AuditConfig(epochs=2, hidden=(16,)))
     metrics = report.metrics()
     for key in (

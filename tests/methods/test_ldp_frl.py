@@ -69,12 +69,12 @@ def test_deviations_name_the_bound_and_optimizer() -> None:
 def test_adversary_accuracy_falls_as_eps_falls() -> None:
     """rho = 0.5: s agrees with u on 75% of rows, so a z that carries u leaks s (about 0.75
     accuracy without noise). At eps = 0.5 with d_z = 2 the Laplace scale is 8 against |v| <= 1,
-    so the fresh adversary is near chance. Measured (n=1600, 10 epochs): 0.77 at eps=inf vs 0.52 at
+    so the fresh adversary is near chance. Measured (n=1600, 10 epochs, release_seed 0): 0.77 at eps=inf vs 0.53 at
     eps=0.5; we require a drop of at least 0.12 and <= 0.60 at eps=0.5."""
     ds = correlated(1600, 0.5)
     acc = {}
     for eps in (float("inf"), 0.5):
-        m = create_method("ldp-frl", {"eps": eps, "epochs": 10, "seed": 0}, ds.task())
+        m = create_method("ldp-frl", {"eps": eps, "epochs": 10, "seed": 0, "release_seed": 0}, ds.task())
         m.fit(ds.train)
         report = audit(m.encode(ds.train.x), ds.train, m.encode(ds.test.x), ds.test, ds.num_classes, SMALL_AUDIT)
         acc[eps] = report.metrics()["adversary_acc"]

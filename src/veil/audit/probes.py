@@ -90,6 +90,8 @@ class AuditReport:
 
     scores: list[LabelScore]
     config: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    """Lines shown above the table (e.g. a release reproducible from the run's params)."""
 
     def by_role(self, role: str) -> list[LabelScore]:
         return [s for s in self.scores if s.role == role]
@@ -119,10 +121,12 @@ class AuditReport:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {"scores": [asdict(s) for s in self.scores], "metrics": self.metrics(), "config": self.config}
+        out = {"scores": [asdict(s) for s in self.scores], "metrics": self.metrics(), "config": self.config}
+        return {**out, "warnings": list(self.warnings)} if self.warnings else out
 
     def to_markdown(self) -> str:
-        lines = [
+        lines = [f"> **WARNING**: {w}" for w in self.warnings] + ([""] if self.warnings else [])
+        lines += [
             "| label | role | classes | accuracy | majority | ROC-AUC | privacy gap |",
             "|---|---|---|---|---|---|---|",
         ]

@@ -1,7 +1,8 @@
 """The audit step of every run: release z for the train and test rows, score it with fresh probes, and add
 the audits the run asks for (MI estimates, the adversary-capacity sweep, seed 003's obfuscation audit for
-records released in the input's format, and for a federation the per-node audit). It returns metrics and
-the artifacts to record; it logs nothing itself."""
+records released in the input's format, and for a federation the per-node audit). It returns metrics, the
+artifacts to record and the tag `veil.release_reproducible` (a set `release_seed` also puts a warning at the
+top of the report); it logs nothing itself."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from veil.audit.probes import AuditConfig, AuditReport, audit, label_tasks
 from veil.config import build
 from veil.datasets.base import Dataset
 from veil.methods.base import Method
+from veil.methods.deviations import REPRODUCIBLE_RELEASE
 from veil.methods.federated.simulation import FederationPlan
 
 
@@ -74,6 +76,14 @@ def extra_audits(
         out.artifacts["audit/obfuscation.json"] = obf.to_dict()
 
 
+def flag_reproducible_release(method: Method, out: AuditOutcome) -> None:
+    """Tag whether the release noise is reproducible from the run's params, and warn in the report when it is."""
+    release_seed = method.config.release_seed
+    out.tags["veil.release_reproducible"] = "true" if release_seed is not None else "false"
+    if release_seed is not None:
+        out.report.warnings.append(f"release_seed={release_seed} is set: {REPRODUCIBLE_RELEASE}")
+
+
 def audit_release(
     method: Method, ds: Dataset, cfg: AuditConfig, *, federation: FederationPlan | None = None
 ) -> AuditOutcome:
@@ -87,6 +97,7 @@ def audit_release(
 
         report, per_node, z_train, z_test = audit_final(federation, ds, method, cfg)  # type: ignore[arg-type]
     out = AuditOutcome(report, report.metrics(), z_train, z_test, per_node=per_node)
+    flag_reproducible_release(method, out)
     extra_audits(cfg, ds, z_train, z_test, method.releases_input_format, out)
     if per_node:
         from veil.audit.nodes import per_node_csv, per_node_summary

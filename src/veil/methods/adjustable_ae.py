@@ -41,6 +41,7 @@ from veil.datasets.base import Split
 from veil.errors import ConfigError
 from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext, step
 from veil.methods.nets import loss_row, loss_sum, make_optimizer, mlp
+from veil.methods.randomness import gaussian_like
 from veil.methods.registry import register_method
 
 
@@ -204,8 +205,11 @@ class AdjustableAE(Method):
         }
 
     # -- release ---------------------------------------------------------------------------------
-    def obfuscate(self, x: torch.Tensor, labels: Mapping[str, torch.Tensor] | None = None) -> torch.Tensor:
-        """x' = D(g(C(v)) || f(R(v))) in the input's units; g uses `labels` if given, else C's prediction."""
+    def obfuscate(
+        self, x: torch.Tensor, generator: torch.Generator, labels: Mapping[str, torch.Tensor] | None = None
+    ) -> torch.Tensor:
+        """x' = D(g(C(v)) || f(R(v))) in the input's units; g uses `labels` if given, else C's prediction;
+        f's noise comes from `generator`."""
         c = self.config
         v = self.encoder(self.scaler(x))
         w_np = self.classifier(v)
@@ -220,11 +224,11 @@ class AdjustableAE(Method):
         w_p = self.rest(v)
         if c.noise > 0:
             nu = w_p.mean(dim=1, keepdim=True).clamp_min(0.0)
-            w_p = w_p + torch.sqrt(c.noise * nu) * torch.randn_like(w_p)
+            w_p = w_p + torch.sqrt(c.noise * nu) * gaussian_like(w_p, generator)
         return self.scaler.inverse(self.decoder(torch.cat(w_np + [w_p], dim=1)))
 
-    def release(self, x: torch.Tensor) -> torch.Tensor:
-        return self.obfuscate(x)
+    def release(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        return self.obfuscate(x, generator)
 
     @torch.no_grad()
     def encode(
@@ -234,8 +238,7 @@ class AdjustableAE(Method):
         labels = self._labels(utility_labels, len(x))
         for m in self.modules().values():
             m.eval()
-        gen_state = torch.get_rng_state()
-        torch.manual_seed(self.config.seed + 7)
+        gen = self.release_generator()
         out = []
         for i in range(0, len(x), batch_size):
             xb = torch.from_numpy(np.array(x[i : i + batch_size], dtype=np.float32)).to(self.device)
@@ -244,8 +247,7 @@ class AdjustableAE(Method):
                 if labels is None
                 else {k: torch.as_tensor(v[i : i + batch_size], device=self.device) for k, v in labels.items()}
             )
-            out.append(self.obfuscate(xb, lb).float().cpu().numpy())
-        torch.set_rng_state(gen_state)
+            out.append(self.obfuscate(xb, gen, lb).float().cpu().numpy())
         return np.concatenate(out) if out else np.zeros((0, self.task.d_in), np.float32)
 
     def release_with_labels(self, x: np.ndarray, utility_labels: Mapping[str, np.ndarray] | np.ndarray) -> np.ndarray:
@@ -279,7 +281,7 @@ class AdjustableAE(Method):
 
     def adjusted(self, **knobs: Any) -> "AdjustableAE":
         """A copy with the same trained weights and new release knobs (noise, lam, apply_g): no retraining."""
-        allowed = {"noise", "lam", "apply_g", "seed"}
+        allowed = {"noise", "lam", "apply_g", "seed", "release_seed"}
         bad = sorted(set(knobs) - allowed)
         if bad:
             raise ConfigError(bad[0], knobs[bad[0]], "a release knob: " + ", ".join(sorted(allowed)))

@@ -2,8 +2,9 @@
 
 A method is built from a typed config and a TaskSpec (input width, label class counts). `fit` plays
 the method's game on a training split, reporting one row of losses per epoch through a TrainContext
-(inline: a progress bar; under Ray Train: `ray.train.report`); `encode` releases z; `state` /
-`load_state` move trained weights between processes (checkpoints load with weights_only=True)."""
+(inline: a progress bar; under Ray Train: `ray.train.report`); `encode` releases z, drawing any release
+noise from a fresh generator (`veil.methods.randomness`); `state` / `load_state` move trained weights
+between processes (checkpoints load with weights_only=True)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from torch import nn
 
 from veil.config import as_params, param
 from veil.datasets.base import Split, TaskSpec
+from veil.methods.deviations import release_seed_deviation
+from veil.methods.randomness import METHOD_STREAM, release_generator
 
 #: the values of every method's `preset` field
 PRESETS = ("default", "paper")
@@ -29,7 +32,13 @@ class MethodConfig:
     d_z: int = param(8, "width of the released representation z", ge=1)
     epochs: int = param(20, "passes over the training data", ge=0)
     batch_size: int = param(64, "minibatch size", ge=1)
-    seed: int = param(0, "seed of initialisation, minibatch order and sampling noise", ge=0)
+    seed: int = param(0, "seed of initialisation, minibatch order and training noise (not of releases)", ge=0)
+    release_seed: int | None = param(
+        None,
+        "seed of the release noise; unset = fresh OS entropy at every release. Setting it makes releases "
+        "reproducible from the run's params and voids their privacy guarantee (recorded as a deviation)",
+        ge=0,
+    )
     preset: str = param(
         "default",
         "what fills the fields you do not set: Veil's protective defaults ('default', measured to hide the "
@@ -145,6 +154,7 @@ class Method(ABC):
         self.config = config
         self.task = task
         self.device = torch.device("cpu")
+        self.release_calls = 0  # encode calls so far: with a release_seed, call n draws stream n
         torch.manual_seed(config.seed)
         self.build()
         self.make_optimizers()
@@ -168,8 +178,9 @@ class Method(ABC):
         """Methods without iterative training (PCA, random projection) override this instead."""
         raise NotImplementedError
 
-    def release(self, x: torch.Tensor) -> torch.Tensor:
-        """Map a batch of inputs to the released representation z (default: the encoder's output)."""
+    def release(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """Map a batch of inputs to the released representation z (default: the encoder's output); any
+        noise of the release is drawn from `generator`, never from the global RNG."""
         return self.modules()["encoder"](x)
 
     @classmethod
@@ -184,14 +195,15 @@ class Method(ABC):
 
     @classmethod
     def recorded_deviations(cls, config: MethodConfig) -> dict[str, Any]:
-        """Every departure from the paper a run records as `method.deviation.<key>`: the method's own texts,
-        then each field of `paper_values` set otherwise, with the paper's value and why Veil's default differs."""
+        """Every departure from the paper a run records as `method.deviation.<key>`: the method's own texts, each
+        field of `paper_values` set otherwise (with the paper's value and why Veil's default differs), and an
+        explicit release_seed."""
         out = dict(cls.deviations(config))
         for name, p in cls.paper_values.items():
             value = getattr(config, name)
             if p.stated and name not in out and value != p.value:
                 out[name] = f"{show(value)} instead of the paper's {show(p.value)}: {p.why}"
-        return out
+        return {**out, **release_seed_deviation(config.release_seed)}
 
     # -- shared ---------------------------------------------------------------------------------
     @property
@@ -234,18 +246,22 @@ class Method(ABC):
             ctx.report(epoch, row)
         return history
 
+    def release_generator(self) -> torch.Generator:
+        """The generator of the next release: fresh OS entropy, or (release_seed, call number) when set."""
+        gen = release_generator(self.config.release_seed, METHOD_STREAM, self.release_calls, device=self.device)
+        self.release_calls += 1
+        return gen
+
     @torch.no_grad()
     def encode(self, x: np.ndarray, batch_size: int = 4096) -> np.ndarray:
-        """Release z for rows `x` (float32 array), in eval mode."""
+        """Release z for rows `x` (float32 array), in eval mode, with noise independent of every other call."""
         for m in self.modules().values():
             m.eval()
-        gen_state = torch.get_rng_state()
-        torch.manual_seed(self.config.seed + 7)  # stochastic encoders release reproducibly
+        gen = self.release_generator()
         out = []
         for i in range(0, len(x), batch_size):
             xb = torch.from_numpy(np.array(x[i : i + batch_size], dtype=np.float32)).to(self.device)
-            out.append(self.release(xb).float().cpu().numpy())
-        torch.set_rng_state(gen_state)
+            out.append(self.release(xb, gen).float().cpu().numpy())
         return np.concatenate(out) if out else np.zeros((0, self.config.d_z), np.float32)
 
     def state(self) -> dict[str, torch.Tensor]:

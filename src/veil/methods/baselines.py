@@ -13,6 +13,7 @@ from veil.config import param
 from veil.datasets.base import Split
 from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext, step
 from veil.methods.nets import make_optimizer, mlp
+from veil.methods.randomness import gaussian_like
 from veil.methods.registry import register_method
 
 
@@ -72,8 +73,9 @@ class NoisyEncoder(Autoencoder):
         z = self.encoder(x)
         return z + self.config.noise * torch.randn_like(z)
 
-    def release(self, x: torch.Tensor) -> torch.Tensor:
-        return self.code(x)
+    def release(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        z = self.encoder(x)
+        return z + self.config.noise * gaussian_like(z, generator)
 
 
 class LinearMap(nn.Module):

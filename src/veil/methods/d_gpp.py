@@ -13,7 +13,9 @@ Transport: Phase 3 of round r travels with the request of round r + 1 (one messa
 round), and a last broadcast after the final round completes its Phase 3, so the computation is
 exactly Alg. 2's. Rounds = epochs * ceil(max_m n_m / b): `epochs` counts passes over the largest
 client's data. `beta` and `lambda_kl` are the paper's beta_m and lambda_m: one value for every client
-or one per client. Upload payload: z as float32 and u as int32, 4 * b * (d_z + d_u) bytes.
+or one per client. Upload payload: z as float32 and u as int32, 4 * b * (d_z + d_u) bytes. The eps of an
+uploaded z is a release to the aggregator, so it comes from the client's release stream (OS entropy), not
+from the logged seed: a D-GPP run trains reproducibly only with an explicit `release_seed`.
 
 Release: client m's z is its own encoder's; `encode(x)` of unseen rows without a client deals row i
 to client i mod K (the union the aggregator would receive); federated runs audit each client on its
@@ -120,11 +122,12 @@ def _randn(shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
 
 
 def _draw(
-    enc: Stack, x: torch.Tensor, nodes: Sequence[Node], idx: torch.Tensor, d_z: int
+    enc: Stack, x: torch.Tensor, nodes: Sequence[Node], idx: torch.Tensor, d_z: int, released: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Every copy's mu, log-variance and z = mu + sigma * eps on rows `idx`, eps from each node's own stream."""
+    """Every copy's mu, log-variance and z = mu + sigma * eps on rows `idx`, eps from each node's own stream
+    (its release stream when z is `released` to the aggregator)."""
     mu, logvar = pair(enc, x)
-    return mu, logvar, reparameterize(mu, logvar, noise_like(nodes, idx, d_z, _randn))
+    return mu, logvar, reparameterize(mu, logvar, noise_like(nodes, idx, d_z, _randn, released))
 
 
 @register_method
@@ -176,9 +179,9 @@ class DGPP(FederatedMethod, Method):
     def needs_node_states(self) -> bool:
         return True
 
-    def release(self, x: torch.Tensor) -> torch.Tensor:
+    def release(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         mu, logvar = self.encoder[self._node or 0](x)
-        return released(mu, logvar, self.config.release)
+        return released(mu, logvar, self.config.release, generator)
 
     def encode_node(self, x: np.ndarray, node: int) -> np.ndarray:
         self._node = int(node)
@@ -264,7 +267,7 @@ class DGPP(FederatedMethod, Method):
         plan = ShardStack.sample_plan(nodes, 1, c.batch_size)  # Phase 1: one sanitized batch per client
         x, y, w = g.shards.gather(plan[:, 0], rows)
         with torch.no_grad():
-            _, _, z = _draw(enc, x, nodes, plan[:, 0], c.d_z)
+            _, _, z = _draw(enc, x, nodes, plan[:, 0], c.d_z, released=True)
         out = {}
         for i, n in enumerate(nodes):
             b = int((plan[i, 0] >= 0).sum())

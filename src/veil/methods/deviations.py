@@ -10,6 +10,10 @@ from __future__ import annotations
 
 UNIFORM_PRIVACY_LOSS = "encoder pushes adversaries to uniform predictions instead of maximising their CE"
 MEAN_RELEASE = "releases the mean mu instead of the paper's stochastic draw mu + sigma*eps"
+REPRODUCIBLE_RELEASE = (
+    "release noise drawn from the recorded release_seed: anyone who reads the run's params can regenerate "
+    "and subtract it, which voids the privacy guarantee of a stochastic release"
+)
 
 
 def privacy_loss_deviation(privacy_loss: str) -> dict[str, str]:
@@ -35,3 +39,8 @@ def fraction_deviation(fraction: float, participants: str, paper: str) -> dict[s
     if fraction >= 1:
         return {}
     return {"fraction": f"{fraction} of the {participants} take part in each round ({paper})"}
+
+
+def release_seed_deviation(release_seed: int | None) -> dict[str, str]:
+    """A set release_seed: every method's release noise is reproducible from the run's params."""
+    return {"release_seed": REPRODUCIBLE_RELEASE} if release_seed is not None else {}

@@ -10,6 +10,21 @@ import sys
 from veil.config import field_table
 from veil.methods import METHODS
 
+RELEASE_RANDOMNESS = [
+    "## Release randomness",
+    "",
+    "Training is reproducible from `seed` (for `d-gpp`, whose aggregator trains on uploaded noisy z, only with",
+    "`release_seed`); a release is not. Every stochastic release (`gpp` and `d-gpp` with",
+    "release=sample, `noisy-encoder`, `ldp-frl` and `ldp-fedavg`'s Laplace mechanism, `adjustable-ae` with",
+    "noise > 0, and the sanitized batches a `d-gpp` client uploads) draws its noise from a generator seeded",
+    "from OS entropy at release time, so it cannot be regenerated from the run's params, and every `encode`",
+    "call (train rows, test rows) draws independent noise. Setting `release_seed` makes releases reproducible",
+    "run to run (call n of a method draws from (release_seed, n); node k's uploads from (release_seed, k)):",
+    "it voids the privacy guarantee, so it is recorded as `method.deviation.release_seed`, tagged",
+    "`veil.release_reproducible=true` and flagged at the top of the audit report. Use it only for tests.",
+    "",
+]
+
 
 def render_markdown() -> str:
     out = [
@@ -19,6 +34,7 @@ def render_markdown() -> str:
         "`veil methods NAME` prints the same parameter table. Options that depart from the paper are recorded in",
         "each run's params as `method.deviation.*`.",
         "",
+        *RELEASE_RANDOMNESS,
     ]
     seen: set[str] = set()
     for name, cls in sorted(METHODS.items()):

@@ -17,6 +17,7 @@ from veil.config import param
 from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext, step
 from veil.methods.deviations import privacy_loss_deviation, release_deviation
 from veil.methods.nets import ClassifierBank, gaussian_kl, loss_row, loss_sum, make_optimizer, mlp
+from veil.methods.randomness import gaussian_like
 from veil.methods.registry import register_method
 
 
@@ -65,9 +66,9 @@ def reparameterize(mu: torch.Tensor, logvar: torch.Tensor, noise: torch.Tensor |
     return mu + torch.exp(0.5 * logvar) * (torch.randn_like(mu) if noise is None else noise)
 
 
-def released(mu: torch.Tensor, logvar: torch.Tensor, release: str) -> torch.Tensor:
-    """The released z of a Gaussian encoder's output: the mean mu ('mean') or a draw ('sample')."""
-    return mu if release == "mean" else reparameterize(mu, logvar)
+def released(mu: torch.Tensor, logvar: torch.Tensor, release: str, generator: torch.Generator) -> torch.Tensor:
+    """The released z of a Gaussian encoder's output: the mean mu ('mean') or a draw ('sample') from `generator`."""
+    return mu if release == "mean" else reparameterize(mu, logvar, gaussian_like(mu, generator))
 
 
 @register_method
@@ -98,9 +99,9 @@ class GPP(Method):
     def modules(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder, "utility": self.utility, "adversaries": self.adversaries}
 
-    def release(self, x: torch.Tensor) -> torch.Tensor:
+    def release(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         mu, logvar = self.encoder(x)
-        return released(mu, logvar, self.config.release)
+        return released(mu, logvar, self.config.release, generator)
 
     def train_step(self, batch: Batch, sampler: BatchSampler, ctx: TrainContext) -> dict[str, float]:
         c = self.config

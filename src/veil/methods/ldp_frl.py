@@ -133,8 +133,8 @@ class LDPFRL(Method):
     def modules(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder, "utility": self.utility, "side": self.side}
 
-    def release(self, x: torch.Tensor) -> torch.Tensor:
-        return self.mechanism(self.encoder(x))
+    def release(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        return self.mechanism(self.encoder(x), generator)
 
     def train_step(self, batch: Batch, sampler: BatchSampler, ctx: TrainContext) -> dict[str, float]:
         z = self.mechanism(self.encoder(batch.x))

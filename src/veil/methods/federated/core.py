@@ -24,6 +24,7 @@ import torch
 
 from veil.datasets.base import Split
 from veil.errors import ConfigError, VeilError
+from veil.methods.randomness import NODE_STREAM, derive_seed, release_generator
 
 PICKLE_PROTOCOL = 5
 NOT_JOINED = "not-joined"
@@ -162,7 +163,7 @@ class Node:
     streams and whatever local state its method keeps between rounds (allies, adversaries, optimizers;
     for a vectorised method, a slot in the host's ensemble)."""
 
-    def __init__(self, data: NodeData, seed: int) -> None:
+    def __init__(self, data: NodeData, seed: int, release_seed: int | None = None) -> None:
         self.id = int(data.node)
         self.train = data.train
         self.objective = data.objective
@@ -172,15 +173,12 @@ class Node:
         self.state: dict[str, Any] = {}
         self.slot: tuple[Any, int] | None = None
         self.batch_gen = torch.Generator().manual_seed(derive_seed(seed, self.id, 1))
-        self.noise_gen = torch.Generator().manual_seed(derive_seed(seed, self.id, 2))
+        self.noise_gen = torch.Generator().manual_seed(derive_seed(seed, self.id, 2))  # training noise
+        # noise in what the node sends out (D-GPP's sanitized batches): OS entropy unless release_seed is set
+        self.release_gen = release_generator(release_seed, NODE_STREAM, self.id)
 
     def __repr__(self) -> str:
         return f"Node({self.id}, rows={self.num_examples}, joined={self.joined})"
-
-
-def derive_seed(*parts: int) -> int:
-    """A 31-bit seed derived from integers (same parts, same seed, in every process)."""
-    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1, np.uint32)[0] >> 1)
 
 
 def index_set(seed: int, size: int, count: int) -> np.ndarray:

@@ -287,12 +287,14 @@ def noise_like(
     idx: torch.Tensor,
     width: int,
     draw: Callable[[tuple[int, ...], torch.Generator], torch.Tensor],
+    released: bool = False,
 ) -> torch.Tensor:
     """Per-node noise (P, b_max, width) drawn from each node's own generator for its real rows only,
-    zero on padding, so a node's draws do not depend on which other nodes share its host."""
+    zero on padding, so a node's draws do not depend on which other nodes share its host. `released`:
+    the noise goes into what the node sends, so it comes from the node's release stream, not its seeded one."""
     out = torch.zeros(idx.shape[0], idx.shape[1], width)
     for i, node in enumerate(nodes):
         b = int((idx[i] >= 0).sum())
         if b:
-            out[i, :b] = draw((b, width), node.noise_gen)
+            out[i, :b] = draw((b, width), node.release_gen if released else node.noise_gen)
     return out

@@ -41,7 +41,7 @@ class NodeHost:
         assert isinstance(method, FederatedRoles), f"{method_name} is not a federated method"
         self.method = method
         seed = int(config.seed)
-        self.nodes = {d.node: Node(d, seed) for d in shards}
+        self.nodes = {d.node: Node(d, seed, config.release_seed) for d in shards}
         self.method.init_nodes(list(self.nodes.values()))
         self.faults = {int(k): int(v) for k, v in (faults or {}).items()}
         self.hard_faults = hard_faults
