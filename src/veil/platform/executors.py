@@ -26,6 +26,7 @@ import torch
 from veil.datasets.base import Dataset
 from veil.errors import UnknownNameError
 from veil.methods.base import TrainContext
+from veil.methods.federated.core import FederatedRoles
 from veil.methods.federated.simulation import FederationOutcome, FederationPlan
 from veil.methods.registry import create_method
 
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from veil.runspec import ValidatedRun
 
 EpochHook = Callable[[int, dict[str, float]], None]
+NODE_LOCAL_NOTE = "node_local/* metrics are each node's own log, computed on the node: they never crossed the wire"
 
 
 @dataclass
@@ -247,11 +249,7 @@ def federated(run: ValidatedRun, ds: Dataset, storage: Path) -> Job:
         outcome = run_planned(plan, on_round=on_epoch, live_audit=live)
         return TrainOutcome(outcome.method, outcome.history, label, "cpu", outcome.seconds, federation=outcome)
 
-    return Job(
-        label,
-        train,
-        params={"executor": label, **plan.params()},
-        tags={"veil.federated": "true", "veil.runtime": plan.runtime},
-        federation=plan,
-        device="cpu",
-    )
+    tags = {"veil.federated": "true", "veil.runtime": plan.runtime}
+    if isinstance(method, FederatedRoles) and method.logs_node_metrics():
+        tags["veil.node_local"] = NODE_LOCAL_NOTE
+    return Job(label, train, params={"executor": label, **plan.params()}, tags=tags, federation=plan, device="cpu")

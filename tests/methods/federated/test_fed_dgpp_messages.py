@@ -7,11 +7,13 @@ process and on Ray actors), while that client's own losses, logged node-locally,
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from mlflow.tracking import MlflowClient
 
 from veil.datasets import make_dataset
 from veil.datasets.base import Dataset, Split
@@ -19,7 +21,9 @@ from veil.datasets.partition import partition
 from veil.methods import create_method
 from veil.methods.federated.core import iter_arrays, loads
 from veil.methods.federated.simulation import FederationOptions, run_in_process
+from veil.platform.executors import NODE_LOCAL_NOTE
 from veil.platform.fed.runtime import plan_on, run_planned
+from veil.run import RunSpec, execute
 
 
 def contains_window(haystack: np.ndarray, needle: np.ndarray) -> bool:
@@ -187,3 +191,26 @@ def test_ray_actor_uploads_match_in_process_whatever_s(ray_local, tmp_path):
     assert sorted(got) == [(r, k) for r in (1, 2, 3) for k in range(2)]
     assert all(got[key] == ups[key] for key in got)
     assert set(out.records[1].node_local) == {0, 1}  # the side channel works across processes
+
+
+def test_node_local_metrics_reach_mlflow_marked_as_such(in_tmp):
+    params = {**FROZEN, "lr": 1e-3, "K": 2, "epochs": 1, "batch_size": 64}
+    spec = RunSpec(
+        method="d-gpp",
+        dataset="gaussian-correlated",
+        params=params,
+        dataset_params={"n": 300},
+        audit={"epochs": 2, "hidden": [8]},
+        runtime="in-process",
+        federation={"per_node_audit": False},
+    )
+    result = execute(spec)
+    client = MlflowClient(tracking_uri=result.tracking_uri)
+    run = client.get_run(result.run_id)
+    assert run.data.tags["veil.node_local"] == NODE_LOCAL_NOTE
+    assert not any(k.startswith("loss/") for k in run.data.metrics)  # nothing a client shared
+    rounds = json.loads(open(client.download_artifacts(result.run_id, "federation/rounds.json", str(in_tmp))).read())
+    assert len(rounds) == 2 and rounds[0]["node_local"] == {}  # 112 rows per client / 64; no Phase 3 in round 1
+    logged = {m.step: m.value for m in client.get_metric_history(result.run_id, "node_local/loss/adversary")}
+    per_node = [rounds[1]["node_local"][k]["loss/adversary"] for k in ("0", "1")]
+    assert logged == {2: pytest.approx(np.mean(per_node), abs=1e-9)}
