@@ -218,7 +218,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="federated methods: where nodes run: auto | in-process | ray-actors | virtual "
         "(auto = virtual: many nodes per Ray actor, vectorised)",
     )
-    run.add_argument("--gpu", action="store_true", help="train on GPU when the cluster has one")
+    run.add_argument(
+        "--gpu",
+        action="store_true",
+        help="train on a CUDA GPU (none found: a warning, and training runs on CPU; tag veil.device says which)",
+    )
     run.add_argument("--address", help="Ray cluster to join (e.g. 'auto'); default: a local Ray when needed")
     run.add_argument(
         "--tracking-uri",

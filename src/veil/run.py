@@ -195,6 +195,7 @@ def execute(
             "veil.method": spec.method,
             "veil.dataset": spec.dataset,
             **({"veil.federated": "true"} if job.federation is not None else {}),
+            **({"veil.device": job.device} if job.device else {}),
             **spec.tags,
         },
     )

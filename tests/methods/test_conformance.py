@@ -1,4 +1,5 @@
-"""One conformance test over every registered method: fit, encode, audit, state round-trip."""
+"""One conformance test over every registered method: fit, encode, audit, state round-trip, and the released
+z has the release's width and carries the utility label."""
 
 import numpy as np
 import pytest
@@ -8,7 +9,118 @@ from veil.datasets import load_dataset
 from veil.methods import METHODS, create_method
 from veil.methods.base import MethodConfig
 
-SMALL = {"epochs": 2, "d_z": 3, "batch_size": 32, "release_seed": 0}  # reproducible releases: the round trip compares z
+SMALL = {"d_z": 3, "batch_size": 32, "seed": 0, "release_seed": 0}  # reproducible releases: the round trip compares z
+# Every hyperparameter is given, so a change of defaults does not move the utility asserted below. Methods
+# whose privacy knob (noise, eps) or slow start would blur z after 2 epochs get a loose knob and a few more
+# epochs: conformance asks that the release carries the utility label, not how well it hides. A new method
+# adds its entry here with its measured utility.
+CONFIGS: dict[str, dict] = {
+    "adjustable-ae": {
+        "epochs": 10,
+        "encoder_hidden": [128, 128],
+        "code_width": 64,
+        "classifier_hidden": [32, 8],
+        "r_hidden": [64],
+        "r_width": None,
+        "decoder_hidden": [128, 128],
+        "decoder_out": "sigmoid",
+        "lr": 1e-3,
+        "noise": 0.0,
+        "lam": -3000.0,
+        "apply_g": True,
+    },
+    "autoencoder": {"epochs": 2, "encoder_hidden": [64], "lr": 1e-3},
+    "d-eigan": {
+        "epochs": 2,
+        "alpha": 0.5,
+        "encoder_hidden": [64],
+        "head_hidden": [32],
+        "lr_encoder": 1e-3,
+        "lr_ally": 1e-3,
+        "lr_adversary": 1e-3,
+        "privacy_loss": "neg-ce",
+        "optimizer": "adam",
+        "K": 4,
+        "delta": 1,
+        "phi": 1.0,
+        "aggregation": "masked-mean",
+        "fraction": 1.0,
+        "node_utility": [],
+        "node_sensitive": [],
+    },
+    "d-gpp": {
+        "epochs": 8,
+        "K": 2,
+        "beta": [1.0],
+        "lambda_kl": [0.0],
+        "k": 1,
+        "lr": 1e-2,
+        "encoder_hidden": [32],
+        "head_hidden": [16],
+        "privacy_loss": "neg-ce",
+        "release": "sample",
+        "fraction": 1.0,
+        "node_metrics": False,
+    },
+    "eigan": {
+        "epochs": 2,
+        "alpha": 0.5,
+        "encoder_hidden": [64],
+        "head_hidden": [32],
+        "lr_encoder": 1e-3,
+        "lr_ally": 1e-3,
+        "lr_adversary": 1e-3,
+        "privacy_loss": "neg-ce",
+        "optimizer": "adam",
+    },
+    "gpp": {
+        "epochs": 5,
+        "beta": 1.0,
+        "lambda_kl": 0.0,
+        "k": 2,
+        "lr": 1e-2,
+        "encoder_hidden": [32],
+        "head_hidden": [16],
+        "privacy_loss": "neg-ce",
+        "release": "sample",
+    },
+    "ldp-fedavg": {
+        "epochs": 2,
+        "eps": 50.0,
+        "beta": 1.0,
+        "bound": "tanh",
+        "clip": 1.0,
+        "encoder_hidden": [100],
+        "utility_hidden": [100],
+        "side_hidden": [100],
+        "lr": 1e-2,
+        "optimizer": "adam",
+        "K": 2,
+        "local_epochs": 1,
+        "fraction": 1.0,
+    },
+    "ldp-frl": {
+        "epochs": 2,
+        "eps": 50.0,
+        "beta": 1.0,
+        "bound": "tanh",
+        "clip": 1.0,
+        "encoder_hidden": [100],
+        "utility_hidden": [100],
+        "side_hidden": [100],
+        "lr": 1e-2,
+        "optimizer": "adam",
+    },
+    "linear-arl": {"epochs": 2, "lambda_arl": 0.5, "negative_only": True},
+    "noisy-encoder": {"epochs": 2, "encoder_hidden": [64], "lr": 1e-3, "noise": 0.05},
+    "pca": {"epochs": 2, "variance": None},
+    "random-projection": {"epochs": 2},
+}
+# Utility ROC-AUC of a fresh probe on the released test z, measured with these settings at method seeds
+# 0, 1, 2: at least 0.955 for every method (gpp 0.955, noisy-encoder 0.956, ldp-fedavg 0.972, d-gpp 0.977,
+# adjustable-ae 0.986, every other >= 0.99); the floor leaves a 0.1 margin. Chance is 0.5.
+UTILITY_AUC_FLOOR = 0.85
+PROBE = AuditConfig(hidden=(16,), epochs=30, lr=1e-2, batch_size=128, standardize=True, seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -21,27 +133,22 @@ def test_method_conformance(name, data):
     cls = METHODS[name]
     assert cls.name == name and name == name.lower() and " " not in name
     assert issubclass(cls.Config, MethodConfig) and cls.description
-    m = create_method(name, SMALL, data.task())
+    assert name in CONFIGS, f"add {name}'s hyperparameters and its measured utility to CONFIGS"
+    values = {**SMALL, **CONFIGS[name]}
+    m = create_method(name, values, data.task())
     history = m.fit(data.train)
     assert isinstance(history, list)
     if m.iterative:
-        assert len(history) == SMALL["epochs"] and all(np.isfinite(v) for row in history for v in row.values())
+        assert len(history) == values["epochs"] and all(np.isfinite(v) for row in history for v in row.values())
     z_train, z_test = m.encode(data.train.x), m.encode(data.test.x)
-    assert z_test.shape[0] == len(data.test) and z_test.ndim == 2 and np.isfinite(z_test).all()
-    again = create_method(name, SMALL, data.task())
+    width = data.d_in if cls.releases_input_format else values["d_z"]
+    assert z_train.shape == (len(data.train), width) and z_test.shape == (len(data.test), width)
+    assert np.isfinite(z_test).all()
+    again = create_method(name, values, data.task())
     again.load_state(m.state())
     np.testing.assert_allclose(again.encode(data.train.x), z_train, atol=1e-6)  # first release of each
-    report = audit(z_train, data.train, z_test, data.test, data.num_classes, AuditConfig(epochs=2, hidden=(16,)))
-    metrics = report.metrics()
-    for key in (
-        "utility_acc",
-        "utility_auc",
-        "adversary_acc",
-        "adversary_auc",
-        "privacy_gap",
-        "adversary_auc/adversary_1",
-        "adversary_auc/adversary_2",
-        "utility_auc/ally",
-    ):
-        assert key in metrics
-    assert isinstance(m.params(), dict) and "d_z" in m.params()
+    metrics = audit(z_train, data.train, z_test, data.test, data.num_classes, PROBE).metrics()
+    assert metrics["utility_auc"] == metrics["utility_auc/ally"] >= UTILITY_AUC_FLOOR, metrics
+    adversaries = [metrics[f"adversary_auc/adversary_{j}"] for j in (1, 2)]
+    assert metrics["adversary_auc"] == max(adversaries)  # the worst case over the sensitive labels
+    assert isinstance(m.params(), dict) and m.params()["d_z"] == values["d_z"]

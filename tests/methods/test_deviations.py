@@ -52,6 +52,8 @@ CASES: list[tuple[str, dict[str, Any], dict[str, str]]] = [
         {"phi": 0.5, "aggregation": "masked-mean"},
         {"optimizer": ADAM_A1, "wire": WIRE, "aggregation": MASKED},
     ),
+    ("d-eigan", {"optimizer": "sgd", "phi": 1.0, "aggregation": "masked-mean"}, {}),  # phi = 1: the rules agree
+    ("d-eigan", {"optimizer": "sgd", "phi": 0.5, "aggregation": "paper"}, {"wire": WIRE}),
     (
         "d-eigan",
         {"privacy_loss": "uniform", "optimizer": "sgd", "fraction": 0.5},

@@ -13,9 +13,11 @@ Transport: Phase 3 of round r travels with the request of round r + 1 (one messa
 round), and a last broadcast after the final round completes its Phase 3, so the computation is
 exactly Alg. 2's. Rounds = epochs * ceil(max_m n_m / b): `epochs` counts passes over the largest
 client's data. `beta` and `lambda_kl` are the paper's beta_m and lambda_m: one value for every client
-or one per client. Upload payload: z as float32 and u as int32, 4 * b * (d_z + d_u) bytes. The eps of an
-uploaded z is a release to the aggregator, so it comes from the client's release stream (OS entropy), not
-from the logged seed: a D-GPP run trains reproducibly only with an explicit `release_seed`.
+or one per client. Upload: {num_examples, kind, payload: {z, u}} and nothing else; payload z as float32
+and u as int32, 4 * b * (d_z + d_u) bytes. The client's losses (computed from s) stay on it; with
+`node_metrics` a client logs them itself, recorded as `node_local/loss/*` (they never enter a message).
+The eps of an uploaded z is a release to the aggregator, so it comes from the client's release stream (OS
+entropy), not from the logged seed: a D-GPP run trains reproducibly only with an explicit `release_seed`.
 
 Release: client m's z is its own encoder's; `encode(x)` of unseen rows without a client deals row i
 to client i mod K (the union the aggregator would receive); federated runs audit each client on its
@@ -91,6 +93,9 @@ class DGPPConfig(MethodConfig):
         "sample", "released z: a draw mu + sigma*eps (the paper) or the mean mu", choices=("sample", "mean")
     )
     fraction: float = param(1.0, "fraction of clients sampled (seeded) to take part in each round", gt=0, le=1)
+    node_metrics: bool = param(
+        False, "each client logs its own losses (computed from its s) as node_local/* metrics; never sent"
+    )
 
 
 def per_client(field: str, values: tuple[float, ...], k: int) -> list[float]:
@@ -275,9 +280,8 @@ class DGPP(FederatedMethod, Method):
                 "z": z[i, :b].numpy().astype(np.float32),
                 "u": {lab: y[lab][i, :b].numpy().astype(np.int32) for lab in t.utility},
             }  # s stays here
-            out[n.id] = ClientUpdate(
-                n.id, round, b, payload, "representations", {k: float(v[i]) for k, v in metrics.items()}
-            )
+            own = {k: float(v[i]) for k, v in metrics.items()} if c.node_metrics else {}
+            out[n.id] = ClientUpdate(n.id, round, b, payload, "representations", local=own)
         return out
 
     def client_update_many(

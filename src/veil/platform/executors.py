@@ -7,7 +7,9 @@ and hands back a `TrainOutcome`.
 - `federated`: the federation's rounds over node hosts in process, one Ray actor per node, or virtual
   nodes (`veil.platform.fed.runtime.RUNTIMES`).
 `auto` resolves to ray-train whenever a GPU or more than one worker is asked for, inline otherwise (a
-TorchTrainer spends ~15 s starting); federated methods always use `federated`."""
+TorchTrainer spends ~15 s starting); federated methods always use `federated`. A GPU asked for where no
+CUDA device exists (and every federated run, whose nodes train on CPU) prints a warning on the console and
+trains on CPU; the device every run trained on is its MLflow tag `veil.device` ('cpu', 'cuda:0')."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ import torch
 from veil.datasets.base import Dataset
 from veil.errors import UnknownNameError
 from veil.methods.base import TrainContext
+from veil.methods.federated.core import FederatedRoles
 from veil.methods.federated.simulation import FederationOutcome, FederationPlan
 from veil.methods.registry import create_method
 
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
     from veil.runspec import ValidatedRun
 
 EpochHook = Callable[[int, dict[str, float]], None]
+NODE_LOCAL_NOTE = "node_local/* metrics are each node's own log, computed on the node: they never crossed the wire"
 
 
 @dataclass
@@ -56,6 +60,8 @@ class Job:
     params: dict[str, Any] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
     federation: FederationPlan | None = None
+    device: str | None = None
+    """The training device when known before training ('cpu', 'cuda:0'); None: known after (Ray Train workers)."""
 
 
 class Executor(Protocol):
@@ -96,19 +102,36 @@ def choose_executor(executor: str, num_workers: int, use_gpu: bool, federated: b
     return executor
 
 
+def warn(text: str) -> None:
+    """A warning on the console, in Veil's style (stderr, '[veil] warning: ...')."""
+    print(f"[veil] warning: {text}", file=sys.stderr, flush=True)
+
+
+def local_device(use_gpu: bool) -> str:
+    """'cuda:0' when a GPU is asked for and this process sees a CUDA device, else 'cpu' (with a warning when a
+    GPU was asked for)."""
+    if not use_gpu:
+        return "cpu"
+    if torch.cuda.is_available():
+        return "cuda:0"
+    warn("--gpu / use_gpu: no CUDA device found (torch.cuda.is_available() is False); training runs on CPU")
+    return "cpu"
+
+
 # ---------------------------------------------------------------------------------------------------
 # inline
 # ---------------------------------------------------------------------------------------------------
 @register_executor("inline")
 def inline(run: ValidatedRun, ds: Dataset, storage: Path) -> Job:
+    device = local_device(run.spec.use_gpu)
+
     def train(on_epoch: EpochHook | None, tracker: Any) -> TrainOutcome:
-        device = "cuda" if run.spec.use_gpu and torch.cuda.is_available() else "cpu"
         t0 = time.time()
         method = create_method(run.spec.method, run.method_config, ds.task())
         history = method.fit(ds.train, TrainContext(device, on_epoch=on_epoch))
         return TrainOutcome(method.to("cpu"), history, "inline", device, time.time() - t0)
 
-    return Job("inline", train)
+    return Job("inline", train, device=device)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -161,10 +184,9 @@ def ray_train(run: ValidatedRun, ds: Dataset, storage: Path) -> Job:
         use_gpu = spec.use_gpu
         gpus = cluster_resources().get("GPU", 0.0)
         if use_gpu and gpus < spec.num_workers:
-            print(
-                f"[veil] warning: use_gpu asked for {spec.num_workers} GPU worker(s) but the cluster has "
-                f"{gpus:g} GPU(s); training on CPU",
-                file=sys.stderr,
+            warn(
+                f"--gpu / use_gpu: no CUDA device found for every worker ({spec.num_workers} worker(s), the Ray "
+                f"cluster has {gpus:g} GPU(s)); training runs on CPU"
             )
             use_gpu = False
         t0 = time.time()
@@ -206,6 +228,8 @@ def federated(run: ValidatedRun, ds: Dataset, storage: Path) -> Job:
     from veil.platform.fed.runtime import plan_on, run_planned
 
     spec = run.spec
+    if spec.use_gpu:
+        warn("--gpu / use_gpu: federated nodes do not use CUDA; training runs on CPU")
     method = create_method(spec.method, run.method_config, ds.task())
     plan = plan_on(
         spec.runtime,
@@ -225,10 +249,7 @@ def federated(run: ValidatedRun, ds: Dataset, storage: Path) -> Job:
         outcome = run_planned(plan, on_round=on_epoch, live_audit=live)
         return TrainOutcome(outcome.method, outcome.history, label, "cpu", outcome.seconds, federation=outcome)
 
-    return Job(
-        label,
-        train,
-        params={"executor": label, **plan.params()},
-        tags={"veil.federated": "true", "veil.runtime": plan.runtime},
-        federation=plan,
-    )
+    tags = {"veil.federated": "true", "veil.runtime": plan.runtime}
+    if isinstance(method, FederatedRoles) and method.logs_node_metrics():
+        tags["veil.node_local"] = NODE_LOCAL_NOTE
+    return Job(label, train, params={"executor": label, **plan.params()}, tags=tags, federation=plan, device="cpu")

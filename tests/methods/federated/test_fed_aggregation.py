@@ -1,5 +1,6 @@
 """D-EIGAN's server rule against hand computations ('paper' and 'masked-mean', N_k weights, masks), the
-sparse wire format, and FedAvg's uniform average."""
+sparse wire format, and FedAvg's uniform average; the paper rule's shrinkage at phi < 1, measured on the
+released encoder, and that the released encoder is exactly the coordinator's last aggregate."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import numpy as np
 import pytest
 
 from veil.datasets import load_dataset
-from veil.methods import create_method
+from veil.methods import METHODS, create_method, method_config
 from veil.methods.federated.aggregation import aggregate
 from veil.methods.federated.core import ClientUpdate, index_set, sparse_count
+from veil.methods.federated.ensemble import flat_module, load_flat_module
+from veil.methods.federated.simulation import run_in_process
 
 
 def test_paper_rule_by_hand():
@@ -90,3 +93,73 @@ def test_fedavg_is_the_uniform_mean(task):
     omegas = [rng.normal(size=m.omega.size).astype(np.float32) for _ in range(3)]
     m.aggregate(1, [ClientUpdate(k, 1, n, {"omega": w}) for k, (w, n) in enumerate(zip(omegas, (1, 100, 5)))], [])
     np.testing.assert_allclose(m.omega, np.mean(omegas, axis=0), atol=1e-6)  # 1/K, not N_k-weighted
+
+
+# D-EIGAN's hyperparameters in full, so a change of defaults does not move the numbers below.
+DEIGAN = {
+    "K": 4,
+    "epochs": 4,
+    "delta": 1,
+    "d_z": 2,
+    "encoder_hidden": [32],
+    "head_hidden": [16],
+    "batch_size": 32,
+    "alpha": 0.5,
+    "lr_encoder": 1e-3,
+    "lr_ally": 1e-3,
+    "lr_adversary": 1e-3,
+    "optimizer": "adam",
+    "privacy_loss": "neg-ce",
+    "fraction": 1.0,
+    "seed": 0,
+}
+
+
+def released_mean_abs(ds, **over) -> float:
+    m = create_method("d-eigan", {**DEIGAN, **over}, ds.task())
+    run_in_process(m, ds.train)
+    return float(np.abs(flat_module(m.encoder).numpy()).mean())
+
+
+@pytest.fixture(scope="module")
+def quadrant():
+    return load_dataset("gaussian-quadrant", {"n": 400})
+
+
+def test_default_rule_is_masked_mean_and_departs_from_the_paper_only_below_phi_1():
+    assert method_config("d-eigan", {}).aggregation == "masked-mean"
+    for phi, recorded in ((1.0, False), (0.5, True)):
+        got = METHODS["d-eigan"].deviations(method_config("d-eigan", {"phi": phi, "aggregation": "masked-mean"}))
+        assert ("aggregation" in got) == recorded
+
+
+def test_paper_rule_shrinks_the_released_encoder_at_small_phi(quadrant):
+    # measured (seeds 0, 1, 2): masked-mean 0.252 / 0.234 / 0.223 (the initial scale); paper at phi 0.5
+    # 0.056 / 0.049 / 0.043, ratio 0.22 / 0.21 / 0.19: each round multiplies unsent entries by 0
+    paper = released_mean_abs(quadrant, phi=0.5, aggregation="paper")
+    masked = released_mean_abs(quadrant, phi=0.5, aggregation="masked-mean")
+    assert masked == pytest.approx(0.252, abs=0.02)
+    assert paper < masked / 3
+    # with phi = 1 every entry is sent and the two rules give the same encoder
+    full = [released_mean_abs(quadrant, phi=1.0, aggregation=a) for a in ("paper", "masked-mean")]
+    assert full[0] == pytest.approx(full[1], rel=1e-5)
+
+
+@pytest.mark.parametrize("rule", ["masked-mean", "paper"])
+def test_released_encoder_is_the_last_aggregate(quadrant, rule):
+    m = create_method("d-eigan", {**DEIGAN, "phi": 0.5, "aggregation": rule}, quadrant.task())
+    computed: list[np.ndarray] = []
+    server_rule = m.aggregate
+
+    def recording(rnd, updates, failures):
+        state = server_rule(rnd, updates, failures)
+        computed.append(np.array(state["encoder"], copy=True))
+        return state
+
+    m.aggregate = recording  # type: ignore[method-assign]
+    run_in_process(m, quadrant.train)
+    assert len(computed) == DEIGAN["epochs"] and not np.array_equal(computed[-1], computed[-2])
+    np.testing.assert_array_equal(flat_module(m.encoder).numpy(), computed[-1])
+    fresh = create_method("d-eigan", {**DEIGAN, "phi": 0.5, "aggregation": rule}, quadrant.task())
+    load_flat_module(fresh.encoder, computed[-1])
+    np.testing.assert_array_equal(m.encode(quadrant.test.x), fresh.encode(quadrant.test.x))

@@ -5,6 +5,7 @@ the node's actor process exit (os._exit) at the start of its round."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -15,15 +16,35 @@ from veil.methods import create_method
 from veil.methods.federated.simulation import FederationOptions, run_in_process
 from veil.run import RunSpec, execute
 
+# D-EIGAN's hyperparameters in full, so a change of defaults does not move the figures compared below
+DEIGAN = {
+    "K": 3,
+    "epochs": 4,
+    "d_z": 2,
+    "delta": 1,
+    "phi": 1.0,
+    "aggregation": "masked-mean",
+    "fraction": 1.0,
+    "alpha": 0.5,
+    "encoder_hidden": [64],
+    "head_hidden": [32],
+    "lr_encoder": 1e-3,
+    "lr_ally": 1e-3,
+    "lr_adversary": 1e-3,
+    "privacy_loss": "neg-ce",
+    "optimizer": "adam",
+    "batch_size": 64,
+}
+
 
 @pytest.mark.ray
 def test_actor_death_is_recorded_and_the_node_rejoins(ray_local, in_tmp):
     spec = RunSpec(
         method="d-eigan",
         dataset="gaussian-quadrant",
-        params={"K": 3, "epochs": 4, "d_z": 2},
+        params=DEIGAN,
         dataset_params={"n": 600},
-        audit={"epochs": 3},
+        audit={"epochs": 10, "lr": 0.01, "hidden": [32]},
         runtime="ray-actors",
         federation={"faults": ["1@2"], "max_restarts": 2},
     )
@@ -42,7 +63,16 @@ def test_actor_death_is_recorded_and_the_node_rejoins(ray_local, in_tmp):
     assert rounds[2]["joined"] == [1] and 1 in rounds[2]["completed"]  # rejoined in round 3
     assert str(1) in rounds[2]["bytes_down"] and rounds[2]["bytes_down"]["1"] > rounds[2]["bytes_down"]["0"]
     assert result.metrics["failures_total"] == 1 and result.metrics["restarts"] >= 1
-    assert result.metrics["rounds"] == 4 and 0 <= result.metrics["adversary_auc"] <= 1
+    assert result.metrics["rounds"] == 4
+    # The same federation undisturbed (in process, one host per node as on Ray: the runtimes agree exactly at
+    # equal seeds). Losing node 1 for a round costs little utility: measured at seeds 0, 1, 2 (undisturbed vs
+    # with the fault, in process) utility AUC 0.999/0.999, 1.0/1.0, 1.0/1.0 and accuracy 0.973/0.973,
+    # 1.0/1.0, 1.0/1.0.
+    calm = execute(dataclasses.replace(spec, runtime="in-process", federation={"nodes_per_host": 1}))
+    assert calm.metrics["failures_total"] == 0
+    assert result.metrics["utility_auc"] == pytest.approx(calm.metrics["utility_auc"], abs=0.02)
+    assert result.metrics["utility_acc"] == pytest.approx(calm.metrics["utility_acc"], abs=0.05)
+    assert min(result.metrics["utility_auc"], calm.metrics["utility_auc"]) >= 0.95
 
 
 def test_in_process_host_is_rebuilt_after_a_fault():

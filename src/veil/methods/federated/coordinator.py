@@ -11,7 +11,10 @@ Per round r:
   4. every selected node that delivered nothing is a `Failure` (died / error / unavailable / dead);
      failures are passed to `aggregate` with the updates, recorded, and the node rejoins from the
      global state when next selected. A node whose host is gone for good ('dead') is not selected again;
-  5. `aggregate(r, updates, failures)`.
+  5. `aggregate(r, updates, failures)`;
+  6. when the method's nodes log their own metrics (`logs_node_metrics`), fetch them from the hosts of the
+     nodes that delivered: a side channel standing for each node's own log, outside every message (not
+     counted, not tapped), recorded as `node_local/*` (mean over those nodes) and per node in the record.
 Every message is serialized once by `dumps` and its length is what is counted: bytes down per node
 (join + downlink) and bytes up per node (the serialized update). `tap(direction, round, node, kind,
 blob)` sees every blob that crosses the transport, for tests and audits of the protocol."""
@@ -36,6 +39,8 @@ from veil.methods.federated.core import (
 )
 
 Tap = Callable[[str, int, int, str, bytes], None]
+NODE_LOCAL = "node_local/"
+"""Prefix of the metrics a node logs itself: computed on the node, they never crossed the wire."""
 
 
 class Pool(Protocol):
@@ -48,6 +53,7 @@ class Pool(Protocol):
     def run_round(self, rnd: int, blobs: Mapping[int, bytes]) -> dict[int, Any]: ...
     def finalize(self, rnd: int, blobs: Mapping[int, bytes]) -> dict[int, Any]: ...
     def export(self, rnd: int, node_ids: Sequence[int]) -> dict[int, Any]: ...
+    def local_metrics(self, rnd: int, node_ids: Sequence[int]) -> dict[int, Any]: ...
     def restarts(self) -> int: ...
     def shutdown(self) -> None: ...
 
@@ -67,6 +73,8 @@ class RoundRecord:
     metrics: dict[str, float]
     seconds: float
     final_bytes_down: dict[int, int] = field(default_factory=dict)
+    node_local: dict[int, dict[str, float]] = field(default_factory=dict)
+    """Each node's own metrics (never in a message); empty unless the method's nodes log them."""
 
     def row(self) -> dict[str, float]:
         """Scalars for MLflow (step = round) and the progress bar."""
@@ -80,12 +88,16 @@ class RoundRecord:
             "round_seconds": self.seconds,
         }
         out.update(self.metrics)
+        keys = sorted({k for m in self.node_local.values() for k in m})
+        for key in keys:
+            vals = [m[key] for m in self.node_local.values() if key in m]
+            out[f"{NODE_LOCAL}{key}"] = float(np.mean(vals))
         return out
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["failures"] = [f.to_dict() for f in self.failures]
-        for k in ("bytes_up", "bytes_down", "payload_up", "final_bytes_down"):
+        for k in ("bytes_up", "bytes_down", "payload_up", "final_bytes_down", "node_local"):
             d[k] = {str(n): v for n, v in d[k].items()}
         return d
 
@@ -225,9 +237,17 @@ class Coordinator:
             {k: u.payload_bytes for k, u in ((u.node, u) for u in updates)},
             _weighted(updates),
             time.time() - t0,
+            node_local=self._node_local(rnd, updates),
         )
         self.records.append(rec)
         return rec
+
+    def _node_local(self, rnd: int, updates: Sequence[ClientUpdate]) -> dict[int, dict[str, float]]:
+        """The delivering nodes' own metrics, over the hosts' side channel (only when the method logs them)."""
+        if not updates or not self.method.logs_node_metrics():
+            return {}
+        got = self.pool.local_metrics(rnd, [u.node for u in updates])
+        return {k: dict(v) for k, v in sorted(got.items()) if isinstance(v, Mapping) and v}
 
     def finish(self) -> dict[int, int]:
         """The method's last broadcast (if any) to every live, joined node; returns bytes per node."""

@@ -82,8 +82,10 @@ def iter_arrays(obj: Any, path: str = ""):
 @dataclass
 class ClientUpdate:
     """What one node sends after a round: parameters (D-EIGAN, LDP-FedAvg) or sanitized representations
-    (distributed GPP), with its example count and metrics. `nbytes` is the length of the serialized
-    message as it travelled; `payload_bytes` the bytes of its arrays alone."""
+    (distributed GPP), with its example count and the metrics it shares. `nbytes` is the length of the
+    serialized message as it travelled; `payload_bytes` the bytes of its arrays alone. `local` holds the
+    node's own metrics: they stay on the node (never part of `wire()`) and reach the run's log only
+    through the host's side channel, as `node_local/*` (see `Coordinator`)."""
 
     node: int
     round: int
@@ -93,15 +95,15 @@ class ClientUpdate:
     metrics: dict[str, float] = field(default_factory=dict)
     nbytes: int = 0
     payload_bytes: int = 0
+    local: dict[str, float] = field(default_factory=dict)
 
     def wire(self) -> dict[str, Any]:
-        """The part that is sent (node id and round are known to the receiver from the call)."""
-        return {
-            "num_examples": int(self.num_examples),
-            "kind": self.kind,
-            "payload": self.payload,
-            "metrics": {k: float(v) for k, v in self.metrics.items()},
-        }
+        """The part that is sent (node id and round are known to the receiver from the call); a node that
+        shares no metrics sends no metrics entry."""
+        out: dict[str, Any] = {"num_examples": int(self.num_examples), "kind": self.kind, "payload": self.payload}
+        if self.metrics:
+            out["metrics"] = {k: float(v) for k, v in self.metrics.items()}
+        return out
 
     @classmethod
     def from_wire(cls, node: int, rnd: int, msg: Mapping[str, Any], nbytes: int) -> "ClientUpdate":
@@ -111,7 +113,7 @@ class ClientUpdate:
             int(msg["num_examples"]),
             msg["payload"],
             msg["kind"],
-            dict(msg["metrics"]),
+            dict(msg.get("metrics", {})),
             nbytes,
             array_bytes(msg["payload"]),
         )
@@ -249,6 +251,10 @@ class FederatedRoles:
 
     def finalize(self, nodes: Sequence[Node], message: Any) -> None:
         """Apply the coordinator's last message after the final round (default: nothing to do)."""
+
+    def logs_node_metrics(self) -> bool:
+        """Whether nodes keep their own metrics (`ClientUpdate.local`) for the run's log (`node_metrics`)."""
+        return bool(getattr(self.config, "node_metrics", False))
 
     def export_node_state(self, node: Node) -> dict[str, np.ndarray] | None:
         """What the released model needs from this node (default: nothing, the global state suffices)."""

@@ -3,7 +3,8 @@
 The host is a plain class; `veil.platform.fed.runtime` wraps it in a Ray actor. Every call takes and
 returns serialized messages (bytes) keyed by node id, so what crosses the process boundary is exactly
 what the coordinator counted. With several nodes, `client_update_many` runs them as one vectorised
-ensemble; with one node (one actor per node) it is the same code with P = 1."""
+ensemble; with one node (one actor per node) it is the same code with P = 1. A node's own metrics
+(`ClientUpdate.local`) stay in the host until `local_metrics` hands them to the run's log."""
 
 from __future__ import annotations
 
@@ -46,6 +47,7 @@ class NodeHost:
         self.faults = {int(k): int(v) for k, v in (faults or {}).items()}
         self.hard_faults = hard_faults
         self.pid = os.getpid()
+        self._local: dict[int, dict[str, float]] = {}  # each node's own metrics of its last round
 
     def info(self) -> dict[str, Any]:
         return {
@@ -81,7 +83,13 @@ class NodeHost:
             msgs = {n.id: loads(blobs[n.id]) for n in ready}
             ups = self.method.client_update_many(ready, msgs, rnd)
             out.update({k: dumps(u.wire()) for k, u in ups.items()})
+            self._local.update({k: dict(u.local) for k, u in ups.items() if u.local})
         return out
+
+    def local_metrics(self, node_ids: Sequence[int]) -> dict[int, dict[str, float]]:
+        """The nodes' own metrics of their last round, handed over once: the side channel by which a node's
+        log reaches the run, outside every protocol message (not counted, not tapped)."""
+        return {k: self._local.pop(k, {}) for k in node_ids}
 
     def finalize(self, blobs: Mapping[int, bytes]) -> dict[int, str]:
         ready = [self.nodes[k] for k in sorted(blobs) if self.nodes[k].joined]

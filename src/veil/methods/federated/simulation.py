@@ -259,6 +259,9 @@ class PoolBase:
     def export(self, rnd: int, node_ids: Sequence[int]) -> dict[int, Any]:
         return self._fanout(rnd, "export", {k: None for k in node_ids}, pass_dict=False)
 
+    def local_metrics(self, rnd: int, node_ids: Sequence[int]) -> dict[int, Any]:
+        return self._fanout(rnd, "local_metrics", {k: None for k in node_ids}, pass_dict=False)
+
 
 class LocalPool(PoolBase):
     """Node hosts as objects in this process, one per block of nodes."""

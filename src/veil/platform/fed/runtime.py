@@ -11,7 +11,8 @@ cannot satisfy (more CPUs than available, bundles below 0.05 CPU, more memory th
 has for (hosts + 1) actors of `actor_memory_mb`, or a placement group not ready within
 `ready_timeout_s`) is refused with a `ResourceError` before any actor starts, so nothing is left
 PENDING. Node host actors restart up to `max_restarts` times; a restarted host rejoins from the
-global state. Runtimes are registered by name in `RUNTIMES`."""
+global state. Runtimes are registered by name in `RUNTIMES`. A `tap` runs where the coordinator runs (in
+its actor on Ray: it must pickle, and what it records stays in that process unless it writes it out)."""
 
 from __future__ import annotations
 
@@ -113,6 +114,7 @@ class CoordinatorService(Coordinated):
         max_restarts: int,
         faults: Mapping[int, int] | None,
         seed: int,
+        tap: Tap | None = None,
     ) -> None:
         from veil.methods.registry import create_method
 
@@ -131,7 +133,7 @@ class CoordinatorService(Coordinated):
             max_restarts=max_restarts,
             faults=faults,
         )
-        self.coordinator = Coordinator(self.method, self.pool, seed=seed)
+        self.coordinator = Coordinator(self.method, self.pool, seed=seed, tap=tap)
 
     def host_info(self) -> list[Any]:
         return self.pool.info()
@@ -263,6 +265,7 @@ class RayFederation:
         faults: Mapping[int, int] | None,
         seed: int,
         ready_timeout_s: float,
+        tap: Tap | None = None,
     ) -> None:
         import ray
         from ray.util.placement_group import placement_group, remove_placement_group
@@ -301,6 +304,7 @@ class RayFederation:
             max_restarts=max_restarts,
             faults=faults,
             seed=seed,
+            tap=tap,
         )
 
     def _get(self, ref):
@@ -412,6 +416,7 @@ def _start_on_ray(plan: FederationPlan, tap: Tap | None) -> Federation:
         faults=plan.faults,
         seed=plan.seed,
         ready_timeout_s=opts.ready_timeout_s,
+        tap=tap,
     )
 
 
