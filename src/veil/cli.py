@@ -163,18 +163,41 @@ def print_summary(result, executor: str, out) -> None:
 
 def cmd_methods(args: argparse.Namespace) -> int:
     from veil.config import field_table
-    from veil.methods import METHODS
+    from veil.methods import METHODS, method_config
+    from veil.methods.base import show
 
+    if args.name and args.name not in METHODS:
+        raise UnknownNameError("method", args.name, list(METHODS))
     for name, cls in sorted(METHODS.items()):
         if args.name and name != args.name:
             continue
         print(f"{name}  —  {cls.description}" + (f"  [{cls.paper}]" if cls.paper else ""))
-        for row in field_table(cls.Config):
+        rows = field_table(cls.Config)
+        width = max(len(r["name"]) for r in rows)
+        dwidth = max(len(r["default"]) for r in rows)
+        for row in rows:
             allowed = f" ({row['allowed']})" if row["allowed"] else ""
-            print(f"    {row['name']:<15} default {row['default']:<12} {row['doc']}{allowed}")
-    if args.name and args.name not in METHODS:
-        raise UnknownNameError("method", args.name, list(METHODS))
+            paper = cls.paper_values.get(row["name"])
+            also = f" [paper: {show(paper.value)}]" if paper else ""
+            print(f"    {row['name']:<{width}}  default {row['default']:<{dwidth}}  {row['doc']}{allowed}{also}")
+        if args.name:
+            print_departures(cls, method_config(name, {}))
     return 0
+
+
+def print_departures(cls: Any, defaults: Any) -> None:
+    """What `veil methods NAME` adds: the fields `preset: paper` changes and the defaults' recorded deviations."""
+    from veil.methods.base import show
+
+    if cls.paper_values:
+        print("\n  Where the default differs from `--set preset=paper` (why):")
+        for key, p in cls.paper_values.items():
+            kind = "" if p.stated else " (the paper gives no value; Veil's earlier choice)"
+            print(f"    {key}: {show(getattr(defaults, key))} -> paper {show(p.value)}{kind}: {p.why}")
+    recorded = cls.recorded_deviations(defaults)
+    print("\n  Recorded as method.deviation.* at the defaults:" + ("" if recorded else " none"))
+    for key, text in recorded.items():
+        print(f"    {key}: {text}")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -108,10 +108,23 @@ CASES: list[tuple[str, dict[str, Any], dict[str, str]]] = [
 ]
 
 
+# The cases were written against the paper's privacy term; the protective default is now 'uniform'.
+NEG_CE = {"privacy_loss": "neg-ce"}
+BEFORE = {"eigan": NEG_CE, "d-eigan": NEG_CE, "gpp": NEG_CE, "d-gpp": NEG_CE}
+
+
 @pytest.mark.parametrize("name,values,expected", CASES)
 def test_deviation_texts_are_pinned(name: str, values: dict[str, Any], expected: dict[str, str]) -> None:
-    got = METHODS[name].deviations(method_config(name, values))
+    got = METHODS[name].deviations(method_config(name, {**BEFORE.get(name, {}), **values}))
     assert list(got.items()) == list(expected.items())  # same keys, same order, same bytes
+
+
+@pytest.mark.parametrize("name", ["eigan", "d-eigan", "gpp", "d-gpp"])
+def test_the_default_privacy_term_is_recorded_and_the_paper_preset_restores_eq_4(name: str) -> None:
+    cls = METHODS[name]
+    assert cls.recorded_deviations(method_config(name, {}))["privacy_loss"] == UNIFORM
+    paper = method_config(name, {"preset": "paper"})
+    assert paper.privacy_loss == "neg-ce" and "privacy_loss" not in cls.recorded_deviations(paper)
 
 
 def test_recorded_params_carry_the_pinned_texts() -> None:

@@ -39,8 +39,8 @@ from torch.nn import functional as F
 
 from veil.config import param
 from veil.errors import ConfigError
-from veil.methods.base import Method, MethodConfig
-from veil.methods.deviations import fraction_deviation, privacy_loss_deviation, release_deviation
+from veil.methods.base import Method, MethodConfig, PaperValue
+from veil.methods.deviations import WHY_UNIFORM, fraction_deviation, privacy_loss_deviation, release_deviation
 from veil.methods.ensemble_ops import (
     assign_slots,
     copy_ces,
@@ -85,7 +85,7 @@ class DGPPConfig(MethodConfig):
     encoder_hidden: tuple[int, ...] = param((512, 256), "hidden widths of each client's encoder MLP", ge=1)
     head_hidden: tuple[int, ...] = param((128,), "hidden widths of each utility classifier and adversary", ge=1)
     privacy_loss: str = param(
-        "neg-ce",
+        "uniform",
         "encoder's privacy term: the paper's -sum CE(s) ('neg-ce') or CE against uniform ('uniform')",
         choices=("neg-ce", "uniform"),
     )
@@ -144,6 +144,7 @@ class DGPP(FederatedMethod, Method):
         "aggregator trains the shared utility classifiers on the union; per-client beta_m, lambda_m"
     )
     paper = "seed 001 (GPP), Alg. 2"
+    paper_values = {"privacy_loss": PaperValue("neg-ce", WHY_UNIFORM)}
     message_kind = "representations"
     config: DGPPConfig
 

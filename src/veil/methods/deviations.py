@@ -15,6 +15,14 @@ REPRODUCIBLE_RELEASE = (
     "and subtract it, which voids the privacy guarantee of a stochastic release"
 )
 
+#: why the default privacy term is the bounded 'uniform' one (paper_values of eigan, d-eigan, gpp, d-gpp)
+WHY_UNIFORM = (
+    "the paper's -CE term is won by making the adversary confidently wrong, so the game oscillates and a "
+    "fresh adversary still reads s (docs/methods.md has the measurements)"
+)
+#: why the default optimizer is Adam where the paper writes a plain gradient step
+WHY_ADAM = "the paper names no learning rate for its plain gradient step; Adam trains at Veil's rates"
+
 
 def privacy_loss_deviation(privacy_loss: str) -> dict[str, str]:
     """'uniform': the encoder's adversary term is CE against uniform instead of the paper's -CE."""

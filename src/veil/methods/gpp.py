@@ -14,8 +14,8 @@ import torch
 from torch import nn
 
 from veil.config import param
-from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext, step
-from veil.methods.deviations import privacy_loss_deviation, release_deviation
+from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, PaperValue, TrainContext, step
+from veil.methods.deviations import WHY_UNIFORM, privacy_loss_deviation, release_deviation
 from veil.methods.nets import ClassifierBank, gaussian_kl, loss_row, loss_sum, make_optimizer, mlp
 from veil.methods.randomness import gaussian_like
 from veil.methods.registry import register_method
@@ -23,7 +23,8 @@ from veil.methods.registry import register_method
 
 @dataclass(frozen=True)
 class GPPConfig(MethodConfig):
-    """GPP's trade-off and the paper's defaults (Adam, lr 1e-4, batch 64, lambda 0.01, k 2, MLP 512-256)."""
+    """GPP's trade-off and the paper's settings (Adam, lr 1e-4, batch 64, lambda 0.01, k 2, MLP 512-256); the
+    default privacy term is the bounded 'uniform' one (`preset: paper` restores eq. 39's -CE)."""
 
     beta: float = param(
         1.0, "weight of the utility cross-entropy against the adversaries' (higher favours utility)", ge=0
@@ -34,7 +35,7 @@ class GPPConfig(MethodConfig):
     encoder_hidden: tuple[int, ...] = param((512, 256), "hidden widths of the encoder MLP", ge=1)
     head_hidden: tuple[int, ...] = param((128,), "hidden widths of each utility classifier and adversary", ge=1)
     privacy_loss: str = param(
-        "neg-ce",
+        "uniform",
         "encoder's privacy term: the paper's -sum CE(s) ('neg-ce'), or the CE of "
         "each adversary's prediction against uniform ('uniform', which cannot be won by "
         "making the adversary confidently wrong)",
@@ -77,6 +78,7 @@ class GPP(Method):
     Config = GPPConfig
     description = "Gaussian encoder, beta*CE(u) - CE(s) + lambda*KL, k classifier steps per encoder step"
     paper = "seed 001 (GPP), Alg. 1, eq. 39"
+    paper_values = {"privacy_loss": PaperValue("neg-ce", WHY_UNIFORM)}
     config: GPPConfig
 
     def build(self) -> None:

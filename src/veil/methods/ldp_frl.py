@@ -26,11 +26,22 @@ from torch import nn
 from torch.nn import functional as F
 
 from veil.config import param
-from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext, step
-from veil.methods.deviations import optimizer_deviation
+from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, PaperValue, TrainContext, step
+from veil.methods.deviations import WHY_ADAM, optimizer_deviation
 from veil.methods.mechanisms import LaplaceMechanism, l1_sensitivity
 from veil.methods.nets import ClassifierBank, loss_row, loss_sum, make_optimizer, mlp
 from veil.methods.registry import register_method
+
+#: LDP-FRL's and LDP-FedAvg's `preset: paper`
+LDP_PAPER_VALUES = {
+    "optimizer": PaperValue("sgd", WHY_ADAM),
+    "bound": PaperValue(
+        "tanh",
+        "c*tanh(v) rarely reaches c, so the Laplace noise of scale 2*c*d_z/eps drowns more of the signal "
+        "than with a hard clamp at the same eps",
+        stated=False,
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -43,7 +54,7 @@ class LDPFRLConfig(MethodConfig):
     )
     beta: float = param(1.0, "weight of the side decoders' reconstruction MSE (paper sweeps 1e-3..10)", ge=0)
     bound: str = param(
-        "tanh",
+        "clip",
         "how v is bounded to [-c, c] so the sensitivity is finite: c*tanh or a hard clamp",
         choices=("tanh", "clip"),
     )
@@ -106,6 +117,7 @@ class LDPFRL(Method):
     Config = LDPFRLConfig
     description = "bounded extractor + eps-LDP Laplace on z; loss CE(y) + beta * MSE of (z, s) -> x side decoders"
     paper = "seed 002 (LDP-FRL), Alg. 1, eq. 15, Table 1"
+    paper_values = LDP_PAPER_VALUES
     config: LDPFRLConfig
 
     def build(self) -> None:
