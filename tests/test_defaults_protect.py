@@ -8,57 +8,41 @@ on the same tasks is the reference: it leaks (gap >= 0.3), so the tasks are ones
 Every seed's figures are printed (`pytest -s tests/test_defaults_protect.py` shows them) and are in the
 assertion message when one fails; docs/methods.md quotes them.
 
-The tasks: EIGAN's quadrant Gaussians (App. C, Fig. 10) for eigan; its per-node Gaussians (Fig. 7), dealt
-to the nodes by their 'node' column, for d-eigan; GPP's correlated Gaussians (Sec. VI-F) at rho = 0 for
-gpp and d-gpp. LDP-FRL and the adjustable-privacy AE have no synthetic task in their papers (Adult, COMPAS);
-they run on the same correlated Gaussians, the closest honest substitute available offline. rho > 0 ties
+The tasks are `veil.methods.tasks.PAPER_TASKS`: EIGAN's quadrant Gaussians (App. C, Fig. 10) for eigan;
+its per-node Gaussians (Fig. 7), dealt to the nodes by their 'node' column, for d-eigan; GPP's correlated
+Gaussians (Sec. VI-F) at rho = 0 for gpp and d-gpp. LDP-FRL and the adjustable-privacy AE have no synthetic
+task in their papers (Adult, COMPAS); they run on the same correlated Gaussians, the closest honest
+substitute available offline. rho > 0 ties
 s to u, so no release that keeps u can hide s: `test_gpp_at_rho_half_leaks_only_what_u_carries` states
 GPP's own expectation there."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from veil.methods.registry import is_federated
+from veil.methods.tasks import PAPER_TASKS, PaperTask
 from veil.run import RunSpec, execute
 
 SEEDS = (0, 1, 2)
 MAX_GAP, MIN_UTILITY = 0.1, 0.85
 REFERENCE_LEAK = 0.3
+U_CARRIES = 0.25  # the gap of the best s-from-u scorer when corr(u, s) = 0.5: AUC 0.75
 
 
-@dataclass(frozen=True)
-class Task:
-    dataset: str
-    dataset_params: dict[str, Any] = field(default_factory=dict)
-    partition: str = "iid"
+QUADRANT, NODES, INDEPENDENT = (PAPER_TASKS[m] for m in ("eigan", "d-eigan", "gpp"))
 
 
-QUADRANT = Task("gaussian-quadrant")
-NODES = Task("gaussian-nodes", partition="silo:node")
-INDEPENDENT = Task("gaussian-correlated", {"rho": 0.0})
-
-CASES = {
-    "eigan": QUADRANT,
-    "d-eigan": NODES,
-    "gpp": INDEPENDENT,
-    "d-gpp": INDEPENDENT,
-    "ldp-frl": INDEPENDENT,
-    "ldp-fedavg": INDEPENDENT,
-    "adjustable-ae": INDEPENDENT,
-}
-
-
-def run_defaults(method: str, task: Task, seed: int, params: dict[str, Any] | None = None) -> dict[str, float]:
-    """One run of `method` with only `params` set (none: every default), audited by the pipeline."""
+def run_defaults(method: str, task: PaperTask, seed: int, params: dict[str, Any] | None = None) -> dict[str, float]:
+    """One run of `method` with only `params` set (none: every default), audited by the pipeline. The release
+    noise is pinned by `release_seed` = seed so the test is deterministic; its distribution is the default's."""
     federated = {"partition": task.partition, "runtime": "in-process"} if is_federated(method) else {}
     spec = RunSpec(
         method=method,
         dataset=task.dataset,
-        params=params or {},
+        params={"release_seed": seed, **(params or {})},
         dataset_params=task.dataset_params,
         seed=seed,
         executor="inline",
@@ -67,7 +51,7 @@ def run_defaults(method: str, task: Task, seed: int, params: dict[str, Any] | No
     return execute(spec).metrics
 
 
-def over_seeds(method: str, task: Task, params: dict[str, Any] | None = None) -> list[tuple[float, float]]:
+def over_seeds(method: str, task: PaperTask, params: dict[str, Any] | None = None) -> list[tuple[float, float]]:
     """(utility AUC, privacy gap) at every seed, printed."""
     rows = []
     for seed in SEEDS:
@@ -77,22 +61,23 @@ def over_seeds(method: str, task: Task, params: dict[str, Any] | None = None) ->
     return rows
 
 
-@pytest.mark.parametrize("method", list(CASES))
+@pytest.mark.parametrize("method", list(PAPER_TASKS))
 def test_defaults_hide_the_sensitive_label(in_tmp, method: str) -> None:
-    rows = over_seeds(method, CASES[method])
+    rows = over_seeds(method, PAPER_TASKS[method])
     assert all(gap <= MAX_GAP for _, gap in rows), rows
     assert all(utility >= MIN_UTILITY for utility, _ in rows), rows
 
 
-@pytest.mark.parametrize("task", [QUADRANT, INDEPENDENT, Task("gaussian-nodes")], ids=lambda t: t.dataset)
-def test_the_no_privacy_autoencoder_leaks_on_the_same_tasks(in_tmp, task: Task) -> None:
+@pytest.mark.parametrize("task", [QUADRANT, INDEPENDENT, PaperTask("gaussian-nodes")], ids=lambda t: t.dataset)
+def test_the_no_privacy_autoencoder_leaks_on_the_same_tasks(in_tmp, task: PaperTask) -> None:
     rows = over_seeds("autoencoder", task)
     assert all(gap >= REFERENCE_LEAK for _, gap in rows), rows
 
 
 def test_gpp_at_rho_half_leaks_only_what_u_carries(in_tmp) -> None:
     """With corr(u, s) = 0.5 the Bayes-optimal s-from-u scorer has AUC 0.75, so a release that keeps u has
-    gap >= 0.25 whatever the method; GPP's defaults should add little beyond it (<= 0.32) and keep u."""
-    rows = over_seeds("gpp", Task("gaussian-correlated", {"rho": 0.5}))
-    assert all(gap <= 0.32 for _, gap in rows), rows
+    gap >= 0.25 whatever the method; GPP's defaults add at most MAX_GAP beyond it and keep u (measured
+    0.289, 0.312, 0.292)."""
+    rows = over_seeds("gpp", PaperTask("gaussian-correlated", {"rho": 0.5}))
+    assert all(gap <= U_CARRIES + MAX_GAP for _, gap in rows), rows
     assert all(utility >= MIN_UTILITY for utility, _ in rows), rows

@@ -18,7 +18,7 @@ REPRODUCIBLE_RELEASE = (
 #: why the default privacy term is the bounded 'uniform' one (paper_values of eigan, d-eigan, gpp, d-gpp)
 WHY_UNIFORM = (
     "the paper's -CE term is won by making the adversary confidently wrong, so the game oscillates and a "
-    "fresh adversary still reads s (docs/methods.md has the measurements)"
+    "fresh adversary still reads s (measured in docs/defaults.md)"
 )
 #: why the default optimizer is Adam where the paper writes a plain gradient step
 WHY_ADAM = "the paper names no learning rate for its plain gradient step; Adam trains at Veil's rates"
