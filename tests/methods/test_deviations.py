@@ -108,9 +108,11 @@ CASES: list[tuple[str, dict[str, Any], dict[str, str]]] = [
 ]
 
 
-# The cases were written against the paper's privacy term; the protective default is now 'uniform'.
+# The cases were written against the earlier defaults (the paper's privacy term, a tanh bound); the
+# protective defaults are now 'uniform' and 'clip'.
 NEG_CE = {"privacy_loss": "neg-ce"}
-BEFORE = {"eigan": NEG_CE, "d-eigan": NEG_CE, "gpp": NEG_CE, "d-gpp": NEG_CE}
+TANH = {"bound": "tanh"}
+BEFORE = {"eigan": NEG_CE, "d-eigan": NEG_CE, "gpp": NEG_CE, "d-gpp": NEG_CE, "ldp-frl": TANH, "ldp-fedavg": TANH}
 
 
 @pytest.mark.parametrize("name,values,expected", CASES)
@@ -129,7 +131,9 @@ def test_the_default_privacy_term_is_recorded_and_the_paper_preset_restores_eq_4
 
 def test_recorded_params_carry_the_pinned_texts() -> None:
     task = TaskSpec(d_in=4, utility={"u": 2}, sensitive={"s": 3})
-    m = create_method("d-eigan", {"phi": 0.5, "aggregation": "masked-mean", "privacy_loss": "uniform"}, task)
+    m = create_method(
+        "d-eigan", {"phi": 0.5, "aggregation": "masked-mean", "privacy_loss": "uniform", "alpha": 0.5}, task
+    )
     params = {k: v for k, v in m.params().items() if k.startswith("deviation.")}
     assert params == {
         "deviation.optimizer": ADAM_A1,
