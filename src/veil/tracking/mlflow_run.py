@@ -46,6 +46,14 @@ def absolute_uri(uri: str) -> str:
     return uri
 
 
+def local_artifact_root(uri: str) -> str | None:
+    """Where a local sqlite store keeps artifacts: ./mlartifacts beside the database (as a file URI), where
+    `mlflow ui` and `mlflow server` expect them; None for other stores (their own default applies)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    return (Path(uri[len("sqlite:///") :]).parent / "mlartifacts").resolve().as_uri()
+
+
 def client(uri: str) -> MlflowClient:
     """The one place Veil builds an `MlflowClient` (explicit tracking URI, no fluent global state)."""
     from mlflow.tracking import MlflowClient
@@ -62,11 +70,8 @@ def experiment_id(uri: str, name: str) -> str:
         if "mlflow.experimentKind" not in exp.tags:
             c.set_experiment_tag(exp.experiment_id, *next(iter(EXPERIMENT_KIND.items())))
         return exp.experiment_id
-    location = None
-    if uri.startswith("sqlite:///"):
-        location = (Path(uri[len("sqlite:///") :]).parent / "mlartifacts").resolve().as_uri()
     try:
-        return c.create_experiment(name, artifact_location=location, tags=EXPERIMENT_KIND)
+        return c.create_experiment(name, artifact_location=local_artifact_root(uri), tags=EXPERIMENT_KIND)
     except Exception:  # created concurrently by another trial
         exp = c.get_experiment_by_name(name)
         if exp is None:
