@@ -61,30 +61,30 @@ def front_table(results: SweepResults, rows: int = MAX_FRONT_ROWS) -> list[str]:
 
 
 def description(results: SweepResults) -> str:
-    """The parent run's description (Markdown), at most MAX_NOTE_CHARS long: front rows are dropped from the
-    end (the full front is in results/front.csv) until it fits."""
+    """The parent run's description (Markdown): what the UI's collapsed preview shows first is the sweep and the
+    link to its trials' table, then the front table, the plot and the figures. At most MAX_NOTE_CHARS long:
+    front rows are dropped from the end (the full front is in results/front.csv) until it fits."""
     spec, c = results.spec, results.counts
     objectives = ", ".join(f"{o.metric} ({o.direction})" for o in spec.objectives)
+    view = runs_path(results.experiment_id, view_key(results.name))
     head = [
-        f"**Sweep `{results.name}`**: {spec.method} on {spec.dataset}, sampler {spec.sampler}, "
-        f"{c['trials']} trials ({c['finished']} finished, {c['failed']} failed), "
-        f"{len(spec.seeds)} seed(s) per trial.",
-        "",
-        f"Objectives: {objectives}. Hypervolume {hypervolume_text(results, label=False)}."
-        + (
-            f" Convex-hull AUC {results.chull_auc:.4f} ({results.axes[1]} over "
-            f"{chull_leakage_label(results.axes[0])}, origin {spec.chull_origin})."
-            if results.chull_auc is not None and results.axes
-            else ""
-        ),
-        "",
-        f"[All trials of this sweep as a table]({runs_path(results.experiment_id, view_key(results.name))}) "
-        f"(searched values and objectives as columns; front trials tagged `{TAG_PARETO}=true`).",
+        f"**Sweep `{results.name}`**: {spec.method} on {spec.dataset}, {c['trials']} trials ({c['finished']} "
+        f"finished, {c['failed']} failed). [All its trials as a table]({view}): searched values and objectives as "
+        f"columns, front trials tagged `{TAG_PARETO}=true`.",
         "",
     ]
+    chull = (
+        f" Convex-hull AUC {results.chull_auc:.4f} ({results.axes[1]} over "
+        f"{chull_leakage_label(results.axes[0])}, origin {spec.chull_origin})."
+        if results.chull_auc is not None and results.axes
+        else ""
+    )
     tail = [
         "",
         f"![Pareto front](get-artifact?path={FRONT_PLOT}&run_uuid={results.parent_run_id})",
+        "",
+        f"Objectives: {objectives}. Hypervolume {hypervolume_text(results, label=False)}.{chull} "
+        f"Sampler {spec.sampler}, {len(spec.seeds)} seed(s) per trial.",
         "",
         "Artifacts: `results/front.csv`, `results/trials.csv`, `plots/front.html` (interactive plot).",
         *([""] + [f"- note: {n}" for n in results.notes] if results.notes else []),
