@@ -19,8 +19,9 @@ if TYPE_CHECKING:
 
 DEFAULT_EXPERIMENT = "veil"
 PARENT_TAG = "mlflow.parentRunId"
-# MLflow 3's UI opens untagged experiments in its GenAI view; Veil's are model-training experiments,
-# whose page is the runs table (parent sweep runs with nested trials).
+# Veil's experiments are model-training experiments (runs, not traces). MLflow 3.17's UI picks its view from the
+# page URL instead (`veil.tracking.ui` builds links that say so); the tag still names the kind for the UI's
+# experiment-type settings and for MLflow versions that read it.
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
 
 
