@@ -25,8 +25,9 @@ lint: setup
 test: lint
 	$(VENV)/bin/pytest
 
+# The MLflow UI on ./mlflow.db (127.0.0.1, a free port; prints the latest sweep's links). make ui UI_ARGS="--port 5000"
 ui: setup
-	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///mlflow.db --host 127.0.0.1 --port 5000
+	$(VENV)/bin/veil ui $(UI_ARGS)
 
 clean:
 	rm -rf $(VENV) .veil mlruns mlartifacts mlflow.db

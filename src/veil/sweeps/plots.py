@@ -5,19 +5,22 @@ trials faintly; infeasible trials (constraints) as crosses; error bars show the 
 from __future__ import annotations
 
 import html
+import itertools
 import math
+import textwrap
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from veil.sweeps.results import SweepResults, chull_leakage_label
+from veil.sweeps.results import SweepResults, chull_leakage_label, hypervolume_text
 from veil.sweeps.spec import format_value, is_gap_metric
 
 FRONT_COLOR = "#1f6fb4"
 DOMINATED_COLOR = "#9a9a9a"
 INFEASIBLE_COLOR = "#c0504d"
+BETTER_COLOR = "#2a7a2a"
 
 
 def plot_axes(results: SweepResults) -> tuple[str | None, str]:
@@ -54,9 +57,14 @@ def _finished(results: SweepResults) -> pd.DataFrame:
 
 def _title(results: SweepResults) -> str:
     s = results.spec
-    t = f"{results.name}: {s.method} on {s.dataset} — hypervolume {results.hypervolume:.4f}"
+    return f"{results.name}: {s.method} on {s.dataset}" if results.name else f"{s.method} on {s.dataset}"
+
+
+def _subtitle(results: SweepResults) -> str:
+    """The hypervolume with its units and reference point, and the convex-hull AUC when there is one."""
+    t = hypervolume_text(results)
     if results.chull_auc is not None:
-        t += f", convex-hull AUC {results.chull_auc:.3f}"
+        t += f"; convex-hull AUC {results.chull_auc:.3f}"
     return t
 
 
@@ -67,16 +75,55 @@ def _std(row: pd.Series, metric: str | None) -> float:
     return float(v) if v is not None and not (isinstance(v, float) and math.isnan(v)) else 0.0
 
 
-def front_png(results: SweepResults, path: str | Path) -> Path:
-    """The trade-off as a PNG."""
-    import matplotlib
+def panel_axes(results: SweepResults) -> list[tuple[str | None, str]]:
+    """(x, y) metrics of each panel: `plot_axes` first, then, with 3 or more objectives, every other pair of
+    objectives (a pairwise scatter matrix, one panel per pair), a 'max' objective going up when the pair has one."""
+    first = plot_axes(results)
+    metrics = list(results.spec.metrics)
+    if len(metrics) < 3:
+        return [first]
+    direction = dict(zip(results.spec.metrics, results.spec.directions))
+    panels = [first]
+    for a, b in itertools.combinations(metrics, 2):
+        if {a, b} == set(first):
+            continue
+        panels.append((b, a) if direction[a] == "max" and direction[b] == "min" else (a, b))
+    return panels
 
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
 
-    xm, ym = plot_axes(results)
-    t = _finished(results)
-    fig, ax = plt.subplots(figsize=(8, 5.5), dpi=120)
+BETTER = "better"
+
+
+def mark_better(ax: Any, x_direction: str | None, y_direction: str) -> None:
+    """An arrow labelled 'better' pointing at the panel's ideal corner (up/down only for a trial-number x)."""
+    up = y_direction == "max"
+    tip_y = 0.96 if up else 0.04
+    tail_y = tip_y - 0.14 if up else tip_y + 0.14
+    if x_direction is None:
+        tip_x = tail_x = 0.96
+    else:
+        right = x_direction == "max"
+        tip_x = 0.96 if right else 0.04
+        tail_x = tip_x - 0.14 if right else tip_x + 0.14
+    ax.annotate(
+        BETTER,
+        xy=(tip_x, tip_y),
+        xytext=(tail_x, tail_y),
+        xycoords="axes fraction",
+        textcoords="axes fraction",
+        ha="center",
+        va="center",
+        fontsize=8,
+        color=BETTER_COLOR,
+        arrowprops={"arrowstyle": "-|>", "color": BETTER_COLOR, "lw": 1.2},
+        bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.85},
+        zorder=6,
+    )
+
+
+def _draw_panel(ax: Any, t: pd.DataFrame, xm: str | None, ym: str, results: SweepResults, labels: bool) -> None:
+    """One projection of the trials: dominated faint, infeasible crosses, the front solid (joined and labelled
+    by its parameters when `labels`, i.e. when the panel shows the whole front: two objectives)."""
     x = (t[xm] if xm else t["trial"]).to_numpy(dtype=float)
     y = t[ym].to_numpy(dtype=float)
     front = t["pareto"].to_numpy(dtype=bool)
@@ -103,28 +150,106 @@ def front_png(results: SweepResults, path: str | Path) -> Path:
         if (xe > 0).any() or (ye > 0).any():
             ax.errorbar(fx, fy, xerr=xe if xm else None, yerr=ye, fmt="none", ecolor=FRONT_COLOR, alpha=0.5, zorder=3)
         order = np.argsort(fx)
-        if xm:
+        if xm and labels:
             ax.plot(fx[order], fy[order], "-", color=FRONT_COLOR, alpha=0.6, lw=1.2, zorder=3)
         ax.scatter(fx, fy, s=46, color=FRONT_COLOR, edgecolor="white", linewidth=0.8, label="Pareto front", zorder=4)
-        for k, i in enumerate(order):  # alternate above/below along the front so neighbours do not collide
+        for i in order if labels else []:
             ax.annotate(
                 _label(ft.iloc[i], results),
                 (fx[i], fy[i]),
                 textcoords="offset points",
-                xytext=(6, 5) if k % 2 == 0 else (6, -11),
+                xytext=LABEL_OFFSETS[0],
                 fontsize=7,
                 color="#203040",
                 zorder=5,
+                gid=POINT_LABEL,
+                in_layout=False,
             )
-    ax.set_xlabel(axis_label(xm, results))
-    ax.set_ylabel(axis_label(ym, results))
-    ax.set_title(_title(results), fontsize=9)
+    direction = dict(zip(results.spec.metrics, results.spec.directions))
+    mark_better(ax, direction.get(xm) if xm else None, direction[ym])
+    ax.set_xlabel(axis_label(xm, results), fontsize=9)
+    ax.set_ylabel(axis_label(ym, results), fontsize=9)
+    ax.tick_params(labelsize=8)
     ax.grid(alpha=0.25)
-    if len(t):
-        ax.legend(fontsize=8, loc="best")
-    else:
+    if not len(t):
         ax.text(0.5, 0.5, "no finished trials", ha="center", va="center", transform=ax.transAxes)
-    fig.tight_layout()
+
+
+POINT_LABEL = "veil-point-label"
+# where a point's label may sit, in points from the point: right-above first, then around it
+LABEL_OFFSETS = ((6, 4), (6, -11), (-6, 4), (-6, -11), (6, 13), (6, -20), (-6, 13), (-6, -20), (0, 22), (0, -29))
+
+
+def place_labels(fig: Any) -> None:
+    """Move each point label (after layout) to the first offset where it overlaps no label placed before it and
+    stays inside its panel; a label with no free place keeps its first offset."""
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        placed: list[Any] = []
+        inside = ax.get_window_extent(renderer)
+        for ann in [c for c in ax.texts if c.get_gid() == POINT_LABEL]:
+            for dx, dy in LABEL_OFFSETS:
+                ann.xyann = (dx, dy)
+                ann.set_horizontalalignment("left" if dx >= 0 else "right")
+                box = ann.get_window_extent(renderer)
+                fits = inside.x0 <= box.x0 and box.x1 <= inside.x1 and inside.y0 <= box.y0 and box.y1 <= inside.y1
+                if fits and not any(box.overlaps(b) for b in placed):
+                    break
+            else:
+                ann.xyann = LABEL_OFFSETS[0]
+                ann.set_horizontalalignment("left")
+            placed.append(ann.get_window_extent(renderer))
+
+
+def fit_width(fig: Any, text: Any, lines: list[str], margin: float = 0.02) -> None:
+    """Set `text` to `lines`, each wrapped at word boundaries until the text's rendered width fits the figure
+    (less `margin` on each side)."""
+    renderer = fig.canvas.get_renderer()
+    limit = fig.bbox.width * (1 - 2 * margin)
+    width = max(len(line) for line in lines)
+    while True:
+        text.set_text("\n".join(textwrap.fill(line, width, break_on_hyphens=False) for line in lines))
+        if text.get_window_extent(renderer).width <= limit or width <= 20:
+            return
+        width -= 4
+
+
+def front_figure(results: SweepResults) -> Any:
+    """The trade-off as a matplotlib Figure (Agg): one panel for one or two objectives, one panel per pair of
+    objectives (front over all of them) for three or more; a 'better' arrow in every panel; the sweep as the
+    title, the hypervolume with its reference point under it, the legend below the panels."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    t = _finished(results)
+    panels = panel_axes(results)
+    cols = min(len(panels), 3)
+    rows = math.ceil(len(panels) / cols)
+    size = (8.0, 5.8) if len(panels) == 1 else (4.4 * cols, 4.0 * rows + 1.3)
+    fig, axs = plt.subplots(rows, cols, figsize=size, dpi=120, layout="constrained", squeeze=False)
+    for ax, (xm, ym) in zip(axs.flat, panels):
+        _draw_panel(ax, t, xm, ym, results, labels=len(results.spec.metrics) <= 2)
+    for ax in list(axs.flat)[len(panels) :]:
+        ax.set_axis_off()
+    title = fig.suptitle("", fontsize=11)
+    title.set_gid("veil-title")
+    fit_width(fig, title, [_title(results), _subtitle(results)])
+    handles, labels = axs.flat[0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="outside lower center", ncol=len(handles), fontsize=8, frameon=False)
+    fig.draw_without_rendering()  # constrained layout settles the panels; the labels are placed in them
+    fig.set_layout_engine("none")
+    place_labels(fig)
+    return fig
+
+
+def front_png(results: SweepResults, path: str | Path) -> Path:
+    """The trade-off as a PNG (see `front_figure`)."""
+    import matplotlib.pyplot as plt
+
+    fig = front_figure(results)
     path = Path(path)
     fig.savefig(path)
     plt.close(fig)
@@ -167,6 +292,22 @@ def _tooltip(row: pd.Series, results: SweepResults) -> str:
     return "\n".join(parts)
 
 
+def _svg_better(results: SweepResults, xm: str | None, ym: str, ml: int, mt: int, pw: int, ph: int) -> str:
+    """'better' and an arrow towards the plot's ideal corner."""
+    direction = dict(zip(results.spec.metrics, results.spec.directions))
+    up, right = direction[ym] == "max", direction.get(xm) == "max" if xm else True
+    arrow = {(True, True): "↗", (True, False): "↖", (False, True): "↘", (False, False): "↙"}[(up, right)]
+    if xm is None:
+        arrow = "↑" if up else "↓"
+    x = ml + pw - 8 if right else ml + 8
+    y = mt + 16 if up else mt + ph - 8
+    anchor = "end" if right else "start"
+    return (
+        f'<text class="better" x="{x}" y="{y}" text-anchor="{anchor}" fill="{BETTER_COLOR}" font-size="12">'
+        f"{BETTER} {arrow}</text>"
+    )
+
+
 def _svg(results: SweepResults, width: int = 760, height: int = 500) -> str:
     xm, ym = plot_axes(results)
     t = _finished(results)
@@ -205,8 +346,9 @@ def _svg(results: SweepResults, width: int = 760, height: int = 500) -> str:
         f'<text transform="translate(18,{mt + ph / 2:.1f}) rotate(-90)" text-anchor="middle" font-size="13">'
         f"{ylab}</text>"
     )
+    out.append(_svg_better(results, xm, ym, ml, mt, pw, ph))
     front = t[t["pareto"]]
-    if len(front) > 1 and xm:
+    if len(front) > 1 and xm and len(results.spec.metrics) <= 2:
         pts = sorted(zip(front[xm].astype(float), front[ym].astype(float)))
         out.append(
             '<polyline class="frontline" fill="none" stroke="%s" stroke-opacity="0.6" points="%s"/>'
@@ -309,10 +451,7 @@ def front_html(results: SweepResults, path: str | Path) -> Path:
             + ")",
         ),
         ("seeds per trial", ", ".join(map(str, results.spec.seeds))),
-        (
-            "hypervolume",
-            f"{results.hypervolume:.6f} (reference {dict(zip(results.spec.metrics, results.spec.reference))})",
-        ),
+        ("hypervolume", hypervolume_text(results, label=False)),
         (
             "convex-hull AUC",
             "n/a"
@@ -328,6 +467,7 @@ def front_html(results: SweepResults, path: str | Path) -> Path:
 <style>{_CSS}</style><script>{_JS}</script></head>
 <body>
 <h1>{html.escape(_title(results))}</h1>
+<p>{html.escape(_subtitle(results))}</p>
 <table class="summary">{summary}</table>
 <p><label><input type="checkbox" checked onchange="toggleDominated(this)"> show dominated and infeasible trials</label>
  — hover a point for its parameters and metrics; click a column header to sort.</p>

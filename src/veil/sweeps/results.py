@@ -404,6 +404,20 @@ def fmt_metric(v: float) -> str:
     return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4f}"
 
 
+def fmt_number(v: float) -> str:
+    """0.1704 in the range scores live in; 5.075e+06 or 2.5e-05 outside it (a hypervolume over bytes)."""
+    return f"{v:.4f}" if v == 0 or 1e-3 <= abs(v) < 1e4 else f"{v:.4g}"
+
+
+def hypervolume_text(results: SweepResults, label: bool = True) -> str:
+    """'hypervolume 5.075e+06 [utility_auc × privacy_gap × bytes_up_total], ref = (0.5, 0.5, 1e+08)': the value,
+    its units (the product of the objectives') and the reference point it is measured from."""
+    spec = results.spec
+    ref = ", ".join(f"{r:g}" for r in spec.reference)
+    text = f"{fmt_number(results.hypervolume)} [{' × '.join(spec.metrics)}], ref = ({ref})"
+    return f"hypervolume {text}" if label else text
+
+
 def param_label(row: pd.Series, spec: SweepSpec) -> str:
     return " ".join(f"{sp.key}={format_value(row[sp.key])}" for sp in spec.space)
 

@@ -31,6 +31,7 @@ from ray.tune.stopper import Stopper
 
 from veil.errors import ConfigError, VeilError
 from veil.platform.cluster import ensure_ray
+from veil.sweeps.overview import publish
 from veil.sweeps.report import write_report
 from veil.sweeps.results import (
     DEFAULT_ROOT,
@@ -610,7 +611,7 @@ def finish_sweep(
     known_trial_ids: set[str] | None = None,
 ) -> SweepOutcome:
     """Reconcile orphaned child runs, read the trials back from MLflow, tag the front, log the report files
-    and metrics to the parent."""
+    and metrics to the parent, and write its description (the front, linked) and the trials' runs-table view."""
     from veil.tracking.mlflow_run import TrackedRun
 
     if known_trial_ids is not None:
@@ -636,6 +637,7 @@ def finish_sweep(
         parent.log_file(files[key], "results")
     for key in ("front.png", "front.html"):
         parent.log_file(files[key], "plots")
+    publish(results)
     # Interrupted (Ctrl-C: Tune stops gracefully and returns) when trials are missing or still running.
     incomplete = not stopped and (
         (known_trial_ids is not None and len(known_trial_ids) < spec.trials) or c["running"] > 0

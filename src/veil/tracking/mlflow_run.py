@@ -19,8 +19,9 @@ if TYPE_CHECKING:
 
 DEFAULT_EXPERIMENT = "veil"
 PARENT_TAG = "mlflow.parentRunId"
-# MLflow 3's UI opens untagged experiments in its GenAI view; Veil's are model-training experiments,
-# whose page is the runs table (parent sweep runs with nested trials).
+# Veil's experiments are model-training experiments (runs, not traces). MLflow 3.17's UI picks its view from the
+# page URL instead (`veil.tracking.ui` builds links that say so); the tag still names the kind for the UI's
+# experiment-type settings and for MLflow versions that read it.
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
 
 
@@ -46,6 +47,14 @@ def absolute_uri(uri: str) -> str:
     return uri
 
 
+def local_artifact_root(uri: str) -> str | None:
+    """Where a local sqlite store keeps artifacts: ./mlartifacts beside the database (as a file URI), where
+    `mlflow ui` and `mlflow server` expect them; None for other stores (their own default applies)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    return (Path(uri[len("sqlite:///") :]).parent / "mlartifacts").resolve().as_uri()
+
+
 def client(uri: str) -> MlflowClient:
     """The one place Veil builds an `MlflowClient` (explicit tracking URI, no fluent global state)."""
     from mlflow.tracking import MlflowClient
@@ -62,11 +71,8 @@ def experiment_id(uri: str, name: str) -> str:
         if "mlflow.experimentKind" not in exp.tags:
             c.set_experiment_tag(exp.experiment_id, *next(iter(EXPERIMENT_KIND.items())))
         return exp.experiment_id
-    location = None
-    if uri.startswith("sqlite:///"):
-        location = (Path(uri[len("sqlite:///") :]).parent / "mlartifacts").resolve().as_uri()
     try:
-        return c.create_experiment(name, artifact_location=location, tags=EXPERIMENT_KIND)
+        return c.create_experiment(name, artifact_location=local_artifact_root(uri), tags=EXPERIMENT_KIND)
     except Exception:  # created concurrently by another trial
         exp = c.get_experiment_by_name(name)
         if exp is None:
