@@ -27,7 +27,7 @@ import pandas as pd
 from veil.errors import VeilError
 from veil.sweeps.pareto import convex_hull_auc, hypervolume, pareto_front
 from veil.sweeps.spec import SweepSpec, decode_value, format_value, is_gap_metric, sweep_from_mapping
-from veil.tracking import PARENT_TAG, client, resolve_tracking_uri
+from veil.tracking import PARENT_TAG, check_tracking, client
 
 TAG_ROLE = "veil.role"
 TAG_SWEEP = "veil.sweep"
@@ -480,10 +480,11 @@ def locate(
             state = json.loads(_state_path(cand).read_text())
             break
     if state is not None:
-        uri = tracking_uri or state["tracking_uri"]
+        source = None if tracking_uri else f"the tracking URI recorded in {_state_path(cand)}"
+        uri = check_tracking(tracking_uri or state["tracking_uri"], source)
         sref = find_sweep(state["parent_run_id"], uri)
         return sref, state
-    uri = resolve_tracking_uri(tracking_uri)
+    uri = check_tracking(tracking_uri)
     sref = find_sweep(ref, uri)
     if sref.storage and _state_path(Path(sref.storage)).is_file():
         state = json.loads(_state_path(Path(sref.storage)).read_text())

@@ -60,7 +60,6 @@ from veil.sweeps.results import (
     tag_front,
 )
 from veil.sweeps.spec import SweepSpec, decode_value, encode_value, format_value, spec_yaml, sweep_from_mapping
-from veil.tracking.mlflow_run import absolute_uri
 
 CTX_KEY = "_veil"
 
@@ -500,7 +499,7 @@ def run_sweep(
     """Start a sweep: parent MLflow run, Tune + Optuna trials, then the front, plots and parent metrics."""
     import dataclasses
 
-    from veil.tracking.mlflow_run import TrackedRun, resolve_tracking_uri
+    from veil.tracking.mlflow_run import TrackedRun, check_tracking
 
     if trials is not None:
         if spec.sampler == "grid" and trials != spec.trials:
@@ -517,7 +516,7 @@ def run_sweep(
     exp_dir = (Path(storage_root) / name).resolve()
     if exp_dir.exists():
         raise ConfigError("--name", name, f"a new sweep name: {exp_dir} exists (continue it with `veil resume {name}`)")
-    uri = absolute_uri(resolve_tracking_uri(tracking_uri))
+    uri = check_tracking(tracking_uri)
     t0 = time.time()
     tune_defaults()
     started = ensure_ray(address, log_to_driver=False)
