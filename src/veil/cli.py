@@ -295,16 +295,19 @@ def _optional_command_modules() -> list[Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from veil import signals
+
     parser = build_parser()
     args = parser.parse_args(argv)
+    signals.install()
     try:
-        return int(args.func(args) or 0)
+        return signals.exit_code(int(args.func(args) or 0))
     except VeilError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        print(f"interrupted{f' ({e})' if str(e) else ''}", file=sys.stderr)
+        return signals.exit_code(130)
 
 
 if __name__ == "__main__":

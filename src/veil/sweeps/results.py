@@ -124,6 +124,35 @@ def supersede_orphans(uri: str, experiment_id: str, parent_run_id: str, known_tr
     return n
 
 
+TAG_INTERRUPTED = "veil.interrupted"
+STALE_PARENT_TAGS = ("error", "veil.incomplete", "veil.stopped")
+
+
+def end_interrupted(uri: str, experiment_id: str, sweep: str) -> int:
+    """Once Tune has returned, runs of `sweep` still RUNNING belong to trials it stopped mid-run (Ctrl-C,
+    SIGTERM, SIGHUP): mark them KILLED and interrupted (`veil resume` runs those trials again and supersedes
+    them). Returns how many were marked."""
+    from mlflow.entities import RunTag
+
+    c = client(uri)
+    flt = f"tags.`{TAG_SWEEP}` = {_q(sweep)} and attributes.status = 'RUNNING'"
+    runs = [r for r in search_runs(uri, flt, [experiment_id]) if r.data.tags.get(TAG_ROLE) != "sweep"]
+    for r in runs:
+        c.log_batch(r.info.run_id, tags=[RunTag(TAG_INTERRUPTED, "true")])
+        c.set_terminated(r.info.run_id, status="KILLED")
+    return len(runs)
+
+
+def reopen_parent(uri: str, parent_run_id: str) -> None:
+    """A resumed sweep's parent: RUNNING again, without the tags its interruption left (error, incomplete)."""
+    c = client(uri)
+    tags = c.get_run(parent_run_id).data.tags
+    for key in STALE_PARENT_TAGS:
+        if key in tags:
+            c.delete_tag(parent_run_id, key)
+    c.update_run(parent_run_id, status="RUNNING")
+
+
 # ----------------------------------------------------------------------------------------------
 # finding a sweep
 

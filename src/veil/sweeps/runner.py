@@ -51,10 +51,12 @@ from veil.sweeps.results import (
     _state_path,
     analyze,
     collect,
+    end_interrupted,
     fmt_metric,
     format_report,
     format_table,
     locate,
+    reopen_parent,
     supersede_attempts,
     supersede_orphans,
     tag_front,
@@ -614,6 +616,7 @@ def finish_sweep(
 
     if known_trial_ids is not None:
         supersede_orphans(ref.tracking_uri, ref.experiment_id, ref.parent_run_id, known_trial_ids)
+    interrupted = end_interrupted(ref.tracking_uri, ref.experiment_id, ref.name)
     results = collect(ref, spec)
     tag_front(results)
     report_dir = exp_dir / "report"
@@ -637,13 +640,13 @@ def finish_sweep(
         parent.log_file(files[key], "plots")
     # Interrupted (Ctrl-C: Tune stops gracefully and returns) when trials are missing or still running.
     incomplete = not stopped and (
-        (known_trial_ids is not None and len(known_trial_ids) < spec.trials) or c["running"] > 0
+        (known_trial_ids is not None and len(known_trial_ids) < spec.trials) or c["running"] > 0 or interrupted > 0
     )
     if stopped:
         parent.set_tags({"veil.stopped": "max_failures"})
     if incomplete:
         parent.set_tags({"veil.incomplete": "true"})
-    parent.finish("FAILED" if stopped or c["finished"] == 0 else "KILLED" if incomplete else "FINISHED")
+    parent.finish("KILLED" if incomplete else "FAILED" if stopped or c["finished"] == 0 else "FINISHED")
     return SweepOutcome(
         ref.name,
         ref.parent_run_id,
@@ -699,7 +702,7 @@ def resume_sweep(
     tune_defaults()
     started = ensure_ray(address, log_to_driver=False)
     try:
-        TrackedRun(sref.tracking_uri, sref.parent_run_id).client.update_run(sref.parent_run_id, status="RUNNING")
+        reopen_parent(sref.tracking_uri, sref.parent_run_id)
         if not quiet:
             print(f"resuming sweep {sref.name} from {exp_dir} (MLflow parent run {sref.parent_run_id})", flush=True)
         tuner = tune.Tuner.restore(

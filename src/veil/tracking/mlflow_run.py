@@ -253,7 +253,8 @@ class TrackedRun:
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
-        """FINISHED on success; on any error (KeyboardInterrupt too) FAILED with the error, which propagates."""
+        """FINISHED on success; on any error FAILED with the error (KILLED for Ctrl-C, SIGTERM, SIGHUP), which
+        propagates."""
         if exc is None:
             self.finish()
         else:
@@ -261,8 +262,8 @@ class TrackedRun:
         return False
 
     def fail(self, error: BaseException) -> None:
-        """Record the error and mark the run FAILED; what was logged before stays."""
+        """Record the error and mark the run FAILED (KILLED when interrupted); what was logged before stays."""
         try:
             self.set_tags({"error": f"{type(error).__name__}: {error}"[:5000]})
         finally:
-            self.finish("FAILED")
+            self.finish("KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED")
