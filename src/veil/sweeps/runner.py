@@ -61,7 +61,16 @@ from veil.sweeps.results import (
     supersede_orphans,
     tag_front,
 )
-from veil.sweeps.spec import SweepSpec, decode_value, encode_value, format_value, spec_yaml, sweep_from_mapping
+from veil.sweeps.spec import (
+    SweepSpec,
+    check_metric_labels,
+    decode_value,
+    encode_value,
+    format_value,
+    metric_label,
+    spec_yaml,
+    sweep_from_mapping,
+)
 
 CTX_KEY = "_veil"
 
@@ -469,6 +478,18 @@ def fit_to_cluster(spec: SweepSpec) -> SweepSpec:
     return spec
 
 
+def check_dataset_labels(spec: SweepSpec) -> None:
+    """Per-label objectives and constraints checked against the dataset's labels, known once it is loaded
+    (cached after the first load): refused before Ray starts rather than failing every trial."""
+    from veil.datasets.registry import load_dataset
+    from veil.run import validate
+
+    if not any(metric_label(m) for m in [*spec.metrics, *(c.metric for c in spec.constraints)]):
+        return
+    ds = load_dataset(spec.dataset, validate(spec.run_spec({}, spec.seeds[0])).dataset_config)
+    check_metric_labels(spec, ds.utility_names, ds.sensitive_names)
+
+
 @dataclass
 class SweepOutcome:
     """What `run_sweep` / `resume_sweep` hand back."""
@@ -519,6 +540,7 @@ def run_sweep(
     if exp_dir.exists():
         raise ConfigError("--name", name, f"a new sweep name: {exp_dir} exists (continue it with `veil resume {name}`)")
     uri = check_tracking(tracking_uri)
+    check_dataset_labels(spec)
     t0 = time.time()
     tune_defaults()
     started = ensure_ray(address, log_to_driver=False)
