@@ -85,6 +85,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     spec = build_run_spec(args)
     v = validate(spec)  # fail before any start-up cost
+    check_run_tracking(spec.tracking_uri, args)
     out = sys.stderr if args.json else sys.stdout
     bar = None
     federated = v.executor == "federated"
@@ -119,6 +120,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_json(), default=str), flush=True)
     return 0
+
+
+def check_run_tracking(uri: str | None, args: argparse.Namespace) -> None:
+    """Refuse an unknown scheme or an unreachable store before the data load, naming where the URI came from."""
+    from veil.tracking.mlflow_run import check_tracking, uri_source
+
+    check_tracking(uri, uri_source(args.tracking_uri) if args.tracking_uri or not uri else f"{args.file}: tracking_uri")
 
 
 def _kb(n: float) -> str:
@@ -309,16 +317,19 @@ def _optional_command_modules() -> list[Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from veil import signals
+
     parser = build_parser()
     args = parser.parse_args(argv)
+    signals.install()
     try:
-        return int(args.func(args) or 0)
+        return signals.exit_code(int(args.func(args) or 0))
     except VeilError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        print(f"interrupted{f' ({e})' if str(e) else ''}", file=sys.stderr)
+        return signals.exit_code(130)
 
 
 if __name__ == "__main__":

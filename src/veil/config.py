@@ -23,9 +23,11 @@ def param(
     le: float | None = None,
     lt: float | None = None,
     choices: tuple[Any, ...] | None = None,
+    allow_inf: bool = False,
 ) -> Any:
-    """A dataclass field with a one-line doc and an allowed range (checked by `validate`)."""
-    meta = {"doc": doc, "ge": ge, "gt": gt, "le": le, "lt": lt, "choices": choices}
+    """A dataclass field with a one-line doc and an allowed range (checked by `validate`). Floats must be
+    finite unless `allow_inf` says that inf has a meaning for this field (LDP's eps = inf: no noise)."""
+    meta = {"doc": doc, "ge": ge, "gt": gt, "le": le, "lt": lt, "choices": choices, "allow_inf": allow_inf}
     if isinstance(default, (list, dict, set)):
         raise TypeError("use a tuple for sequence defaults so configs stay frozen and hashable")
     return dataclasses.field(default=default, metadata=meta)
@@ -141,8 +143,9 @@ def validate(obj: Any, where: str | None = None) -> None:
                 raise ConfigError(f.name, v, allowed_text(m, th.get(f.name)), where)
             if not isinstance(x, (int, float)) or isinstance(x, bool):
                 continue
-            if isinstance(x, float) and math.isnan(x):
-                raise ConfigError(f.name, v, allowed_text(m, th.get(f.name)), where)
+            if isinstance(x, float) and not math.isfinite(x) and (math.isnan(x) or not m.get("allow_inf")):
+                refused = "nan is refused" if m.get("allow_inf") else "a finite number: inf and nan are refused"
+                raise ConfigError(f.name, v, f"{allowed_text(m, th.get(f.name))}; {refused}", where)
             bad = (
                 (m.get("ge") is not None and x < m["ge"])
                 or (m.get("gt") is not None and x <= m["gt"])

@@ -32,3 +32,7 @@ class UnknownNameError(VeilError, KeyError):
 
 class DataError(VeilError, ValueError):
     """A dataset, file or partition does not match its declared schema."""
+
+
+class TrackingUnavailable(VeilError):
+    """The MLflow tracking store cannot be reached or written (checked before any compute starts)."""

@@ -23,6 +23,7 @@ from veil.errors import ConfigError, UnknownNameError
 from veil.methods.federated.simulation import FederationOptions
 from veil.methods.registry import get_method, is_federated, method_config
 from veil.runspec import RUN_KEYS, RunSpec, ValidatedRun, load_run_file, spec_from_mapping
+from veil.sizing import check_memory
 
 if TYPE_CHECKING:
     from veil.platform.executors import Job, TrainOutcome
@@ -36,6 +37,7 @@ def validate(spec: RunSpec) -> ValidatedRun:
     mcfg = method_config(spec.method, spec.method_values())
     dcfg = dataset_params(spec.dataset, spec.dataset_values())
     acfg = build(AuditConfig, spec.audit_values(), where="audit")
+    check_memory(mcfg, dcfg, spec.dataset, get_method(spec.method).releases_input_format)
     if spec.executor not in EXECUTOR_CHOICES:
         raise ConfigError("executor", spec.executor, " | ".join(EXECUTOR_CHOICES))
     if is_federated(spec.method):

@@ -140,9 +140,22 @@ def spec_from_mapping(data: Mapping[str, Any], where: str = "run spec") -> RunSp
 def load_run_file(path: str | Path) -> RunSpec:
     """Read a YAML run file (safe-loaded)."""
     p = Path(path)
-    if not p.exists():
+    if not p.is_file():
         raise ConfigError("run file", str(p), "an existing YAML file")
-    return spec_from_mapping(yaml.safe_load(p.read_text()) or {}, where=str(p))
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise ConfigError("run file", str(p), f"UTF-8 text (byte {e.start} is not)") from None
+    except yaml.YAMLError as e:
+        raise ConfigError("run file", str(p), f"valid YAML: {yaml_problem(e)}") from None
+    return spec_from_mapping(data or {}, where=str(p))
+
+
+def yaml_problem(error: yaml.YAMLError) -> str:
+    """A YAML parse error in one line: what is wrong and at which line and column of the file (1-based)."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+    return f"{problem} at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else problem
 
 
 SECTIONS = ("method", "dataset", "audit", "fed")

@@ -50,7 +50,10 @@ class LDPFRLConfig(MethodConfig):
 
     d_z: int = param(2, "width of v and z (the paper uses 2, and 4 in Table 3)", ge=1)
     eps: float = param(
-        4.0, "LDP budget epsilon of the Laplace mechanism (paper sweeps 2,4,6,8,100,1000); inf = no noise", gt=0
+        4.0,
+        "LDP budget epsilon of the Laplace mechanism (paper sweeps 2,4,6,8,100,1000); inf = no noise",
+        gt=0,
+        allow_inf=True,
     )
     beta: float = param(1.0, "weight of the side decoders' reconstruction MSE (paper sweeps 1e-3..10)", ge=0)
     bound: str = param(

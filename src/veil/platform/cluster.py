@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+from veil import signals
+
 THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 """Ray workers get one BLAS/OpenMP thread each, so concurrent trials and actors do not oversubscribe cores."""
 
@@ -23,6 +25,7 @@ def ensure_ray(address: str | None = None, *, log_to_driver: bool = True) -> boo
         log_to_driver=log_to_driver,
         runtime_env={"env_vars": dict(THREAD_ENV)},
     )
+    signals.reinstall()  # ray.init makes SIGTERM exit the driver at once, with no cleanup
     return True
 
 

@@ -27,7 +27,7 @@ import pandas as pd
 from veil.errors import VeilError
 from veil.sweeps.pareto import convex_hull_auc, hypervolume, pareto_front
 from veil.sweeps.spec import SweepSpec, decode_value, format_value, is_gap_metric, sweep_from_mapping
-from veil.tracking import PARENT_TAG, client, resolve_tracking_uri
+from veil.tracking import PARENT_TAG, check_tracking, client
 
 TAG_ROLE = "veil.role"
 TAG_SWEEP = "veil.sweep"
@@ -122,6 +122,35 @@ def supersede_orphans(uri: str, experiment_id: str, parent_run_id: str, known_tr
             c.set_terminated(r.info.run_id, status="KILLED")
         n += 1
     return n
+
+
+TAG_INTERRUPTED = "veil.interrupted"
+STALE_PARENT_TAGS = ("error", "veil.incomplete", "veil.stopped")
+
+
+def end_interrupted(uri: str, experiment_id: str, sweep: str) -> int:
+    """Once Tune has returned, runs of `sweep` still RUNNING belong to trials it stopped mid-run (Ctrl-C,
+    SIGTERM, SIGHUP): mark them KILLED and interrupted (`veil resume` runs those trials again and supersedes
+    them). Returns how many were marked."""
+    from mlflow.entities import RunTag
+
+    c = client(uri)
+    flt = f"tags.`{TAG_SWEEP}` = {_q(sweep)} and attributes.status = 'RUNNING'"
+    runs = [r for r in search_runs(uri, flt, [experiment_id]) if r.data.tags.get(TAG_ROLE) != "sweep"]
+    for r in runs:
+        c.log_batch(r.info.run_id, tags=[RunTag(TAG_INTERRUPTED, "true")])
+        c.set_terminated(r.info.run_id, status="KILLED")
+    return len(runs)
+
+
+def reopen_parent(uri: str, parent_run_id: str) -> None:
+    """A resumed sweep's parent: RUNNING again, without the tags its interruption left (error, incomplete)."""
+    c = client(uri)
+    tags = c.get_run(parent_run_id).data.tags
+    for key in STALE_PARENT_TAGS:
+        if key in tags:
+            c.delete_tag(parent_run_id, key)
+    c.update_run(parent_run_id, status="RUNNING")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -494,10 +523,11 @@ def locate(
             state = json.loads(_state_path(cand).read_text())
             break
     if state is not None:
-        uri = tracking_uri or state["tracking_uri"]
+        source = None if tracking_uri else f"the tracking URI recorded in {_state_path(cand)}"
+        uri = check_tracking(tracking_uri or state["tracking_uri"], source)
         sref = find_sweep(state["parent_run_id"], uri)
         return sref, state
-    uri = resolve_tracking_uri(tracking_uri)
+    uri = check_tracking(tracking_uri)
     sref = find_sweep(ref, uri)
     if sref.storage and _state_path(Path(sref.storage)).is_file():
         state = json.loads(_state_path(Path(sref.storage)).read_text())

@@ -52,16 +52,26 @@ from veil.sweeps.results import (
     _state_path,
     analyze,
     collect,
+    end_interrupted,
     fmt_metric,
     format_report,
     format_table,
     locate,
+    reopen_parent,
     supersede_attempts,
     supersede_orphans,
     tag_front,
 )
-from veil.sweeps.spec import SweepSpec, decode_value, encode_value, format_value, spec_yaml, sweep_from_mapping
-from veil.tracking.mlflow_run import absolute_uri
+from veil.sweeps.spec import (
+    SweepSpec,
+    check_metric_labels,
+    decode_value,
+    encode_value,
+    format_value,
+    metric_label,
+    spec_yaml,
+    sweep_from_mapping,
+)
 
 CTX_KEY = "_veil"
 
@@ -469,6 +479,18 @@ def fit_to_cluster(spec: SweepSpec) -> SweepSpec:
     return spec
 
 
+def check_dataset_labels(spec: SweepSpec) -> None:
+    """Per-label objectives and constraints checked against the dataset's labels, known once it is loaded
+    (cached after the first load): refused before Ray starts rather than failing every trial."""
+    from veil.datasets.registry import load_dataset
+    from veil.run import validate
+
+    if not any(metric_label(m) for m in [*spec.metrics, *(c.metric for c in spec.constraints)]):
+        return
+    ds = load_dataset(spec.dataset, validate(spec.run_spec({}, spec.seeds[0])).dataset_config)
+    check_metric_labels(spec, ds.utility_names, ds.sensitive_names)
+
+
 @dataclass
 class SweepOutcome:
     """What `run_sweep` / `resume_sweep` hand back."""
@@ -501,7 +523,7 @@ def run_sweep(
     """Start a sweep: parent MLflow run, Tune + Optuna trials, then the front, plots and parent metrics."""
     import dataclasses
 
-    from veil.tracking.mlflow_run import TrackedRun, resolve_tracking_uri
+    from veil.tracking.mlflow_run import TrackedRun, check_tracking
 
     if trials is not None:
         if spec.sampler == "grid" and trials != spec.trials:
@@ -518,7 +540,8 @@ def run_sweep(
     exp_dir = (Path(storage_root) / name).resolve()
     if exp_dir.exists():
         raise ConfigError("--name", name, f"a new sweep name: {exp_dir} exists (continue it with `veil resume {name}`)")
-    uri = absolute_uri(resolve_tracking_uri(tracking_uri))
+    uri = check_tracking(tracking_uri)
+    check_dataset_labels(spec)
     t0 = time.time()
     tune_defaults()
     started = ensure_ray(address, log_to_driver=False)
@@ -616,6 +639,7 @@ def finish_sweep(
 
     if known_trial_ids is not None:
         supersede_orphans(ref.tracking_uri, ref.experiment_id, ref.parent_run_id, known_trial_ids)
+    interrupted = end_interrupted(ref.tracking_uri, ref.experiment_id, ref.name)
     results = collect(ref, spec)
     tag_front(results)
     report_dir = exp_dir / "report"
@@ -640,13 +664,13 @@ def finish_sweep(
     publish(results)
     # Interrupted (Ctrl-C: Tune stops gracefully and returns) when trials are missing or still running.
     incomplete = not stopped and (
-        (known_trial_ids is not None and len(known_trial_ids) < spec.trials) or c["running"] > 0
+        (known_trial_ids is not None and len(known_trial_ids) < spec.trials) or c["running"] > 0 or interrupted > 0
     )
     if stopped:
         parent.set_tags({"veil.stopped": "max_failures"})
     if incomplete:
         parent.set_tags({"veil.incomplete": "true"})
-    parent.finish("FAILED" if stopped or c["finished"] == 0 else "KILLED" if incomplete else "FINISHED")
+    parent.finish("KILLED" if incomplete else "FAILED" if stopped or c["finished"] == 0 else "FINISHED")
     return SweepOutcome(
         ref.name,
         ref.parent_run_id,
@@ -702,7 +726,7 @@ def resume_sweep(
     tune_defaults()
     started = ensure_ray(address, log_to_driver=False)
     try:
-        TrackedRun(sref.tracking_uri, sref.parent_run_id).client.update_run(sref.parent_run_id, status="RUNNING")
+        reopen_parent(sref.tracking_uri, sref.parent_run_id)
         if not quiet:
             print(f"resuming sweep {sref.name} from {exp_dir} (MLflow parent run {sref.parent_run_id})", flush=True)
         tuner = tune.Tuner.restore(

@@ -28,7 +28,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import yaml
 
@@ -258,6 +258,48 @@ def check_metric(metric: Any, key: str, where: str, ctx: MetricContext) -> str:
             where,
         )
     return metric
+
+
+def metric_label(metric: str) -> tuple[str, str] | None:
+    """(role, label) of a per-label metric: role 'utility', 'sensitive' or 'any' (mi, majority); None for a
+    metric that names no label."""
+    family = _family(metric)
+    if family is None or metric in RUN_METRICS or metric in CAPACITY_METRICS or metric in FEDERATED_METRICS:
+        return None
+    prefix, sep, rest = metric.partition("/")
+    if not sep:
+        return None
+    if prefix == "mi":
+        return "any", rest.split("/")[1]
+    if prefix == "capacity":
+        head, label = rest.split("/")[:2]
+        prefix = head
+    else:
+        label = rest
+    role = "utility" if "utility" in prefix else "sensitive" if "adversary" in prefix or "gap" in prefix else "any"
+    return role, label
+
+
+def check_metric_labels(spec: SweepSpec, utility: Sequence[str], sensitive: Sequence[str]) -> None:
+    """Refuse an objective or constraint on a label the dataset does not have, naming the labels it has."""
+    named = [(f"objectives[{i}].metric", o.metric) for i, o in enumerate(spec.objectives)]
+    named += [(f"constraints[{i}]", c.metric) for i, c in enumerate(spec.constraints)]
+    for key, metric in named:
+        found = metric_label(metric)
+        if found is None:
+            continue
+        role, label = found
+        allowed = {"utility": utility, "sensitive": sensitive}.get(role, [*utility, *sensitive])
+        if label not in allowed:
+            prefix = metric[: -len(label)]
+            raise ConfigError(
+                key,
+                metric,
+                f"a {'' if role == 'any' else role + ' '}label of dataset {spec.dataset!r}: "
+                + ", ".join(prefix + x for x in allowed)
+                + f" (utility labels: {', '.join(utility)}; sensitive labels: {', '.join(sensitive)})",
+                spec.source,
+            )
 
 
 def default_reference(metric: str) -> float | None:

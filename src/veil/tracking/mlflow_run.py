@@ -9,10 +9,16 @@ from __future__ import annotations
 import json
 import math
 import os
+import socket
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Mapping
+from urllib.parse import urlsplit
+
+from veil.errors import ConfigError, TrackingUnavailable
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -35,6 +41,81 @@ def resolve_tracking_uri(uri: str | None = None) -> str:
     return f"sqlite:///{Path.cwd().resolve() / 'mlflow.db'}"
 
 
+TRACKING_SCHEMES = ("http", "https", "sqlite", "file", "postgresql", "mysql", "mssql")
+DATABASE_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433}
+PROBE_TIMEOUT_S = 3.0
+
+
+def uri_source(uri: str | None) -> str:
+    """Where the tracking URI came from, for error messages."""
+    if uri:
+        return "--tracking-uri"
+    return "MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI") else "the default tracking store"
+
+
+def check_tracking(uri: str | None = None, source: str | None = None) -> str:
+    """The resolved, absolute tracking URI once its scheme is known and the store answers (a server within
+    PROBE_TIMEOUT_S, a local store writable): refuse before any compute rather than retry for minutes later."""
+    source = source or uri_source(uri)
+    resolved = absolute_uri(resolve_tracking_uri(uri))
+    scheme = urlsplit(resolved).scheme.split("+", 1)[0].lower()  # postgresql+psycopg2 -> postgresql
+    if scheme and scheme not in TRACKING_SCHEMES:
+        raise ConfigError(
+            source,
+            resolved,
+            f"a URI with scheme {', '.join(TRACKING_SCHEMES)} (e.g. sqlite:///mlflow.db) or a local path",
+        )
+    problem = _probe(resolved, scheme or "file")
+    if problem:
+        raise TrackingUnavailable(
+            f"{source}: the MLflow tracking store {resolved} is not usable ({problem}); nothing was started. "
+            + (
+                "Start the server, or pass another --tracking-uri."
+                if scheme.startswith("http")
+                else "Pass another --tracking-uri."
+            )
+        )
+    return resolved
+
+
+def _probe(uri: str, scheme: str) -> str | None:
+    """What is wrong with the store at `uri`, or None when it answers."""
+    if scheme in ("http", "https"):
+        try:
+            with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=PROBE_TIMEOUT_S):
+                return None
+        except urllib.error.HTTPError as e:  # the server answered; only its own failures count
+            return f"GET /health answered {e.code}" if e.code >= 500 else None
+        except (OSError, ValueError) as e:
+            return f"GET /health failed within {PROBE_TIMEOUT_S:g} s: {getattr(e, 'reason', e)}"
+    if scheme == "sqlite":
+        db = uri[len("sqlite:///") :] if uri.startswith("sqlite:///") else ""
+        return _writable(Path(db), "database") if db and db != ":memory:" else None
+    if scheme == "file" or scheme == "":
+        return _writable(Path(urlsplit(uri).path) if uri.startswith("file:") else Path(uri), "store directory")
+    host, port = urlsplit(uri).hostname, urlsplit(uri).port or DATABASE_PORTS.get(scheme)
+    if host and port:
+        try:
+            socket.create_connection((host, port), timeout=PROBE_TIMEOUT_S).close()
+        except OSError as e:
+            return f"no connection to {host}:{port} within {PROBE_TIMEOUT_S:g} s: {e}"
+    return None
+
+
+def _writable(path: Path, what: str) -> str | None:
+    """None when `path` (a file or directory, existing or to be created) can be written by this process."""
+    if path.exists():
+        return None if os.access(path, os.W_OK) else f"the {what} {path} is not writable"
+    parent = path.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        return f"{parent} is not a writable directory, so {path} cannot be created"
+    if what == "database" and parent != path.parent:
+        return f"the directory {path.parent} does not exist"
+    return None
+
+
 def absolute_uri(uri: str) -> str:
     """`uri` with a relative sqlite / file store (or a bare path) made absolute: processes that run in another
     working directory (Tune trials run in their trial directory) then write where the driver reads."""
@@ -55,11 +136,29 @@ def local_artifact_root(uri: str) -> str | None:
     return (Path(uri[len("sqlite:///") :]).parent / "mlartifacts").resolve().as_uri()
 
 
+SCHEMA_LOCK_TIMEOUT_S = 300.0
+_schema_ready: set[str] = set()
+
+
 def client(uri: str) -> MlflowClient:
     """The one place Veil builds an `MlflowClient` (explicit tracking URI, no fluent global state)."""
     from mlflow.tracking import MlflowClient
 
+    if uri.startswith("sqlite:///") and uri not in _schema_ready:
+        _open_store_once(uri)
     return MlflowClient(tracking_uri=uri)
+
+
+def _open_store_once(uri: str) -> None:
+    """Let one process at a time open the embedded store first: MLflow creates and migrates its tables when a
+    client opens it, and two processes doing that at once in a fresh directory collide ('duplicate column
+    name')."""
+    from filelock import FileLock
+    from mlflow.tracking import MlflowClient
+
+    with FileLock(f"{uri[len('sqlite:///') :]}.lock", timeout=SCHEMA_LOCK_TIMEOUT_S):
+        MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+    _schema_ready.add(uri)
 
 
 def experiment_id(uri: str, name: str) -> str:
@@ -160,7 +259,8 @@ class TrackedRun:
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
-        """FINISHED on success; on any error (KeyboardInterrupt too) FAILED with the error, which propagates."""
+        """FINISHED on success; on any error FAILED with the error (KILLED for Ctrl-C, SIGTERM, SIGHUP), which
+        propagates."""
         if exc is None:
             self.finish()
         else:
@@ -168,8 +268,8 @@ class TrackedRun:
         return False
 
     def fail(self, error: BaseException) -> None:
-        """Record the error and mark the run FAILED; what was logged before stays."""
+        """Record the error and mark the run FAILED (KILLED when interrupted); what was logged before stays."""
         try:
             self.set_tags({"error": f"{type(error).__name__}: {error}"[:5000]})
         finally:
-            self.finish("FAILED")
+            self.finish("KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED")
