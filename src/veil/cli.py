@@ -168,14 +168,14 @@ def cmd_methods(args: argparse.Namespace) -> int:
 
     if args.name and args.name not in METHODS:
         raise UnknownNameError("method", args.name, list(METHODS))
-    for name, cls in sorted(METHODS.items()):
-        if args.name and name != args.name:
-            continue
-        print(f"{name}  —  {cls.description}" + (f"  [{cls.paper}]" if cls.paper else ""))
-        rows = field_table(cls.Config)
-        width = max(len(r["name"]) for r in rows)
-        dwidth = max(len(r["default"]) for r in rows)
-        for row in rows:
+    shown = {name: cls for name, cls in sorted(METHODS.items()) if not args.name or name == args.name}
+    tables = {name: field_table(cls.Config) for name, cls in shown.items()}
+    every_row = [row for rows in tables.values() for row in rows]
+    width = max(len(r["name"]) for r in every_row)  # one width for the whole listing, so columns line up
+    dwidth = max(len(r["default"]) for r in every_row)
+    for name, cls in shown.items():
+        print(f"{name}  —  {cls.description}" + (f"  [source: {cls.paper}]" if cls.paper else ""))
+        for row in tables[name]:
             allowed = f" ({row['allowed']})" if row["allowed"] else ""
             paper = cls.paper_values.get(row["name"])
             also = f" [paper: {show(paper.value)}]" if paper else ""
@@ -191,13 +191,15 @@ def print_departures(cls: Any, defaults: Any) -> None:
 
     if cls.paper_values:
         print("\n  Where the default differs from `--set preset=paper` (why):")
+        width = max(len(key) for key in cls.paper_values) + 1
         for key, p in cls.paper_values.items():
             kind = "" if p.stated else " (the paper gives no value; Veil's earlier choice)"
-            print(f"    {key}: {show(getattr(defaults, key))} -> paper {show(p.value)}{kind}: {p.why}")
+            print(f"    {key + ':':<{width}} {show(getattr(defaults, key))} -> paper {show(p.value)}{kind}: {p.why}")
     recorded = cls.recorded_deviations(defaults)
     print("\n  Recorded as method.deviation.* at the defaults:" + ("" if recorded else " none"))
+    width = max((len(key) for key in recorded), default=0) + 1
     for key, text in recorded.items():
-        print(f"    {key}: {text}")
+        print(f"    {key + ':':<{width}} {text}")
 
 
 def build_parser() -> argparse.ArgumentParser:
