@@ -46,6 +46,18 @@ def split_assignments(items: Sequence[str], method: str, dataset: str) -> dict[s
     return out
 
 
+def dataset_assignments(items: Sequence[str], method: str, dataset: str) -> dict[str, Any]:
+    """`-p KEY=VALUE` (the dataset parameters, as on `veil datasets`): unknown names fail naming `-p`."""
+    from veil.datasets.commands import parse_params
+    from veil.runspec import KeyRouter
+
+    router = KeyRouter.for_run(method, dataset)
+    out = {}
+    for key, value in parse_params(list(items)).items():
+        out[router.route(key, sections=("dataset",), where="-p")[1]] = value
+    return out
+
+
 def build_run_spec(args: argparse.Namespace):
     from veil.runspec import load_run_file, spec_from_mapping
 
@@ -61,6 +73,7 @@ def build_run_spec(args: argparse.Namespace):
             "dataset", None, "a dataset name (--dataset NAME or 'dataset:' in the run file; see `veil datasets`)"
         )
     routed = split_assignments(args.set or [], method, dataset)
+    routed["dataset"].update(dataset_assignments(args.dataset_param, method, dataset))
     data: dict[str, Any] = dataclasses.asdict(base) if base else {}
     data.update({"method": method, "dataset": dataset})
     data["params"] = {**data.get("params", {}), **routed["method"]}
@@ -80,28 +93,55 @@ def build_run_spec(args: argparse.Namespace):
     return spec_from_mapping(data)
 
 
+RUN_FLAGS = {
+    "partition": ("--partition", "partition"),
+    "runtime": ("--runtime", "runtime"),
+    "executor": ("--executor", "executor"),
+    "num_workers": ("--workers", "workers"),
+}
+"""Run-spec keys set by a `veil run` flag: (the flag, its argparse attribute)."""
+
+
+def named_by_flag(e: VeilError, args: argparse.Namespace) -> VeilError:
+    """The same error, naming the flag the user typed (`--partition`) instead of the run-spec key it set."""
+    key = e.field if isinstance(e, ConfigError) else e.kind.split()[0] if isinstance(e, UnknownNameError) else ""
+    flag, attr = RUN_FLAGS.get(key, ("", ""))
+    if not flag or getattr(args, attr, None) is None:
+        return e
+    if isinstance(e, ConfigError):
+        return ConfigError(flag, e.value, e.allowed, e.where)
+    assert isinstance(e, UnknownNameError)
+    return UnknownNameError(e.kind, e.name, e.valid, flag + (f" ({e.where})" if e.where else ""))
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from veil.run import execute, validate
 
-    spec = build_run_spec(args)
-    v = validate(spec)  # fail before any start-up cost
+    try:
+        spec = build_run_spec(args)
+        v = validate(spec)  # fail before any start-up cost
+    except VeilError as e:
+        raise named_by_flag(e, args) from None
+    if args.check:
+        return check_run(v)
     out = sys.stderr if args.json else sys.stdout
-    bar = None
     federated = v.executor == "federated"
-    if not args.quiet and v.method_config.epochs > 0:
-        from tqdm import tqdm
-
-        bar = tqdm(
-            total=None if federated else v.method_config.epochs,
-            desc=f"{spec.method} on {spec.dataset}",
-            unit="round" if federated else "epoch",
-            file=sys.stderr,
-            dynamic_ncols=True,
-        )
+    bar: Any = None
 
     def on_epoch(epoch: int, row: dict[str, float]) -> None:
-        if bar is None:
+        nonlocal bar
+        if args.quiet:
             return
+        if bar is None:  # opened at the first epoch: data loading and start-up errors come without a bar
+            from tqdm import tqdm
+
+            bar = tqdm(
+                total=None if federated else v.method_config.epochs,
+                desc=f"{spec.method} on {spec.dataset}",
+                unit="round" if federated else "epoch",
+                file=sys.stderr,
+                dynamic_ncols=True,
+            )
         if federated:
             bar.total = int(row.get("rounds_total", 0)) or None
             bar.update(1)
@@ -118,6 +158,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     print_summary(result, v.executor_label, out)
     if args.json:
         print(json.dumps(result.to_json(), default=str), flush=True)
+    return 0
+
+
+def check_run(v: Any) -> int:
+    """`veil run --check`: the parameters are valid and the data load; nothing trains, nothing is logged."""
+    from veil.datasets.registry import load_dataset
+
+    ds = load_dataset(v.spec.dataset, v.dataset_config)
+    labels = f"utility {', '.join(ds.utility_names)}; sensitive {', '.join(ds.sensitive_names)}"
+    print(
+        f"ok: {v.spec.method} on {v.spec.dataset} ({len(ds.train)} train / {len(ds.test)} test rows, {ds.d_in} "
+        f"features; {labels}), executor {v.executor_label}: valid, nothing was run"
+    )
     return 0
 
 
@@ -227,6 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="a parameter: method field (beta=1), dataset field (rho=0.5 or dataset.n=2000), audit.FIELD, "
         "fed.FIELD (federation options), seed",
     )
+    from veil.datasets.commands import add_dataset_param_flag
+
+    add_dataset_param_flag(run, "-p n=2000, or for your own file -p utility=COLUMN -p sensitive=COLUMN")
     run.add_argument(
         "--executor",
         help="where training runs: auto | inline | ray-train (auto: ray-train when --gpu "
@@ -260,6 +316,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--json", action="store_true", help="print one JSON object (run id, params, metrics) as the last stdout line"
     )
     run.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    run.add_argument(
+        "--check", action="store_true", help="validate the parameters and load the data, then stop (nothing trains)"
+    )
     run.set_defaults(func=cmd_run)
 
     methods = sub.add_parser("methods", help="list methods and their parameters")
