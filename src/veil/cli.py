@@ -347,9 +347,27 @@ def _optional_command_modules() -> list[Any]:
     return mods
 
 
+def add_verbose_flag(parser: argparse.ArgumentParser) -> None:
+    """`--verbose` on the parser and on every subcommand under it, wherever the user types it."""
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        default=argparse.SUPPRESS,  # a subcommand's default must not reset a value parsed before it
+        help="also show Ray's and MLflow's messages below warnings (log lines, progress bars)",
+    )
+    for action in parser._actions:  # noqa: SLF001 (argparse has no public accessor for subparsers)
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):  # aliases repeat a parser
+                add_verbose_flag(sub)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    from veil.console import set_verbose
+
     parser = build_parser()
+    add_verbose_flag(parser)
     args = parser.parse_args(argv)
+    set_verbose(getattr(args, "verbose", False))
     try:
         return int(args.func(args) or 0)
     except VeilError as e:
