@@ -23,16 +23,19 @@ VEIL_LINE = re.compile(
 NOISE = ("Creating initial MLflow database tables", "Token authentication", "core_worker.cc", "INFO", "WARNING")
 
 
-def veil(cwd: Path, *args: str, env: dict[str, str] | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
+def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "VEIL_VERBOSE", "RAY_ADDRESS"))}
-    return subprocess.run(
-        [sys.executable, "-m", "veil.cli", *args],
-        cwd=cwd,
-        env={**base, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return {**base, **(extra or {})}
+
+
+def start(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "veil.cli", *args]
+    return subprocess.Popen(cmd, cwd=cwd, env=_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc: subprocess.Popen, timeout: int = 300) -> subprocess.CompletedProcess:
+    out, err = proc.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def assert_only_veil_lines(proc: subprocess.CompletedProcess) -> None:
@@ -48,12 +51,12 @@ PCA = ["run", "-m", "pca", "-d", "gaussian-quadrant", "-p", "n=400", "--set", "a
 
 
 def test_run_prints_only_veils_lines(tmp_path):
-    (tmp_path / "quiet").mkdir()
-    quiet = veil(tmp_path / "quiet", *PCA)
+    for name in ("quiet", "verbose"):
+        (tmp_path / name).mkdir()
+    procs = start(tmp_path / "quiet", *PCA), start(tmp_path / "verbose", *PCA, "--verbose")  # side by side
+    quiet, loud = map(finish, procs)
     assert_only_veil_lines(quiet)
     assert quiet.stdout.splitlines()[1].startswith("veil run  pca on gaussian-quadrant  (executor inline, ")
-    (tmp_path / "verbose").mkdir()
-    loud = veil(tmp_path / "verbose", *PCA, "--verbose")
     assert loud.returncode == 0
     assert "INFO mlflow.store.db.utils: Creating initial MLflow database tables" in loud.stderr
 
@@ -87,7 +90,7 @@ def test_federated_run_on_ray_prints_only_veils_lines(tmp_path):
     ray_tmp = f"/tmp/vq-{uuid.uuid4().hex[:8]}"  # Ray's socket paths have a length limit
     args = ["run", "-m", "d-eigan", "-d", "gaussian-nodes", "--set", "K=4", "--set", "epochs=2"]
     try:
-        proc = veil(tmp_path, *args, "--set", "audit.epochs=2", "--quiet", env={"RAY_TMPDIR": ray_tmp})
+        proc = finish(start(tmp_path, *args, "--set", "audit.epochs=2", "--quiet", env={"RAY_TMPDIR": ray_tmp}))
     finally:
         _stop(_pids_with(ray_tmp))
     assert_only_veil_lines(proc)
@@ -113,13 +116,12 @@ def test_interrupted_sweep_ends_with_veils_resume_hint(tmp_path):
     """Ctrl-C: Tune stops the sweep; its `Tuner.restore(...)` advice is not shown, Veil's hint comes last."""
     (tmp_path / "slow.yaml").write_text(SLOW_SWEEP)
     ray_tmp = f"/tmp/vq-{uuid.uuid4().hex[:8]}"
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "VEIL_VERBOSE", "RAY_ADDRESS"))}
     log = tmp_path / "sweep.log"
     with open(log, "w") as out:
         driver = subprocess.Popen(
             [sys.executable, "-m", "veil.cli", "sweep", "slow.yaml", "--name", "cut"],
             cwd=tmp_path,
-            env={**base, "RAY_TMPDIR": ray_tmp},
+            env=_env({"RAY_TMPDIR": ray_tmp}),
             stdout=out,
             stderr=subprocess.STDOUT,
         )
