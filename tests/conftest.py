@@ -38,6 +38,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.fixture
+def unused_port() -> int:
+    """A port on 127.0.0.1 nothing listens on (as of now)."""
+    return free_port()
+
+
 @pytest.fixture(scope="session")
 def mlflow_server(tmp_path_factory: pytest.TempPathFactory):
     """A real `mlflow server` bound to 127.0.0.1 with a sqlite store; yields its URI."""

@@ -66,9 +66,12 @@ def test_per_client_lists_must_match_k(in_tmp, capsys):
     assert "'beta': [1.0, 2.0] (allowed: one value, or K=3 values (one per client))" in capsys.readouterr().err
 
 
-def test_partition_is_for_federated_methods_only(in_tmp, capsys):
-    assert main(["run", "--method", "eigan", "--dataset", "gaussian-octant", "--partition", "dirichlet:0.3"]) == 2
-    assert "'eigan' is not a federated method" in capsys.readouterr().err
+@pytest.mark.parametrize("scheme", ["dirichlet:0.3", "iid"])  # iid too: the default is not silently accepted
+def test_partition_is_for_federated_methods_only(in_tmp, capsys, scheme):
+    assert main(["run", "--method", "eigan", "--dataset", "gaussian-octant", "--partition", scheme]) == 2
+    err = capsys.readouterr().err
+    assert f"invalid value for '--partition': '{scheme}'" in err and "method 'eigan' is centralized" in err
+    assert not (in_tmp / "mlflow.db").exists()
 
 
 @pytest.mark.ray

@@ -8,7 +8,6 @@ import time
 
 import pytest
 
-from conftest import free_port
 from veil.cli import main
 from veil.config import build
 from veil.methods.ldp_frl import LDPFRLConfig
@@ -79,8 +78,8 @@ def test_unknown_tracking_scheme_names_the_flag_and_the_schemes(in_tmp, capsys):
     assert "http, https, sqlite, file, postgresql, mysql, mssql" in err
 
 
-def test_unreachable_server_is_refused_in_seconds(in_tmp, capsys, monkeypatch):
-    uri = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+def test_unreachable_server_is_refused_in_seconds(in_tmp, capsys, monkeypatch, unused_port):
+    uri = f"http://127.0.0.1:{unused_port}"  # nothing listens there
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     t0 = time.time()
     err = refused(capsys)

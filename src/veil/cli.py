@@ -46,6 +46,18 @@ def split_assignments(items: Sequence[str], method: str, dataset: str) -> dict[s
     return out
 
 
+def dataset_assignments(items: Sequence[str], method: str, dataset: str) -> dict[str, Any]:
+    """`-p KEY=VALUE` (the dataset parameters, as on `veil datasets`): unknown names fail naming `-p`."""
+    from veil.datasets.commands import parse_params
+    from veil.runspec import KeyRouter
+
+    router = KeyRouter.for_run(method, dataset)
+    out = {}
+    for key, value in parse_params(list(items)).items():
+        out[router.route(key, sections=("dataset",), where="-p")[1]] = value
+    return out
+
+
 def build_run_spec(args: argparse.Namespace):
     from veil.runspec import load_run_file, spec_from_mapping
 
@@ -61,6 +73,7 @@ def build_run_spec(args: argparse.Namespace):
             "dataset", None, "a dataset name (--dataset NAME or 'dataset:' in the run file; see `veil datasets`)"
         )
     routed = split_assignments(args.set or [], method, dataset)
+    routed["dataset"].update(dataset_assignments(args.dataset_param, method, dataset))
     data: dict[str, Any] = dataclasses.asdict(base) if base else {}
     data.update({"method": method, "dataset": dataset})
     data["params"] = {**data.get("params", {}), **routed["method"]}
@@ -80,29 +93,56 @@ def build_run_spec(args: argparse.Namespace):
     return spec_from_mapping(data)
 
 
+RUN_FLAGS = {
+    "partition": ("--partition", "partition"),
+    "runtime": ("--runtime", "runtime"),
+    "executor": ("--executor", "executor"),
+    "num_workers": ("--workers", "workers"),
+}
+"""Run-spec keys set by a `veil run` flag: (the flag, its argparse attribute)."""
+
+
+def named_by_flag(e: VeilError, args: argparse.Namespace) -> VeilError:
+    """The same error, naming the flag the user typed (`--partition`) instead of the run-spec key it set."""
+    key = e.field if isinstance(e, ConfigError) else e.kind.split()[0] if isinstance(e, UnknownNameError) else ""
+    flag, attr = RUN_FLAGS.get(key, ("", ""))
+    if not flag or getattr(args, attr, None) is None:
+        return e
+    if isinstance(e, ConfigError):
+        return ConfigError(flag, e.value, e.allowed, e.where)
+    assert isinstance(e, UnknownNameError)
+    return UnknownNameError(e.kind, e.name, e.valid, flag + (f" ({e.where})" if e.where else ""))
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from veil.run import execute, validate
 
-    spec = build_run_spec(args)
-    v = validate(spec)  # fail before any start-up cost
+    try:
+        spec = build_run_spec(args)
+        v = validate(spec)  # fail before any start-up cost
+    except VeilError as e:
+        raise named_by_flag(e, args) from None
+    if args.check:
+        return check_run(v)
     check_run_tracking(spec.tracking_uri, args)
     out = sys.stderr if args.json else sys.stdout
-    bar = None
     federated = v.executor == "federated"
-    if not args.quiet and v.method_config.epochs > 0:
-        from tqdm import tqdm
-
-        bar = tqdm(
-            total=None if federated else v.method_config.epochs,
-            desc=f"{spec.method} on {spec.dataset}",
-            unit="round" if federated else "epoch",
-            file=sys.stderr,
-            dynamic_ncols=True,
-        )
+    bar: Any = None
 
     def on_epoch(epoch: int, row: dict[str, float]) -> None:
-        if bar is None:
+        nonlocal bar
+        if args.quiet:
             return
+        if bar is None:  # opened at the first epoch: data loading and start-up errors come without a bar
+            from tqdm import tqdm
+
+            bar = tqdm(
+                total=None if federated else v.method_config.epochs,
+                desc=f"{spec.method} on {spec.dataset}",
+                unit="round" if federated else "epoch",
+                file=sys.stderr,
+                dynamic_ncols=True,
+            )
         if federated:
             bar.total = int(row.get("rounds_total", 0)) or None
             bar.update(1)
@@ -127,6 +167,19 @@ def check_run_tracking(uri: str | None, args: argparse.Namespace) -> None:
     from veil.tracking.mlflow_run import check_tracking, uri_source
 
     check_tracking(uri, uri_source(args.tracking_uri) if args.tracking_uri or not uri else f"{args.file}: tracking_uri")
+
+
+def check_run(v: Any) -> int:
+    """`veil run --check`: the parameters are valid and the data load; nothing trains, nothing is logged."""
+    from veil.datasets.registry import load_dataset
+
+    ds = load_dataset(v.spec.dataset, v.dataset_config)
+    labels = f"utility {', '.join(ds.utility_names)}; sensitive {', '.join(ds.sensitive_names)}"
+    print(
+        f"ok: {v.spec.method} on {v.spec.dataset} ({len(ds.train)} train / {len(ds.test)} test rows, {ds.d_in} "
+        f"features; {labels}), executor {v.executor_label}: valid, nothing was run"
+    )
+    return 0
 
 
 def _kb(n: float) -> str:
@@ -176,14 +229,14 @@ def cmd_methods(args: argparse.Namespace) -> int:
 
     if args.name and args.name not in METHODS:
         raise UnknownNameError("method", args.name, list(METHODS))
-    for name, cls in sorted(METHODS.items()):
-        if args.name and name != args.name:
-            continue
-        print(f"{name}  —  {cls.description}" + (f"  [{cls.paper}]" if cls.paper else ""))
-        rows = field_table(cls.Config)
-        width = max(len(r["name"]) for r in rows)
-        dwidth = max(len(r["default"]) for r in rows)
-        for row in rows:
+    shown = {name: cls for name, cls in sorted(METHODS.items()) if not args.name or name == args.name}
+    tables = {name: field_table(cls.Config) for name, cls in shown.items()}
+    every_row = [row for rows in tables.values() for row in rows]
+    width = max(len(r["name"]) for r in every_row)  # one width for the whole listing, so columns line up
+    dwidth = max(len(r["default"]) for r in every_row)
+    for name, cls in shown.items():
+        print(f"{name}  —  {cls.description}" + (f"  [source: {cls.paper}]" if cls.paper else ""))
+        for row in tables[name]:
             allowed = f" ({row['allowed']})" if row["allowed"] else ""
             paper = cls.paper_values.get(row["name"])
             also = f" [paper: {show(paper.value)}]" if paper else ""
@@ -199,13 +252,15 @@ def print_departures(cls: Any, defaults: Any) -> None:
 
     if cls.paper_values:
         print("\n  Where the default differs from `--set preset=paper` (why):")
+        width = max(len(key) for key in cls.paper_values) + 1
         for key, p in cls.paper_values.items():
             kind = "" if p.stated else " (the paper gives no value; Veil's earlier choice)"
-            print(f"    {key}: {show(getattr(defaults, key))} -> paper {show(p.value)}{kind}: {p.why}")
+            print(f"    {key + ':':<{width}} {show(getattr(defaults, key))} -> paper {show(p.value)}{kind}: {p.why}")
     recorded = cls.recorded_deviations(defaults)
     print("\n  Recorded as method.deviation.* at the defaults:" + ("" if recorded else " none"))
+    width = max((len(key) for key in recorded), default=0) + 1
     for key, text in recorded.items():
-        print(f"    {key}: {text}")
+        print(f"    {key + ':':<{width}} {text}")
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
@@ -240,6 +295,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="a parameter: method field (beta=1), dataset field (rho=0.5 or dataset.n=2000), audit.FIELD, "
         "fed.FIELD (federation options), seed",
     )
+    from veil.datasets.commands import add_dataset_param_flag
+
+    add_dataset_param_flag(run, "-p n=2000, or for your own file -p utility=COLUMN -p sensitive=COLUMN")
     run.add_argument(
         "--executor",
         help="where training runs: auto | inline | ray-train (auto: ray-train when --gpu "
@@ -273,6 +331,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--json", action="store_true", help="print one JSON object (run id, params, metrics) as the last stdout line"
     )
     run.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    run.add_argument(
+        "--check", action="store_true", help="validate the parameters and load the data, then stop (nothing trains)"
+    )
     run.set_defaults(func=cmd_run)
 
     methods = sub.add_parser("methods", help="list methods and their parameters")
@@ -316,11 +377,28 @@ def _optional_command_modules() -> list[Any]:
     return mods
 
 
+def add_verbose_flag(parser: argparse.ArgumentParser) -> None:
+    """`--verbose` on the parser and on every subcommand under it, wherever the user types it."""
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        default=argparse.SUPPRESS,  # a subcommand's default must not reset a value parsed before it
+        help="also show Ray's and MLflow's messages below warnings (log lines, progress bars)",
+    )
+    for action in parser._actions:  # noqa: SLF001 (argparse has no public accessor for subparsers)
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):  # aliases repeat a parser
+                add_verbose_flag(sub)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from veil import signals
+    from veil.console import set_verbose
 
     parser = build_parser()
+    add_verbose_flag(parser)
     args = parser.parse_args(argv)
+    set_verbose(getattr(args, "verbose", False))
     signals.install()
     try:
         return signals.exit_code(int(args.func(args) or 0))

@@ -215,6 +215,9 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     from veil.tracking import TrackedRun, resolve_tracking_uri
 
     suite = load_suite(args.suite)
+    if args.check:
+        print(f"ok: suite {args.suite}: {len(suite.runs)} runs, {len(suite.sweeps)} sweeps: valid, nothing was run")
+        return 0
     uri = resolve_tracking_uri(args.tracking_uri)
     prev_id, prev = previous_nightly(uri, suite.experiment, suite.digest)
     run_id, figures = run_suite(suite, uri, args.address)
@@ -240,4 +243,5 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--suite", default=str(DEFAULT_SUITE), help="suite YAML (default benchmarks/nightly.yaml)")
     p.add_argument("--tracking-uri", dest="tracking_uri", help="MLflow tracking URI (default as for `veil run`)")
     p.add_argument("--address", help="Ray cluster to join for sweeps and ray-train runs")
+    p.add_argument("--check", action="store_true", help="validate the suite and every spec in it, then stop")
     p.set_defaults(func=cmd_nightly)

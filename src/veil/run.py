@@ -18,11 +18,12 @@ from veil.audit.probes import AuditConfig, AuditReport
 from veil.audit.release import AuditOutcome, audit_release, check_mi_case
 from veil.config import as_params, build
 from veil.datasets.base import Dataset
+from veil.datasets.partition import parse_scheme
 from veil.datasets.registry import dataset_params, load_dataset
 from veil.errors import ConfigError, UnknownNameError
 from veil.methods.federated.simulation import FederationOptions
 from veil.methods.registry import get_method, is_federated, method_config
-from veil.runspec import RUN_KEYS, RunSpec, ValidatedRun, load_run_file, spec_from_mapping
+from veil.runspec import RUN_KEYS, RunSpec, ValidatedRun, centralized_refusal, load_run_file, spec_from_mapping
 from veil.sizing import check_memory
 
 if TYPE_CHECKING:
@@ -44,16 +45,18 @@ def validate(spec: RunSpec) -> ValidatedRun:
         if acfg.mi != "none":
             raise ConfigError("audit.mi", acfg.mi, "none: MI estimates are not wired into federated runs yet")
         try:
-            runtime = get_runtime(spec.runtime).name
+            runtime = get_runtime(spec.runtime or "auto").name
         except UnknownNameError as e:
             raise ConfigError("runtime", spec.runtime, " | ".join(e.valid)) from None
+        partition = spec.partition or "iid"
+        parse_scheme(partition)  # a bad scheme fails here, before any data are loaded
         fed = build(FederationOptions, dict(spec.federation), where="federation")
-        return ValidatedRun(spec, mcfg, dcfg, acfg, "federated", fed, runtime)
+        return ValidatedRun(spec, mcfg, dcfg, acfg, "federated", fed, runtime, partition)
     if not get_method(spec.method).releases_input_format:
         check_mi_case(acfg, mcfg.d_z)
-    for key, default in (("partition", "iid"), ("runtime", "auto"), ("federation", {})):
-        if getattr(spec, key) != default:
-            raise ConfigError(key, getattr(spec, key), f"{default!r}: '{spec.method}' is not a federated method")
+    for key in ("partition", "runtime", "federation"):
+        if getattr(spec, key):
+            raise centralized_refusal(key, getattr(spec, key), spec.method)
     return ValidatedRun(spec, mcfg, dcfg, acfg, choose_executor(spec.executor, spec.num_workers, spec.use_gpu))
 
 
@@ -135,7 +138,7 @@ def log_outcome(
     files, the training history, and for a federation its rounds, failures and nodes."""
     spec = v.spec
     tracker.log_torch_state(outcome.method.state(), "model/state.pt")
-    extra = {"partition": spec.partition, "runtime": v.runtime} if job.federation is not None else {}
+    extra = {"partition": v.partition, "runtime": v.runtime} if job.federation is not None else {}
     tracker.log_dict(
         {
             "method": spec.method,

@@ -68,11 +68,12 @@ class RunSpec:
     """Ray address to join ('auto' on a cluster node); default: start a local Ray when needed."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Extra MLflow tags."""
-    partition: str = "iid"
-    """Federated methods: how training rows are split over nodes ('iid', 'dirichlet:0.3', 'silo:node', ...)."""
-    runtime: str = "auto"
+    partition: str | None = None
+    """Federated methods: how training rows are split over nodes ('iid', 'dirichlet:0.3', 'silo:node', ...);
+    unset = 'iid'. Given for a centralized method, it is refused."""
+    runtime: str | None = None
     """Federated methods: 'in-process', 'ray-actors' (an actor per node), 'virtual' (many nodes per actor,
-    vectorised) or 'auto' (= virtual)."""
+    vectorised) or 'auto' (= virtual); unset = 'auto'. Given for a centralized method, it is refused."""
     federation: Mapping[str, Any] = field(default_factory=dict)
     """Federated methods: placement, live audit and fault options (see `veil.methods.federated.FederationOptions`)."""
 
@@ -108,11 +109,19 @@ class ValidatedRun:
     """Federated methods: the built federation options."""
     runtime: str | None = None
     """Federated methods: the runtime's registered name ('auto' resolved)."""
+    partition: str | None = None
+    """Federated methods: the partition scheme, checked ('iid' when the spec left it unset)."""
 
     @property
     def executor_label(self) -> str:
         """What runs record as `executor` ('federated:<runtime>' for a federation)."""
         return f"federated:{self.runtime}" if self.executor == "federated" else self.executor
+
+
+def centralized_refusal(key: str, value: Any, method: str, where: str | None = None) -> ConfigError:
+    """The one error for a federation option (`partition`, `runtime`, `federation`) given to a centralized
+    method, from a run file, `veil run` flags or a sweep spec alike."""
+    return ConfigError(key, value, f"nothing: method {method!r} is centralized ({key} is for federated methods)", where)
 
 
 def spec_from_mapping(data: Mapping[str, Any], where: str = "run spec") -> RunSpec:

@@ -72,7 +72,7 @@ def test_explicit_features_and_categorical(csv_path):
         ({"utility": "lable", "sensitive": "group"}, r"utility column 'lable' not found"),
         ({"utility": "label", "sensitive": "label"}, r"\['label'\] named as both"),
         ({"utility": "label", "sensitive": "group", "features": ["age", "label"]}, r"listed as features and also"),
-        ({"sensitive": "group"}, r"name the utility label column"),
+        ({"sensitive": "group"}, r"no utility label column named: add -p utility=COLUMN"),
     ],
 )
 def test_bad_column_choices(csv_path, values, match):

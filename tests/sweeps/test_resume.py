@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -191,3 +192,9 @@ def test_resume_after_driver_kill(tmp_path):
     assert rep.returncode == 0, rep.stderr[-3000:]
     trials = pd.read_csv(out / "trials.csv")
     assert len(trials) == TRIALS and trials["trial_id"].is_unique and (trials["status"] == "FINISHED").all()
+    # trial numbers are Tune's creation counter: the killed sweep's progress lines and the report agree
+    started = re.findall(r"\] start  #(\d+) (\w+)", (tmp_path / "sweep.log").read_text())
+    number = dict(zip(trials["trial_id"], trials["trial"]))
+    assert before_kill <= {tid for _, tid in started}
+    assert all(number[tid] == int(n) for n, tid in started if tid in number)
+    assert sorted(trials["trial"]) == list(range(1, TRIALS + 1))

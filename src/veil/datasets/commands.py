@@ -38,14 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "show", help="print a dataset's card (source, licence, schema, labels, split) and class balance"
     )
     q.add_argument("name")
-    q.add_argument(
-        "-p",
-        "--param",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="dataset parameter for the class balance (repeatable)",
-    )
+    add_dataset_param_flag(q, "-p utility=label -p sensitive=group (for the class balance)", old_spelling=True)
     q.set_defaults(func=cmd_show)
 
     q = dsub.add_parser("fetch", help="download a real dataset into the cache, checking its sha256")
@@ -74,23 +67,32 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--column", help="column whose values are the silos (silo; e.g. node, subject)")
     q.add_argument("--seed", type=int, default=0, help="seed of the partition")
     q.add_argument("--split", choices=("train", "test"), default="train", help="which side of the dataset to partition")
-    q.add_argument(
-        "-p",
-        "--param",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="dataset parameter (repeatable), e.g. -p utility=label -p sensitive=group",
-    )
+    add_dataset_param_flag(q, "-p utility=label -p sensitive=group", old_spelling=True)
     q.set_defaults(func=cmd_partition)
 
 
+def add_dataset_param_flag(parser: argparse.ArgumentParser, example: str, *, old_spelling: bool = False) -> None:
+    """`-p/--dataset-param KEY=VALUE`: a dataset parameter, the same flag on `veil run` and `veil datasets
+    show/partition` (`dataset_params:` in run files and sweep specs); `veil datasets` also keeps `--param`."""
+    parser.add_argument(
+        "-p",
+        "--dataset-param",
+        *(["--param"] if old_spelling else []),
+        dest="dataset_param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"dataset parameter (repeatable), e.g. {example}",
+    )
+
+
 def parse_params(items: list[str]) -> dict[str, Any]:
+    """`-p KEY=VALUE` items as a mapping; values stay text, typed by the dataset's parameter fields."""
     out: dict[str, Any] = {}
     for item in items:
         key, eq, val = item.partition("=")
         if not eq or not key.strip():
-            raise ConfigError("param", item, "KEY=VALUE")
+            raise ConfigError("-p", item, "KEY=VALUE, e.g. -p utility=COLUMN")
         out[key.strip()] = val.strip()
     return out
 
@@ -108,7 +110,11 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"{name}  [{kind}]  {entry.description}")
         for row in field_table(entry.params_cls):
             print(f"    {row['name']:<16} {row['type']:<10} default {row['default']:<8} {row['doc']}")
-    print("\nYour own data: any path to a .csv or .parquet file, with -p utility=COLUMN -p sensitive=COLUMN.")
+    print(
+        "\nYour own data: any path to a .csv or .parquet file, with -p utility=COLUMN -p sensitive=COLUMN "
+        "(veil run and veil datasets show/partition; dataset_params: {utility: COLUMN, sensitive: COLUMN} in run "
+        "files and sweep specs)."
+    )
     return 0
 
 
@@ -131,13 +137,13 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"\n# status: not fetched (run `veil datasets fetch {store}`)")
         return 0
     print(f"\n# status: fetched in {raw_dir(args.name)}")
-    ds = load_dataset(args.name, parse_params(args.param))
+    ds = load_dataset(args.name, parse_params(args.dataset_param))
     print(
         f"# class balance ({len(ds.train)} train / {len(ds.test)} test rows, {ds.d_in} features; "
         f"classes are coded 0..C-1 in sorted order of their values)"
     )
     # the card's class names apply to the default build (parameters may regroup classes, e.g. compas race)
-    names = {**card.utility_labels, **card.sensitive_labels} if not args.param else {}
+    names = {**card.utility_labels, **card.sensitive_labels} if not args.dataset_param else {}
     for lab in ds.label_names:
         role = "utility" if lab in ds.utility_names else "sensitive"
         cls = names.get(lab, {}).get("classes")
@@ -193,14 +199,17 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_partition(args: argparse.Namespace) -> int:
     from veil.datasets.partition import describe, parse_scheme, partition
 
-    scheme, kw = parse_scheme(args.scheme)
+    try:
+        scheme, kw = parse_scheme(args.scheme)
+    except ConfigError as e:  # name the flag the scheme came from
+        raise ConfigError("--scheme", e.value, e.allowed) from None
     if args.alpha is not None:
         kw["alpha"] = args.alpha
     if args.label:
         kw["label"] = args.label
     if args.column:
         kw["column"] = args.column
-    ds = load_dataset(args.name, parse_params(args.param))
+    ds = load_dataset(args.name, parse_params(args.dataset_param))
     split = ds.train if args.split == "train" else ds.test
     parts = partition(split, scheme, args.nodes, args.seed, **kw)
     opts = ", ".join(f"{k}={v}" for k, v in kw.items())

@@ -112,16 +112,12 @@ def load_file(path: str, p: FileParams) -> Dataset:
             chosen = marked or card.sensitive_labels
             sensitive = [s["column"] for s in chosen.values()]
             label_names.update({s["column"]: k for k, s in card.sensitive_labels.items()})
-    if not utility:
-        raise DataError(
-            f"{path}: name the utility label column(s), e.g. {{'utility': 'label'}} "
-            f"(columns: {', '.join(frame.columns)})"
-        )
-    if not sensitive:
-        raise DataError(
-            f"{path}: name the sensitive label column(s), e.g. {{'sensitive': 'group'}} "
-            f"(columns: {', '.join(frame.columns)})"
-        )
+    for role, named in (("utility", utility), ("sensitive", sensitive)):
+        if not named:
+            raise DataError(
+                f"{path}: no {role} label column named: add -p {role}=COLUMN on the command line "
+                f"(dataset_params: {{{role}: COLUMN}} in a run file or sweep spec); columns: {', '.join(frame.columns)}"
+            )
     return table_to_dataset(
         frame,
         source=path,

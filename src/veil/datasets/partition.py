@@ -18,6 +18,7 @@ A node left with no rows is a DataError naming the node.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import numpy as np
@@ -48,26 +49,35 @@ def parse_scheme(text: str) -> tuple[str, dict[str, Any]]:
         key, eq, val = item.partition("=")
         if not eq:
             if i > 0 or scheme not in _FIRST_ARG:
-                raise ConfigError(
-                    "scheme",
-                    text,
-                    f"{scheme}"
-                    + (f":<{_FIRST_ARG[scheme]}>" if scheme in _FIRST_ARG else "")
-                    + " with further key=value pairs",
-                )
+                raise ConfigError("partition", text, scheme_syntax(scheme))
             key, val = _FIRST_ARG[scheme], item
         key = key.strip()
         if key not in _ALLOWED[scheme]:
             raise UnknownNameError("partition option", key, list(_ALLOWED[scheme]), where=f"scheme {scheme!r}")
-        kw[key] = _number(val.strip()) if key == "alpha" else val.strip()
+        if key == "alpha":
+            try:
+                kw[key] = float(val)
+            except ValueError:
+                kw[key] = math.nan
+            if not kw[key] > 0:  # NaN too
+                raise ConfigError("partition", text, scheme_syntax(scheme))
+        else:
+            kw[key] = val.strip()
     return scheme, kw
 
 
-def _number(v: str) -> float:
-    try:
-        return float(v)
-    except ValueError:
-        raise ConfigError("alpha", v, "a number > 0") from None
+def scheme_syntax(scheme: str) -> str:
+    """How a scheme is written, for errors: 'dirichlet:ALPHA with ALPHA a number > 0 (e.g. dirichlet:0.3), ...'."""
+    first = _FIRST_ARG.get(scheme)
+    if first is None:
+        return f"{scheme} (it takes no options)"
+    if first == "alpha":
+        text = f"{scheme}:ALPHA with ALPHA a number > 0 (e.g. {scheme}:0.3)"
+    else:
+        text = f"{scheme}:COLUMN with COLUMN a column name (e.g. {scheme}:node)"
+    if len(_ALLOWED[scheme]) > 1:
+        text += ", or " + scheme + ":" + ",".join(f"{k}={k.upper()}" for k in _ALLOWED[scheme])
+    return text
 
 
 def column(split: Split, name: str) -> np.ndarray:

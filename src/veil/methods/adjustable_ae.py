@@ -49,7 +49,9 @@ from veil.methods.registry import register_method
 class AdjustableAEConfig(MethodConfig):
     """Widths from Table 2 (Adult), Adam lr 1e-3 and batch 64 (Sec. 4.1), release knobs from Sec. 4.2."""
 
-    d_z: int = param(8, "ignored: the released z is the obfuscated record x', of width d_in", ge=1)
+    d_z: int = param(
+        8, "unused: this method releases x', the obfuscated record in the input's format, so z has width d_in", ge=1
+    )
     encoder_hidden: tuple[int, ...] = param((128, 128), "hidden widths of the encoder E (Table 2: 128-128)", ge=1)
     code_width: int = param(64, "width of the code v = E(x) (Table 2: 64)", ge=1)
     classifier_hidden: tuple[int, ...] = param((32, 8), "hidden widths of each utility head of C (Table 2: 32-8)", ge=1)
@@ -131,7 +133,7 @@ class AdjustableAE(Method):
         "autoencoder E->(C: utility log-probs, R: rest)->D releasing x' in the input format; "
         "release knobs noise (f) and lam (g) set privacy without retraining; z has width d_in"
     )
-    paper = "seed 003 (adjustable privacy autoencoder), Alg. 1, Table 2, Sec. 4.2"
+    paper = "adjustable privacy autoencoder paper (seed 003), Alg. 1, Table 2, Sec. 4.2"
     config: AdjustableAEConfig
     AE_ROLES = ("encoder", "classifier", "rest", "decoder")  # trained on the reconstruction (eq. 9)
     CLASSIFIER_ROLES = ("encoder", "classifier")  # trained on the utility NLL (eq. 10)

@@ -48,6 +48,15 @@ class MethodConfig:
 
 
 @dataclass(frozen=True)
+class ClosedFormConfig(MethodConfig):
+    """Fields of a method fitted in closed form (no training loop): `epochs` and `batch_size` stay, so every
+    method takes the same keys, but say that they are unused."""
+
+    epochs: int = param(20, "unused: the method is fitted in closed form, with no passes over the data", ge=0)
+    batch_size: int = param(64, "unused: the closed-form fit uses every training row at once", ge=1)
+
+
+@dataclass(frozen=True)
 class PaperValue:
     """A field whose Veil default differs from its `preset: paper` value: that value and why the default differs."""
 

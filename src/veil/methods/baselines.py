@@ -11,7 +11,7 @@ from torch.nn import functional as F
 
 from veil.config import param
 from veil.datasets.base import Split
-from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext, step
+from veil.methods.base import Batch, BatchSampler, ClosedFormConfig, Method, MethodConfig, TrainContext, step
 from veil.methods.nets import make_optimizer, mlp
 from veil.methods.randomness import gaussian_like
 from veil.methods.registry import register_method
@@ -30,7 +30,7 @@ class Autoencoder(Method):
     name = "autoencoder"
     Config = AutoencoderConfig
     description = "no-privacy baseline: MLP autoencoder trained on reconstruction MSE; z is its code"
-    paper = "baseline in seeds 000 and 001"
+    paper = "baseline in the EIGAN and GPP papers (seeds 000, 001)"
     config: AutoencoderConfig
 
     def build(self) -> None:
@@ -66,7 +66,7 @@ class NoisyEncoder(Autoencoder):
     name = "noisy-encoder"
     Config = NoisyEncoderConfig
     description = "autoencoder whose code gets N(0, noise^2) noise in training and at release"
-    paper = "baseline in seed 001 (GPP), Sec. VI"
+    paper = "baseline in the GPP paper (seed 001), Sec. VI"
     config: NoisyEncoderConfig
 
     def code(self, x: torch.Tensor) -> torch.Tensor:
@@ -110,7 +110,7 @@ class LinearBaseline(Method):
 
 
 @dataclass(frozen=True)
-class PCAConfig(MethodConfig):
+class PCAConfig(ClosedFormConfig):
     """Principal components of the training features."""
 
     variance: float | None = param(
@@ -127,7 +127,7 @@ class PCA(LinearBaseline):
     name = "pca"
     Config = PCAConfig
     description = "top principal components of X (no training, no privacy)"
-    paper = "baseline in seed 000 (99% variance)"
+    paper = "baseline in the EIGAN paper (seed 000; 99% variance)"
     config: PCAConfig
 
     def build(self) -> None:
@@ -150,7 +150,7 @@ class PCA(LinearBaseline):
 
 
 @dataclass(frozen=True)
-class RandomProjectionConfig(MethodConfig):
+class RandomProjectionConfig(ClosedFormConfig):
     """A Gaussian random projection."""
 
 
@@ -159,7 +159,7 @@ class RandomProjection(LinearBaseline):
     name = "random-projection"
     Config = RandomProjectionConfig
     description = "z = (x - mean) @ W with W ~ N(0, 1/d_z), seeded (no training)"
-    paper = "baseline in seed 001 (GPP)"
+    paper = "baseline in the GPP paper (seed 001)"
 
     def fit_closed_form(self, train: Split) -> None:
         gen = torch.Generator().manual_seed(self.config.seed)

@@ -153,7 +153,7 @@ class DEIGAN(FederatedMethod, EIGAN):
         "EIGAN over K nodes: delta local epochs, phi-sparse encoder upload/download, N_k/N weighting "
         "('paper') or masked mean, per-node allies/adversaries; releases the global encoder"
     )
-    paper = "seed 000 (EIGAN), Alg. 1 (D-EIGAN)"
+    paper = "EIGAN paper (seed 000), Alg. 1 (D-EIGAN)"
     paper_values = {
         **EIGAN_PAPER_VALUES,
         "aggregation": PaperValue(

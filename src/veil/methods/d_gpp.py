@@ -143,7 +143,7 @@ class DGPP(FederatedMethod, Method):
         "distributed GPP: private encoder and adversary per client, clients send only (z, u), the "
         "aggregator trains the shared utility classifiers on the union; per-client beta_m, lambda_m"
     )
-    paper = "seed 001 (GPP), Alg. 2"
+    paper = "GPP paper (seed 001), Alg. 2"
     paper_values = {"privacy_loss": PaperValue("neg-ce", WHY_UNIFORM)}
     message_kind = "representations"
     config: DGPPConfig

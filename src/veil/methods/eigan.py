@@ -88,7 +88,7 @@ class EIGAN(Method):
     name = "eigan"
     Config = EIGANConfig
     description = "encoder vs n allies and m adversaries, L_E = alpha/n sum CE(A) - (1-alpha)/m sum CE(V)"
-    paper = "seed 000 (EIGAN), Alg. A1"
+    paper = "EIGAN paper (seed 000), Alg. A1"
     paper_values = EIGAN_PAPER_VALUES
     config: EIGANConfig
 

@@ -77,7 +77,7 @@ class GPP(Method):
     name = "gpp"
     Config = GPPConfig
     description = "Gaussian encoder, beta*CE(u) - CE(s) + lambda*KL, k classifier steps per encoder step"
-    paper = "seed 001 (GPP), Alg. 1, eq. 39"
+    paper = "GPP paper (seed 001), Alg. 1, eq. 39"
     paper_values = {"privacy_loss": PaperValue("neg-ce", WHY_UNIFORM)}
     config: GPPConfig
 

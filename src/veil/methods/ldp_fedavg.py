@@ -119,7 +119,7 @@ class LDPFedAvg(FederatedMethod, LDPFRL):
         "the ldp-frl model (eps-LDP Laplace on bounded features, CE + beta*MSE side decoders) trained "
         "by FedAvg over all parameters, uniform 1/K average"
     )
-    paper = "seed 002 (LDP-FRL), Alg. 1 (FedAvg)"
+    paper = "LDP-FRL paper (seed 002), Alg. 1 (FedAvg)"
     paper_values = {
         **LDP_PAPER_VALUES,
         "epochs": PaperValue(20, UNDERTRAINED, stated=False),

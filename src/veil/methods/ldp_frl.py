@@ -119,7 +119,7 @@ class LDPFRL(Method):
     name = "ldp-frl"
     Config = LDPFRLConfig
     description = "bounded extractor + eps-LDP Laplace on z; loss CE(y) + beta * MSE of (z, s) -> x side decoders"
-    paper = "seed 002 (LDP-FRL), Alg. 1, eq. 15, Table 1"
+    paper = "LDP-FRL paper (seed 002), Alg. 1, eq. 15, Table 1"
     paper_values = LDP_PAPER_VALUES
     config: LDPFRLConfig
 

@@ -26,13 +26,13 @@ import numpy as np
 
 from veil.config import param
 from veil.datasets.base import Split
-from veil.methods.base import MethodConfig
+from veil.methods.base import ClosedFormConfig, MethodConfig
 from veil.methods.baselines import LinearBaseline
 from veil.methods.registry import register_method
 
 
 @dataclass(frozen=True)
-class LinearARLConfig(MethodConfig):
+class LinearARLConfig(ClosedFormConfig):
     """The trade-off lambda and how many eigen-directions are kept."""
 
     lambda_arl: float = param(
@@ -93,7 +93,7 @@ class LinearARL(LinearBaseline):
     description = (
         "closed-form linear ARL: z spans the eigenvectors of lambda*SS^T - (1-lambda)*YY^T with negative eigenvalue"
     )
-    paper = "Sadeghi, Yu & Boddeti, ICCV 2019 (linear case); baseline in seed 000"
+    paper = "Sadeghi, Yu & Boddeti, ICCV 2019 (linear case); baseline in the EIGAN paper (seed 000)"
     config: LinearARLConfig
 
     def build(self) -> None:

@@ -5,15 +5,17 @@ from __future__ import annotations
 import os
 
 from veil import signals
+from veil.console import verbose
 
 THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 """Ray workers get one BLAS/OpenMP thread each, so concurrent trials and actors do not oversubscribe cores."""
 
 
-def ensure_ray(address: str | None = None, *, log_to_driver: bool = True) -> bool:
+def ensure_ray(address: str | None = None, *, log_to_driver: bool | None = None) -> bool:
     """Join `address` (e.g. 'auto' on a cluster's head node, or $RAY_ADDRESS), else start a fresh local Ray
     (never an unrelated one found on this machine). Returns True when this call started or joined Ray, so the
-    caller knows to shut it down."""
+    caller knows to shut it down. Workers' output reaches this console only with `--verbose` (unless
+    `log_to_driver` says otherwise); it stays in Ray's session logs."""
     import ray
 
     if ray.is_initialized():
@@ -22,7 +24,7 @@ def ensure_ray(address: str | None = None, *, log_to_driver: bool = True) -> boo
         address=address or os.environ.get("RAY_ADDRESS") or "local",
         include_dashboard=False,
         configure_logging=False,
-        log_to_driver=log_to_driver,
+        log_to_driver=verbose() if log_to_driver is None else log_to_driver,
         runtime_env={"env_vars": dict(THREAD_ENV)},
     )
     signals.reinstall()  # ray.init makes SIGTERM exit the driver at once, with no cleanup

@@ -232,12 +232,12 @@ def federated(run: ValidatedRun, ds: Dataset, storage: Path) -> Job:
         warn("--gpu / use_gpu: federated nodes do not use CUDA; training runs on CPU")
     method = create_method(spec.method, run.method_config, ds.task())
     plan = plan_on(
-        spec.runtime,
+        run.runtime or "auto",
         method,
         spec.method,
         ds.train,
         dataset=ds,
-        partition_scheme=spec.partition,
+        partition_scheme=run.partition or "iid",
         options=run.federation,
         seed=spec.seed,
         address=spec.address,

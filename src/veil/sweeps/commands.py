@@ -18,6 +18,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from veil.sweeps.spec import load_sweep
 
     spec = load_sweep(args.spec)  # every check happens here, before Ray or MLflow start
+    if args.check:
+        objectives = ", ".join(f"{o.metric} ({o.direction})" for o in spec.objectives)
+        trials = args.trials or spec.trials
+        print(
+            f"ok: sweep spec {args.spec}: {spec.method} on {spec.dataset}, {trials} trials x {len(spec.seeds)} "
+            f"seed(s), sampler {spec.sampler}, objectives {objectives}: valid, nothing was run"
+        )
+        return 0
     from veil.sweeps.runner import run_sweep
 
     outcome = run_sweep(
@@ -127,6 +135,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     sw.add_argument("--trials", type=int, help="override the spec's number of trials")
     sw.add_argument("--name", help="sweep name (default <spec>-<timestamp>); also the MLflow parent run's name")
     sw.add_argument("--quiet", "-q", action="store_true", help="no per-trial progress lines")
+    sw.add_argument("--check", action="store_true", help="validate the spec, then stop (starts no Ray, no MLflow run)")
     sw.set_defaults(func=cmd_sweep)
 
     rs = sub.add_parser(

@@ -32,6 +32,7 @@ from veil.tracking import PARENT_TAG, check_tracking, client
 TAG_ROLE = "veil.role"
 TAG_SWEEP = "veil.sweep"
 TAG_TRIAL = "veil.trial_id"
+TAG_NUMBER = "veil.trial_number"
 TAG_CONFIG = "veil.config"
 TAG_SEED = "veil.seed"
 TAG_SEEDS = "veil.seeds"
@@ -247,14 +248,15 @@ def dedupe_attempts(runs: list[Any]) -> tuple[list[Any], int]:
 
 
 def trials_frame(runs: list[Any], spec: SweepSpec) -> pd.DataFrame:
-    """One row per trial run: ids, status, searched values, metric means (and std/ columns)."""
+    """One row per trial run: its number (the order Tune created it in, the same across `veil resume` and in
+    the progress lines), ids, status, searched values, metric means (and std/ columns)."""
     metrics = spec.tracked_metrics()
     rows = []
     for i, r in enumerate(runs, 1):
         t, m = r.data.tags, r.data.metrics
         config = json.loads(t.get(TAG_CONFIG, "{}"))
         row: dict[str, Any] = {
-            "trial": i,
+            "trial": int(t[TAG_NUMBER]) if TAG_NUMBER in t else i,  # sweeps logged before the tag: start order
             "trial_id": t.get(TAG_TRIAL, ""),
             "run_id": r.info.run_id,
             "status": r.info.status,
@@ -277,7 +279,7 @@ def trials_frame(runs: list[Any], spec: SweepSpec) -> pd.DataFrame:
     if len(spec.seeds) > 1:
         cols += [STD_PREFIX + n for n in metrics]
     cols += ["seeds", "seconds", "started", "error"]
-    return pd.DataFrame(rows, columns=cols)
+    return pd.DataFrame(rows, columns=cols).sort_values("trial", kind="stable", ignore_index=True)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ray.tune import Callback
 from ray.tune.stopper import Stopper
@@ -38,6 +38,7 @@ from veil.sweeps.results import (
     SPEC_ARTIFACT,
     STD_PREFIX,
     TAG_CONFIG,
+    TAG_NUMBER,
     TAG_ROLE,
     TAG_SEED,
     TAG_SEEDS,
@@ -131,10 +132,12 @@ def run_trial(
     parent_run_id: str | None,
     tracking_uri: str,
     storage: Path | None = None,
+    number: int | None = None,
 ) -> dict[str, Any]:
     """Run every seed of one configuration, log the trial's child run, return the metrics to report
     (means over seeds, 'std/<metric>' stds, 'mlflow_run_id'). Raises when a seed crashes or an objective
-    is not a finite number; the child run is then FAILED with the error."""
+    is not a finite number; the child run is then FAILED with the error. `number` is the trial's number
+    (`trial_number`), tagged so reports number trials as the progress lines do."""
     from veil.run import execute, validate
     from veil.tracking.mlflow_run import TrackedRun, experiment_id
 
@@ -146,6 +149,7 @@ def run_trial(
         TAG_TRIAL: trial_id,
         TAG_ROLE: "trial",
         TAG_CONFIG: json.dumps({k: v for k, v in values.items()}, default=str),
+        **({TAG_NUMBER: str(number)} if number is not None else {}),
     }
     label = " ".join(f"{k.split('.', 1)[1]}={format_value(v)}" for k, v in values.items())
     run_name = f"{sweep}/{trial_id} {label}"[:200]
@@ -224,7 +228,8 @@ def sweep_trial(config: dict[str, Any], spec: SweepSpec) -> None:
     ctx = config[CTX_KEY]
     torch.set_num_threads(int(ctx.get("threads", 1)))
     values = {k: decode_value(v) for k, v in config.items() if k != CTX_KEY}
-    trial_id = tune.get_context().get_trial_id()
+    context = tune.get_context()
+    trial_id = context.get_trial_id()
     tune.report(
         run_trial(
             spec,
@@ -234,12 +239,30 @@ def sweep_trial(config: dict[str, Any], spec: SweepSpec) -> None:
             parent_run_id=ctx["parent_run_id"],
             tracking_uri=ctx["tracking_uri"],
             storage=Path(ctx["storage"]) / "train",
+            number=number_from_name(context.get_trial_name()),
         )
     )
 
 
 def trial_dirname(trial: Any) -> str:
     return f"trial_{trial.trial_id}"
+
+
+def trial_number(trial: Any, grid: bool) -> int | None:
+    """1, 2, ... in the order Tune created the trials: the counter that starts its experiment tag, which Tune
+    saves with the experiment, so a trial keeps its number across `veil resume` (the grid's counts from 0)."""
+    head = str(getattr(trial, "experiment_tag", "")).split("_", 1)[0]
+    return int(head) + (1 if grid else 0) if head.isdigit() else None
+
+
+def trial_namer(grid: bool) -> Callable[[Any], str]:
+    """Tune's `trial_name_creator`: 'trial-<number>-<id>', the name a trial reads from its context."""
+    return lambda trial: f"trial-{trial_number(trial, grid)}-{trial.trial_id}"
+
+
+def number_from_name(name: str) -> int | None:
+    m = re.match(r"trial-(\d+)-", name or "")
+    return int(m.group(1)) if m else None
 
 
 def trainable(spec: SweepSpec):
@@ -273,6 +296,7 @@ class SweepMonitor(Callback, Stopper):
         self.metrics = list(spec.metrics)
         self.directions = list(spec.directions)
         self.keys = [(sp.canonical, sp.key) for sp in spec.space]
+        self.grid = spec.sampler == "grid"
         self.total = total
         self.max_failures = spec.max_failures
         self.quiet = quiet
@@ -290,28 +314,50 @@ class SweepMonitor(Callback, Stopper):
         cfg = trial.config or {}
         return " ".join(f"{key}={format_value(cfg.get(canon))}" for canon, key in self.keys)
 
+    def _name(self, trial: Any) -> str:
+        number = trial_number(trial, self.grid)
+        return f"#{number} {trial.trial_id}" if number is not None else trial.trial_id
+
+    def _objectives(self, trial: Any) -> list[float] | None:
+        r = trial.last_result or {}
+        raw = [r.get(tune_key(m)) for m in self.metrics]
+        return None if any(v is None for v in raw) else [float(v) for v in raw if v is not None]
+
+    def _absorb_finished(self, trials: list) -> None:
+        """Count trials that finished before this process started (a resumed sweep), without printing them."""
+        for t in trials:
+            if t.status == "TERMINATED" and t.trial_id not in self.done:
+                vals = self._objectives(t)
+                if vals is not None:
+                    self.done[t.trial_id] = (vals, self._label(t))
+        self.front_ids = self._front()
+
+    def _front(self) -> set[str]:
+        ids = list(self.done)
+        mask = _front_mask([self.done[i][0] for i in ids], self.directions)
+        return {i for i, keep in zip(ids, mask) if keep}
+
     def _elapsed(self) -> str:
         s = int(time.time() - self.t0)
         return f"{s // 60:02d}:{s % 60:02d}"
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._say(f"[{self._elapsed()}] start  {trial.trial_id}  {self._label(trial)}")
+        self._absorb_finished(trials)
+        self._say(f"[{self._elapsed()}] start  {self._name(trial)}  {self._label(trial)}")
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        r = trial.last_result or {}
-        raw = [r.get(tune_key(m)) for m in self.metrics]
-        if any(v is None for v in raw):
+        vals = self._objectives(trial)
+        if vals is None:
             return
-        vals = [float(v) for v in raw if v is not None]
+        self._absorb_finished([t for t in trials if t is not trial])
         self.done[trial.trial_id] = (vals, self._label(trial))
-        ids = list(self.done)
-        mask = _front_mask([self.done[i][0] for i in ids], self.directions)
-        front = {i for i, keep in zip(ids, mask) if keep}
+        front = self._front()
         cells = "  ".join(f"{m} {fmt_metric(v)}" for m, v in zip(self.metrics, vals))
         star = "  * front" if trial.trial_id in front else ""
+        seconds = (trial.last_result or {}).get("trial_seconds", 0)
         self._say(
-            f"[{self._elapsed()}] done   {trial.trial_id}  {self._label(trial)}  {cells}  "
-            f"({r.get('trial_seconds', 0):.1f} s){star}   [{len(self.done)}/{self.total} finished]"
+            f"[{self._elapsed()}] done   {self._name(trial)}  {self._label(trial)}  {cells}  "
+            f"({seconds:.1f} s){star}   [{len(self.done)}/{self.total} finished]"
         )
         if front != self.front_ids:
             self.front_ids = front
@@ -335,7 +381,7 @@ class SweepMonitor(Callback, Stopper):
                 msg = lines[-1][:200] if lines else ""
         except Exception:
             pass
-        self._say(f"[{self._elapsed()}] FAILED {trial.trial_id}  {self._label(trial)}  {msg}")
+        self._say(f"[{self._elapsed()}] FAILED {self._name(trial)}  {self._label(trial)}  {msg}")
         if self.max_failures is not None and self.failed > self.max_failures:
             self.stopped_for_failures = True
             self._say(
@@ -413,10 +459,15 @@ def build_tuner(spec: SweepSpec, ctx: Mapping[str, Any], exp_dir: Path, monitor:
             max_concurrent_trials=spec.concurrency,
             reuse_actors=True,
             trial_dirname_creator=trial_dirname,
+            trial_name_creator=trial_namer(grid=True),
         )
     else:
         tune_cfg = tune.TuneConfig(
-            search_alg=limiter, num_samples=spec.trials, reuse_actors=True, trial_dirname_creator=trial_dirname
+            search_alg=limiter,
+            num_samples=spec.trials,
+            reuse_actors=True,
+            trial_dirname_creator=trial_dirname,
+            trial_name_creator=trial_namer(grid=False),
         )
     run_cfg = tune.RunConfig(
         name=exp_dir.name,
@@ -544,7 +595,7 @@ def run_sweep(
     check_dataset_labels(spec)
     t0 = time.time()
     tune_defaults()
-    started = ensure_ray(address, log_to_driver=False)
+    started = ensure_ray(address)
     try:
         spec = fit_to_cluster(spec)
     except BaseException:
@@ -724,7 +775,7 @@ def resume_sweep(
     spec = sweep_from_mapping(state["spec"], where=state["source"])
     t0 = time.time()
     tune_defaults()
-    started = ensure_ray(address, log_to_driver=False)
+    started = ensure_ray(address)
     try:
         reopen_parent(sref.tracking_uri, sref.parent_run_id)
         if not quiet:
@@ -738,7 +789,7 @@ def resume_sweep(
         )
         monitor = _restored_monitor(tuner)
         if monitor is not None:  # it comes back as pickled at the start: this process's settings instead
-            monitor.quiet, monitor.t0 = quiet, time.time()
+            monitor.quiet, monitor.t0, monitor.grid = quiet, time.time(), spec.sampler == "grid"
         grid = tuner.fit()
         stopped = bool(getattr(monitor, "stopped_for_failures", False))
         return finish_sweep(spec, sref, exp_dir, stopped, time.time() - t0, tune_trial_ids(grid))

@@ -33,10 +33,10 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from veil.audit.mi import MI_ESTIMATORS
-from veil.errors import ConfigError, UnknownNameError, VeilError
+from veil.errors import ConfigError, UnknownNameError
 from veil.methods.registry import is_federated
 from veil.platform.executors import EXECUTOR_CHOICES
-from veil.runspec import KeyRouter
+from veil.runspec import KeyRouter, centralized_refusal
 from veil.sweeps.pareto import AUC_ORIGINS, DIRECTIONS
 from veil.sweeps.samplers import SAMPLER_OPTIONS, SAMPLERS
 
@@ -926,7 +926,9 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
 
             try:
                 parse_scheme(partition)
-            except VeilError as e:
+            except ConfigError as e:
+                raise ConfigError(e.field, e.value, e.allowed, where) from None
+            except UnknownNameError as e:
                 raise ConfigError("partition", partition, f"a valid scheme ({e})", where) from None
     runtime = data.get("runtime")
     if runtime is not None and (not isinstance(runtime, str) or not runtime):
@@ -935,9 +937,7 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
     if check_names and not federated:
         for key, val in (("partition", partition), ("runtime", runtime), ("federation", federation or None)):
             if val is not None:
-                raise ConfigError(
-                    key, val, f"nothing: method {method!r} is centralized ({key} is for federated methods)", where
-                )
+                raise centralized_refusal(key, val, method, where)
     metric_ctx = MetricContext(
         method,
         federated,

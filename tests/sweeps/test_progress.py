@@ -1,0 +1,56 @@
+"""The sweep's progress lines (`SweepMonitor`, driven here with trial records shaped as Tune hands them, no Ray):
+trials carry their number in every line, and a resumed sweep counts the trials finished before it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from veil.sweeps.runner import SweepMonitor, number_from_name, trial_namer, trial_number, tune_key
+from veil.sweeps.spec import load_sweep
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "sweeps" / "quickstart.yaml"
+
+
+def trial(n: int, status: str, utility: float | None = None, gap: float | None = None):
+    """A Tune trial as the callbacks see it: the search counter starts its experiment tag."""
+    result = {tune_key("utility_auc"): utility, tune_key("privacy_gap"): gap, "trial_seconds": 2.0}
+    return SimpleNamespace(
+        trial_id=f"t{n:07d}",
+        status=status,
+        experiment_tag=f"{n}_beta=0.{n}",
+        config={"method.beta": n / 10},
+        last_result=result if utility is not None else {},
+    )
+
+
+def test_resumed_sweep_counts_what_had_finished(capsys):
+    spec = load_sweep(QUICKSTART)
+    monitor = SweepMonitor(spec, total=5)  # as `veil resume` gets it back: pickled before any trial ran
+    before = [trial(1, "TERMINATED", 0.97, 0.30), trial(2, "TERMINATED", 0.98, 0.35)]
+    running = [trial(3, "RUNNING"), trial(4, "RUNNING")]
+    monitor.on_trial_start(0, before + running, running[0])
+    assert capsys.readouterr().out.splitlines()[0].endswith("] start  #3 t0000003  beta=0.3")
+    running[0].status, running[0].last_result = "TERMINATED", trial(3, "", 0.96, 0.20).last_result
+    monitor.on_trial_complete(1, before + running, running[0])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith(
+        "] done   #3 t0000003  beta=0.3  utility_auc 0.9600  privacy_gap 0.2000  (2.0 s)  * front   [3/5 finished]"
+    )
+    # the front printed after it holds the trials finished before the resume too (best utility first)
+    assert lines[1:] == [
+        "    current front (3):",
+        "      0.9800  0.3500   beta=0.2",
+        "      0.9700  0.3000   beta=0.1",
+        "      0.9600  0.2000   beta=0.3",
+    ]
+
+
+def test_trial_numbers_come_from_tunes_counter():
+    assert trial_number(trial(7, "PENDING"), grid=False) == 7
+    grid_trial = SimpleNamespace(trial_id="abcde_00000", experiment_tag="0_beta=0.1")
+    assert trial_number(grid_trial, grid=True) == 1  # Tune's grid counts from 0, Veil's numbers from 1
+    name = trial_namer(grid=False)(trial(12, "PENDING"))
+    assert name == "trial-12-t0000012" and number_from_name(name) == 12
+    assert number_from_name("sweep_trial_3f2a") is None  # a name Veil did not make: no number
+    assert trial_number(SimpleNamespace(trial_id="x", experiment_tag=""), grid=False) is None

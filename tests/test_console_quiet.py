@@ -1,0 +1,142 @@
+"""Quiet by default: a `veil run` from a fresh directory prints Veil's own lines and nothing of MLflow's or
+Ray's chatter below warnings; `--verbose` lets it through. Each run is a fresh `veil` process (MLflow reads its
+logging level when imported), from an empty directory (so MLflow creates its database and would say so)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+VEIL_LINE = re.compile(
+    r"^$|^veil run  \S+ on \S+  \(executor \S+, [\d.]+ s\)$|^\|.*\|$|^utility_acc \d|^per node \(|^rounds \d+  bytes up "
+    r"|^MLflow run [0-9a-f]{32} \(experiment \d+\) at sqlite:///"
+)
+"""Every line a `veil run` summary is made of (the audit tables are Markdown rows)."""
+NOISE = ("Creating initial MLflow database tables", "Token authentication", "core_worker.cc", "INFO", "WARNING")
+
+
+def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "VEIL_VERBOSE", "RAY_ADDRESS"))}
+    return {**base, **(extra or {})}
+
+
+def start(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "veil.cli", *args]
+    return subprocess.Popen(cmd, cwd=cwd, env=_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc: subprocess.Popen, timeout: int = 300) -> subprocess.CompletedProcess:
+    out, err = proc.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def assert_only_veil_lines(proc: subprocess.CompletedProcess) -> None:
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr == ""
+    lines = proc.stdout.splitlines()
+    assert [ln for ln in lines if not VEIL_LINE.match(ln)] == []
+    assert not [n for n in NOISE if n in proc.stdout]
+    assert lines[-1].startswith("MLflow run ")
+
+
+PCA = ["run", "-m", "pca", "-d", "gaussian-quadrant", "-p", "n=400", "--set", "audit.epochs=2"]
+
+
+def test_run_prints_only_veils_lines(tmp_path):
+    for name in ("quiet", "verbose"):
+        (tmp_path / name).mkdir()
+    procs = start(tmp_path / "quiet", *PCA), start(tmp_path / "verbose", *PCA, "--verbose")  # side by side
+    quiet, loud = map(finish, procs)
+    assert_only_veil_lines(quiet)
+    assert quiet.stdout.splitlines()[1].startswith("veil run  pca on gaussian-quadrant  (executor inline, ")
+    assert loud.returncode == 0
+    assert "INFO mlflow.store.db.utils: Creating initial MLflow database tables" in loud.stderr
+
+
+def _pids_with(marker: str) -> set[int]:
+    pids = set()
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and marker in (d / "cmdline").read_bytes().decode(errors="replace"):
+                pids.add(int(d.name))
+        except OSError:
+            pass
+    return pids - {os.getpid()}
+
+
+def _stop(pids: set[int]) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        time.sleep(2)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_federated_run_on_ray_prints_only_veils_lines(tmp_path):
+    """Nodes in Ray actors (runtime virtual): no forwarded worker lines (`core_worker.cc ... E`), no notice of
+    Ray's token authentication."""
+    ray_tmp = f"/tmp/vq-{uuid.uuid4().hex[:8]}"  # Ray's socket paths have a length limit
+    args = ["run", "-m", "d-eigan", "-d", "gaussian-nodes", "--set", "K=4", "--set", "epochs=2"]
+    try:
+        proc = finish(start(tmp_path, *args, "--set", "audit.epochs=2", "--quiet", env={"RAY_TMPDIR": ray_tmp}))
+    finally:
+        _stop(_pids_with(ray_tmp))
+    assert_only_veil_lines(proc)
+    assert "executor federated:virtual" in proc.stdout and "rounds 2  bytes up " in proc.stdout
+
+
+SLOW_SWEEP = """\
+method: gpp
+dataset: gaussian-correlated
+dataset_params: {n: 1000}
+params: {epochs: 300, encoder_hidden: [16], head_hidden: [8]}
+audit: {epochs: 2, hidden: [8]}
+space: {beta: {type: log, low: 0.1, high: 2}}
+objectives: [{metric: utility_auc, direction: max}, {metric: privacy_gap, direction: min}]
+trials: 4
+concurrency: 1
+"""
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_interrupted_sweep_ends_with_veils_resume_hint(tmp_path):
+    """Ctrl-C: Tune stops the sweep; its `Tuner.restore(...)` advice is not shown, Veil's hint comes last."""
+    (tmp_path / "slow.yaml").write_text(SLOW_SWEEP)
+    ray_tmp = f"/tmp/vq-{uuid.uuid4().hex[:8]}"
+    log = tmp_path / "sweep.log"
+    with open(log, "w") as out:
+        driver = subprocess.Popen(
+            [sys.executable, "-m", "veil.cli", "sweep", "slow.yaml", "--name", "cut"],
+            cwd=tmp_path,
+            env=_env({"RAY_TMPDIR": ray_tmp}),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            deadline = time.time() + 240
+            while "] start  #1 " not in log.read_text():
+                assert driver.poll() is None and time.time() < deadline, log.read_text()[-3000:]
+                time.sleep(0.5)
+            driver.send_signal(signal.SIGINT)
+            assert driver.wait(timeout=180) == 1
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+            _stop(_pids_with(ray_tmp))
+    text = log.read_text()
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    assert lines[-1] == "error: the sweep was interrupted before every trial ran; continue it with `veil resume cut`"
+    assert "Tuner.restore" not in text and "Token authentication" not in text

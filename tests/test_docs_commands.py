@@ -1,0 +1,187 @@
+"""Every command README.md and docs/*.md show runs as written, so the docs cannot drift from the code.
+
+Commands come from fenced shell blocks (```bash / sh / shell / console) and from inline code that starts with
+`veil `, `make `, `python ` or `pytest `. Cheap ones run as written; the rest are checked as far as they go
+without starting the work they describe:
+- `veil run` / `veil sweep` / `veil nightly`: with `--check` (every parameter validated; `run` also loads the data).
+- `veil resume` / `report` / `ui`, `veil datasets fetch` / `verify`, and `partition` of a real dataset (they need
+  a sweep, a server or the network): their `--help`. So does a synopsis (`veil sweep SPEC [--name NAME]`).
+- `make TARGET`: `make -n TARGET` succeeds, and every `veil` command its recipe runs is checked as above.
+- `. .venv/bin/activate`: the environment the Makefile creates is that one.
+- `python benchmarks/X.py`: its `--help`; `pytest ... FILE`: the file and its markers exist.
+The example run files also run end to end (shortened with flags), and the quickstart figures the docs quote are
+the recorded ones in benchmarks/quickstart.json."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from veil.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SHELL = ("bash", "sh", "shell", "console")
+FENCE = re.compile(r"^```(\S*)\n(.*?)^```", re.S | re.M)
+INLINE = re.compile(r"(?<!`)`((?:veil|make|python|pytest) [^`]+|veil)`(?!`)")
+PLACEHOLDER = re.compile(r"^[A-Z][A-Z_]*$|\.\.\.|[\[\]|{}]")
+"""A token that makes a command a synopsis: NAME, SPEC, '...', [optional], a|b, {choices}."""
+
+
+def documented_commands() -> list[tuple[str, str]]:
+    """(where, command) for every command the docs show; a fenced block without a language fails the test."""
+    out = []
+    for doc in DOCS:
+        text = doc.read_text()
+        for m in FENCE.finditer(text):
+            lang, body = m.group(1), m.group(2)
+            line = text[: m.start()].count("\n") + 1
+            assert lang, f"{doc.name}:{line}: a fenced block needs a language (bash for commands, text otherwise)"
+            if lang in SHELL:
+                for cmd in body.replace("\\\n", " ").splitlines():
+                    if cmd.strip() and not cmd.lstrip().startswith("#"):
+                        out.append((f"{doc.name}:{line}", cmd))
+        prose = FENCE.sub("", text)
+        out += [(f"{doc.name} (inline)", m.group(1)) for m in INLINE.finditer(prose)]
+    first = {}
+    for where, cmd in out:  # a command shown twice is checked once, where it first appears
+        first.setdefault(" ".join(cmd.split()), where)
+    return [(where, cmd) for cmd, where in first.items()]
+
+
+COMMANDS = documented_commands()
+
+
+def subcommand(args: list[str]) -> list[str]:
+    """The leading words that name the (sub)command: ['datasets', 'show'] of 'datasets show adult'."""
+    words = []
+    for a in args:
+        if a.startswith("-") or (words and words[0] not in ("datasets",)) or len(words) == 2:
+            break
+        words.append(a)
+    return words
+
+
+def is_synopsis(args: list[str]) -> bool:
+    """NAME-style placeholders, a path that is only an example (./mydata.csv), 'show/fetch/partition', or a
+    command that needs arguments shown without them (`veil run`)."""
+    if any(PLACEHOLDER.search(a) or a.startswith("./") and not (ROOT / a).exists() for a in args):
+        return True
+    path = subcommand(args)
+    return "/" in path[-1] or args == path and (path[0] in ("run", "sweep", "resume", "report") or len(path) == 2)
+
+
+def veil_plan(args: list[str]) -> list[str]:
+    """The argv `veil` is checked with for the documented `veil ARGS`."""
+    path = subcommand(args)
+    if not path:  # `veil`, `veil --help`, `veil --version`
+        return args or ["--help"]
+    if is_synopsis(args):
+        return [*(p for p in path if "/" not in p), "--help"]
+    if path[0] in ("run", "sweep", "nightly"):
+        return [*args, "--check"]
+    if path[0] in ("resume", "report", "ui") or path[:2] in (["datasets", "fetch"], ["datasets", "verify"]):
+        return [*path, "--help"]
+    if path[:2] == ["datasets", "partition"]:
+        from veil.datasets.registry import get_dataset_entry
+
+        if get_dataset_entry(args[2]).kind == "real":
+            return [*path, "--help"]
+    return args
+
+
+def run_veil(argv: list[str], capsys) -> str:
+    try:
+        code = main(argv)
+    except SystemExit as e:  # --help
+        code = e.code
+    out = capsys.readouterr()
+    assert code == 0, f"veil {shlex.join(argv)} exited {code}: {out.err[-2000:]}"
+    return out.out
+
+
+def check(cmd: str, capsys) -> None:
+    argv = shlex.split(cmd, comments=True)
+    if argv[0] in (".", "source"):
+        makefile = (ROOT / "Makefile").read_text()
+        assert argv[1] == ".venv/bin/activate" and "VENV ?= .venv" in makefile and "-m venv $(VENV)" in makefile
+    elif argv[0] == "make":
+        dry = subprocess.run(["make", "-n", *argv[1:]], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert dry.returncode == 0, dry.stderr
+        for line in dry.stdout.splitlines():
+            if "/bin/veil " in line:
+                check("veil " + line.split("/bin/veil ", 1)[1], capsys)
+    elif argv[:3] == ["python", "-m", "veil.cli"]:
+        check(shlex.join(["veil", *argv[3:]]), capsys)
+    elif argv[:3] == ["python", "-m", "veil.methods.docs"]:
+        from veil.methods.docs import render_markdown
+
+        assert argv[3:] == [">", "docs/methods.md"] and render_markdown() == (ROOT / "docs/methods.md").read_text()
+    elif argv[:4] == ["python", "-m", "pip", "download"]:
+        assert "PKG" in argv  # pip's own synopsis, quoted for fetching data by hand
+    elif argv[0] == "python" and argv[1].startswith("benchmarks/"):
+        proc = subprocess.run([sys.executable, argv[1], "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+    elif argv[0] == "pytest":
+        pyproject = (ROOT / "pyproject.toml").read_text()
+        assert all((ROOT / a).is_file() for a in argv if a.endswith(".py"))
+        assert all(f'"{m}:' in pyproject for flag, m in zip(argv, argv[1:]) if flag == "-m")
+    elif argv[0] == "veil":
+        run_veil(veil_plan(argv[1:]), capsys)
+    else:
+        pytest.fail(f"no rule for the documented command {cmd!r}: teach tests/test_docs_commands.py how to run it")
+
+
+def test_docs_show_commands():
+    where = {w.split(":")[0].split(" ")[0] for w, _ in COMMANDS}
+    assert {"README.md", "sweeps.md", "federation.md", "datasets.md"} <= where
+    shown = {c for _, c in COMMANDS}
+    assert "veil run examples/eigan-quadrant.yaml" in shown and ". .venv/bin/activate" in {
+        c.split("#")[0].strip() for c in shown
+    }
+
+
+@pytest.mark.parametrize("where,cmd", COMMANDS, ids=[f"{w} {c}"[:120] for w, c in COMMANDS])
+def test_every_documented_command_runs(where, cmd, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)  # the docs' paths (examples/, sweeps/) are relative to the repository root
+    check(cmd, capsys)
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in (ROOT / "examples").glob("*.yaml")))
+def test_example_run_files_run(example, monkeypatch, tmp_path, capsys):
+    """Each example end to end (training, audit, MLflow), shortened by flags as a user could."""
+    monkeypatch.chdir(ROOT)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    short = ["--set", "epochs=2", "--set", "audit.epochs=2", "--tracking-uri", uri, "--quiet", "--json"]
+    out = run_veil(["run", f"examples/{example}", *short], capsys)
+    result = json.loads(out.strip().splitlines()[-1])
+    spec = __import__("yaml").safe_load((ROOT / "examples" / example).read_text())
+    assert result["params"]["method"] == spec["method"] and result["params"]["dataset"] == spec["dataset"]
+    assert 0 <= result["metrics"]["privacy_gap"] <= 0.5 and 0 <= result["metrics"]["utility_auc"] <= 1
+
+
+def _quickstart_module():
+    spec = importlib.util.spec_from_file_location("quickstart_bench", ROOT / "benchmarks" / "quickstart.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_quoted_quickstart_figures_are_the_recorded_ones():
+    bench = _quickstart_module()
+    record = json.loads((ROOT / "benchmarks" / "quickstart.json").read_text())
+    assert record["command"] == "veil sweep sweeps/quickstart.yaml" and record["finished"] == record["trials"] == 14
+    for name in bench.QUOTED_IN:
+        text = (ROOT / name).read_text()
+        assert text.count(bench.BEGIN) == 1, name
+        assert bench.block(record) in text, f"{name}: rerun `python benchmarks/quickstart.py --quote`"
+    hv = f"hypervolume {record['hypervolume']:.4f}"
+    assert hv in (ROOT / "README.md").read_text() and hv in (ROOT / "docs" / "sweeps.md").read_text()
