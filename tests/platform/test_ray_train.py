@@ -9,20 +9,9 @@ from mlflow.tracking import MlflowClient
 
 from veil.run import RunSpec, execute
 
-# EIGAN's hyperparameters in full, so a change of defaults does not move the figures compared below
-EIGAN = {
-    "epochs": 5,
-    "alpha": 0.5,
-    "d_z": 2,
-    "encoder_hidden": [64],
-    "head_hidden": [32],
-    "lr_encoder": 1e-3,
-    "lr_ally": 1e-3,
-    "lr_adversary": 1e-3,
-    "privacy_loss": "neg-ce",
-    "optimizer": "adam",
-    "batch_size": 64,
-}
+# EIGAN's earlier defaults (the paper preset with Adam), so a change of the protective defaults does not
+# move the figures compared below
+EIGAN = {"preset": "paper", "optimizer": "adam", "epochs": 5, "d_z": 2}
 
 
 @pytest.mark.ray
