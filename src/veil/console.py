@@ -16,6 +16,7 @@ VERBOSE_ENV = "VEIL_VERBOSE"
 QUIET_ENV = {
     "MLFLOW_LOGGING_LEVEL": "WARNING",  # read when mlflow is imported (here, in Ray workers, in subprocesses)
     "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",  # read at each artifact download (`veil report`)
+    "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",  # its "View run ... at" lines on a tracking server
 }
 """Environment defaults of quiet mode; a value the user set wins."""
 
