@@ -44,5 +44,5 @@ def test_runtimes_by_name():
 def test_cli_refuses_unknown_runtime_before_anything_starts(in_tmp, capsys):
     assert main(["run", "-m", "d-eigan", "-d", "gaussian-nodes", "--runtime", "threads", "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert "'runtime'" in err and "in-process" in err and "virtual" in err
+    assert "'--runtime'" in err and "in-process" in err and "virtual" in err
     assert not (in_tmp / "mlflow.db").exists()
