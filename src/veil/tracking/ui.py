@@ -173,12 +173,13 @@ def serve(
     port: int | None = None,
     links: Callable[[str], Sequence[Link]],
     log: Path = Path(".veil") / "mlflow-ui.log",
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
 ) -> int:
     """`veil ui`: a tracking server URI is only checked and linked to; a local store (the embedded default
     sqlite:///<cwd>/mlflow.db, another sqlite file, a file store) gets `mlflow server` on 127.0.0.1, in the
     foreground until Ctrl-C (or SIGTERM), then stopped. `links(uri)` names the pages worth opening. Never
     opens a browser."""
+    out = out or sys.stdout  # looked up per call: a default bound at import would miss a later redirection
     uri = resolve_tracking_uri(tracking_uri)
     if is_server(uri):
         base = uri.rstrip("/")
