@@ -250,7 +250,7 @@ class AdjustableAE(Method):
                 else {k: torch.as_tensor(v[i : i + batch_size], device=self.device) for k, v in labels.items()}
             )
             out.append(self.obfuscate(xb, gen, lb).float().cpu().numpy())
-        return np.concatenate(out) if out else np.zeros((0, self.task.d_in), np.float32)
+        return np.concatenate(out) if out else np.zeros((0, self.release_width), np.float32)
 
     def release_with_labels(self, x: np.ndarray, utility_labels: Mapping[str, np.ndarray] | np.ndarray) -> np.ndarray:
         """The paper's release: g replaces C's output by the TRUE utility label(s)."""

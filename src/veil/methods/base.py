@@ -255,6 +255,11 @@ class Method(ABC):
             ctx.report(epoch, row)
         return history
 
+    @property
+    def release_width(self) -> int:
+        """Width of the released z (the configured d_z unless the method derives it)."""
+        return self.config.d_z
+
     def release_generator(self) -> torch.Generator:
         """The generator of the next release: fresh OS entropy, or (release_seed, call number) when set."""
         gen = release_generator(self.config.release_seed, METHOD_STREAM, self.release_calls, device=self.device)
@@ -271,7 +276,7 @@ class Method(ABC):
         for i in range(0, len(x), batch_size):
             xb = torch.from_numpy(np.array(x[i : i + batch_size], dtype=np.float32)).to(self.device)
             out.append(self.release(xb, gen).float().cpu().numpy())
-        return np.concatenate(out) if out else np.zeros((0, self.config.d_z), np.float32)
+        return np.concatenate(out) if out else np.zeros((0, self.release_width), np.float32)
 
     def state(self) -> dict[str, torch.Tensor]:
         """All weights as one flat dict of CPU tensors ('<role>.<param>')."""

@@ -110,6 +110,10 @@ class EIGAN(Method):
         self.opt_a = make_optimizer(self.allies.parameters(), c.lr_ally, c.optimizer)
         self.opt_v = make_optimizer(self.adversaries.parameters(), c.lr_adversary, c.optimizer)
 
+    @property
+    def release_width(self) -> int:
+        return self.width
+
     def modules(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder, "allies": self.allies, "adversaries": self.adversaries}
 
