@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,8 @@ from pathlib import Path
 
 import pytest
 import torch
+
+from veil.tracking.ui import free_port
 
 torch.set_num_threads(1)  # 2-core CI: one thread per process keeps Ray workers and probes from thrashing
 
@@ -30,12 +31,6 @@ def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Run the test from an empty working directory (the embedded MLflow store lands there)."""
     monkeypatch.chdir(tmp_path)
     return tmp_path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

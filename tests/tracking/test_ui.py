@@ -18,6 +18,7 @@ import pytest
 from veil.cli import main
 from veil.sweeps.results import TAG_ROLE, TAG_SWEEP
 from veil.tracking import TrackedRun
+from veil.tracking.ui import free_port
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
@@ -38,12 +39,6 @@ def fake_sweep(uri: str, name: str) -> TrackedRun:
     parent = TrackedRun.start(uri, "veil", name, tags={TAG_ROLE: "sweep", TAG_SWEEP: name})
     parent.finish()
     return parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_ui_serves_the_embedded_store_on_loopback_and_stops_on_ctrl_c(tmp_path):

@@ -78,21 +78,36 @@ def check_tracking(uri: str | None = None, source: str | None = None) -> str:
     return resolved
 
 
+def health_problem(base_url: str, timeout: float = PROBE_TIMEOUT_S) -> str | None:
+    """What is wrong with the MLflow server at `base_url` (GET /health), or None when it answers."""
+    try:
+        with urllib.request.urlopen(f"{base_url.rstrip('/')}/health", timeout=timeout):
+            return None
+    except urllib.error.HTTPError as e:  # the server answered; only its own failures count
+        return f"GET /health answered {e.code}" if e.code >= 500 else None
+    except (OSError, ValueError) as e:
+        return f"GET /health failed within {timeout:g} s: {getattr(e, 'reason', e)}"
+
+
+def local_store(uri: str) -> Path | None:
+    """The database file of a sqlite store, the directory of a file store (or a bare path); None otherwise."""
+    if uri.startswith("sqlite:///"):
+        return Path(uri[len("sqlite:///") :])
+    if uri.startswith("file:"):
+        return Path(urlsplit(uri).path)
+    return None if "://" in uri else Path(uri)
+
+
 def _probe(uri: str, scheme: str) -> str | None:
     """What is wrong with the store at `uri`, or None when it answers."""
     if scheme in ("http", "https"):
-        try:
-            with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=PROBE_TIMEOUT_S):
-                return None
-        except urllib.error.HTTPError as e:  # the server answered; only its own failures count
-            return f"GET /health answered {e.code}" if e.code >= 500 else None
-        except (OSError, ValueError) as e:
-            return f"GET /health failed within {PROBE_TIMEOUT_S:g} s: {getattr(e, 'reason', e)}"
+        return health_problem(uri)
     if scheme == "sqlite":
-        db = uri[len("sqlite:///") :] if uri.startswith("sqlite:///") else ""
-        return _writable(Path(db), "database") if db and db != ":memory:" else None
+        db = local_store(uri)
+        return _writable(db, "database") if db and str(db) not in ("", ":memory:") else None
     if scheme == "file" or scheme == "":
-        return _writable(Path(urlsplit(uri).path) if uri.startswith("file:") else Path(uri), "store directory")
+        store = local_store(uri)
+        return _writable(store, "store directory") if store else None
     host, port = urlsplit(uri).hostname, urlsplit(uri).port or DATABASE_PORTS.get(scheme)
     if host and port:
         try:
@@ -131,9 +146,8 @@ def absolute_uri(uri: str) -> str:
 def local_artifact_root(uri: str) -> str | None:
     """Where a local sqlite store keeps artifacts: ./mlartifacts beside the database (as a file URI), where
     `mlflow ui` and `mlflow server` expect them; None for other stores (their own default applies)."""
-    if not uri.startswith("sqlite:///"):
-        return None
-    return (Path(uri[len("sqlite:///") :]).parent / "mlartifacts").resolve().as_uri()
+    db = local_store(uri) if uri.startswith("sqlite:///") else None
+    return None if db is None else (db.parent / "mlartifacts").resolve().as_uri()
 
 
 SCHEMA_LOCK_TIMEOUT_S = 300.0
@@ -156,7 +170,7 @@ def _open_store_once(uri: str) -> None:
     from filelock import FileLock
     from mlflow.tracking import MlflowClient
 
-    with FileLock(f"{uri[len('sqlite:///') :]}.lock", timeout=SCHEMA_LOCK_TIMEOUT_S):
+    with FileLock(f"{local_store(uri)}.lock", timeout=SCHEMA_LOCK_TIMEOUT_S):
         MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
     _schema_ready.add(uri)
 

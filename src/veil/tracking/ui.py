@@ -15,14 +15,12 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, TextIO
 from urllib.parse import quote
 
 from veil.errors import ConfigError, VeilError
-from veil.tracking.mlflow_run import client, local_artifact_root, resolve_tracking_uri
+from veil.tracking.mlflow_run import client, health_problem, local_artifact_root, local_store, resolve_tracking_uri
 
 ML_VIEW = "workflowType=machine_learning"
 SHARED_VIEW_TAG = "mlflow.sharedViewState."
@@ -81,17 +79,6 @@ def is_server(uri: str) -> bool:
     return uri.startswith(("http://", "https://"))
 
 
-def local_store(uri: str) -> Path | None:
-    """The database file of a sqlite store, the directory of a file store; None for anything else."""
-    if uri.startswith("sqlite:///"):
-        return Path(uri[len("sqlite:///") :])
-    if uri.startswith("file://"):
-        return Path(uri[len("file://") :])
-    if "://" not in uri:
-        return Path(uri.removeprefix("file:"))
-    return None
-
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind((HOST, 0))
@@ -110,11 +97,7 @@ def check_port(port: int) -> None:
 
 
 def healthy(base_url: str, timeout: float = 3.0) -> bool:
-    try:
-        with urllib.request.urlopen(f"{base_url}/health", timeout=timeout) as r:
-            return bool(r.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
+    return health_problem(base_url, timeout) is None
 
 
 def server_command(uri: str, port: int) -> list[str]:
