@@ -248,14 +248,11 @@ def cmd_methods(args: argparse.Namespace) -> int:
 
 def print_departures(cls: Any, defaults: Any) -> None:
     """What `veil methods NAME` adds: the fields `preset: paper` changes and the defaults' recorded deviations."""
-    from veil.methods.base import show
-
     if cls.paper_values:
         print("\n  Where the default differs from `--set preset=paper` (why):")
         width = max(len(key) for key in cls.paper_values) + 1
-        for key, p in cls.paper_values.items():
-            kind = "" if p.stated else " (the paper gives no value; Veil's earlier choice)"
-            print(f"    {key + ':':<{width}} {show(getattr(defaults, key))} -> paper {show(p.value)}{kind}: {p.why}")
+        for key, default, paper, why in cls.preset_differences(defaults):
+            print(f"    {key + ':':<{width}} {default} -> paper {paper}: {why}")
     recorded = cls.recorded_deviations(defaults)
     print("\n  Recorded as method.deviation.* at the defaults:" + ("" if recorded else " none"))
     width = max((len(key) for key in recorded), default=0) + 1

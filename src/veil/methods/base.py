@@ -23,6 +23,7 @@ from veil.methods.randomness import METHOD_STREAM, release_generator
 
 #: the values of every method's `preset` field
 PRESETS = ("default", "paper")
+UNSTATED = " (the paper gives no value: Veil's earlier choice)"
 
 
 @dataclass(frozen=True)
@@ -201,6 +202,15 @@ class Method(ABC):
     def preset_values(cls, preset: str) -> dict[str, Any]:
         """The field values preset `preset` sets before the user's own ('default': none, the fields' defaults)."""
         return {k: p.value for k, p in cls.paper_values.items()} if preset == "paper" else {}
+
+    @classmethod
+    def preset_differences(cls, defaults: MethodConfig) -> list[tuple[str, str, str, str]]:
+        """(field, default, paper value, why) for every field `preset: paper` changes, as a user writes them;
+        the paper value notes when the paper gives none (`veil methods NAME` and docs/methods.md show these)."""
+        return [
+            (key, show(getattr(defaults, key)), show(p.value) + ("" if p.stated else UNSTATED), p.why)
+            for key, p in cls.paper_values.items()
+        ]
 
     @classmethod
     def recorded_deviations(cls, config: MethodConfig) -> dict[str, Any]:

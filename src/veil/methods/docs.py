@@ -9,7 +9,7 @@ import sys
 
 from veil.config import field_table
 from veil.methods import METHODS, method_config
-from veil.methods.base import Method, show
+from veil.methods.base import Method
 from veil.methods.tasks import PAPER_TASKS
 
 PRESETS = [
@@ -80,9 +80,8 @@ def preset_rows(name: str, cls: type[Method]) -> list[str]:
     where = f" Measured on `{task.dataset}` ({task.source}): see [defaults.md](defaults.md)." if task else ""
     out = [f"Defaults vs `preset: paper`.{where}", "", "| field | default | paper | why the default differs |"]
     out.append("|---|---|---|---|")
-    for key, p in cls.paper_values.items():
-        note = "" if p.stated else " (the paper gives no value: Veil's earlier choice)"
-        out.append(f"| `{key}` | `{show(getattr(defaults, key))}` | `{show(p.value)}`{note} | {p.why} |")
+    for key, default, paper, why in cls.preset_differences(defaults):
+        out.append(f"| `{key}` | `{default}` | {paper} | {why} |")
     return [*out, ""]
 
 
