@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import yaml
 
@@ -124,16 +124,23 @@ def centralized_refusal(key: str, value: Any, method: str, where: str | None = N
     return ConfigError(key, value, f"nothing: method {method!r} is centralized ({key} is for federated methods)", where)
 
 
+def check_keys(data: Any, keys: Sequence[str], kind: str, where: str) -> Mapping[str, Any]:
+    """`data` as a mapping of known `keys` naming a method and a dataset (run files and sweep specs alike);
+    anything else is refused by name."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(kind, type(data).__name__, "a mapping of keys " + ", ".join(keys), where)
+    for k in data:
+        if k not in keys:
+            raise UnknownNameError(kind.split()[0] + " key", k, list(keys), where)
+    for k in ("method", "dataset"):
+        if not isinstance(data.get(k), str) or not data.get(k):
+            raise ConfigError(k, data.get(k), "a name (required)", where)
+    return data
+
+
 def spec_from_mapping(data: Mapping[str, Any], where: str = "run spec") -> RunSpec:
     """Build a RunSpec from a YAML mapping; unknown keys are rejected by name."""
-    if not isinstance(data, Mapping):
-        raise ConfigError("run spec", type(data).__name__, "a mapping of keys " + ", ".join(RUN_KEYS), where)
-    for k in data:
-        if k not in RUN_KEYS:
-            raise UnknownNameError("run key", k, list(RUN_KEYS), where)
-    for k in ("method", "dataset"):
-        if k not in data:
-            raise ConfigError(k, None, "a name (required)", where)
+    check_keys(data, RUN_KEYS, "run spec", where)
     for k in ("params", "dataset_params", "audit", "tags", "federation"):
         if data.get(k) is not None and not isinstance(data[k], Mapping):
             raise ConfigError(k, data[k], "a mapping", where)

@@ -36,7 +36,7 @@ from veil.audit.mi import MI_ESTIMATORS
 from veil.errors import ConfigError, UnknownNameError
 from veil.methods.registry import is_federated
 from veil.platform.executors import EXECUTOR_CHOICES
-from veil.runspec import KeyRouter, centralized_refusal
+from veil.runspec import KeyRouter, centralized_refusal, check_keys
 from veil.sweeps.pareto import AUC_ORIGINS, DIRECTIONS
 from veil.sweeps.samplers import SAMPLER_OPTIONS, SAMPLERS
 
@@ -879,14 +879,7 @@ def _parse_resources(raw: Any, where: str) -> Resources:
 def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: bool = True) -> SweepSpec:
     """Validate a YAML mapping into a SweepSpec. `check_names=False` skips the registry checks (method,
     parameter names and ranges), for reading back a stored spec whose method is not importable here."""
-    if not isinstance(data, Mapping):
-        raise ConfigError("sweep spec", type(data).__name__, "a mapping of keys " + ", ".join(SPEC_KEYS), where)
-    for k in data:
-        if k not in SPEC_KEYS:
-            raise UnknownNameError("sweep key", k, list(SPEC_KEYS), where)
-    for k in ("method", "dataset"):
-        if not isinstance(data.get(k), str) or not data.get(k):
-            raise ConfigError(k, data.get(k), "a name (required)", where)
+    check_keys(data, SPEC_KEYS, "sweep spec", where)
     method, dataset = data["method"], data["dataset"]
     sections = _Sections(method, dataset, where, check_names)
     federated = (
