@@ -96,43 +96,34 @@ def plan_resources(
     return ResourcePlan(hosts, per, budget, need, have_mem)
 
 
+@dataclass(frozen=True)
+class HostLayout:
+    """What the node host actors are built from: the method and its validated config, the nodes' shards (object
+    refs, one per host) and sizes, and where in the placement group each host runs."""
+
+    method_name: str
+    config: Any
+    task: TaskSpec
+    shard_refs: list[Any]
+    node_blocks: list[list[int]]
+    sizes: Mapping[int, int]
+    pg: Any
+    cpus_per_actor: float
+    max_restarts: int
+    faults: Mapping[int, int] | None
+
+
 class CoordinatorService(Coordinated):
     """The coordinator's actor-side state: its `Coordinator`, and a `RayPool` of host actors it created
     in the placement group's bundles 1..hosts."""
 
-    def __init__(
-        self,
-        method_name: str,
-        config: Any,
-        task: TaskSpec,
-        shard_refs: list[Any],
-        node_blocks: list[list[int]],
-        sizes: Mapping[int, int],
-        *,
-        pg: Any,
-        cpus_per_actor: float,
-        max_restarts: int,
-        faults: Mapping[int, int] | None,
-        seed: int,
-        tap: Tap | None = None,
-    ) -> None:
+    def __init__(self, layout: HostLayout, *, seed: int, tap: Tap | None = None) -> None:
         from veil.methods.registry import create_method
 
-        method = create_method(method_name, config, task)  # the validated config, not rebuilt
-        assert isinstance(method, FederatedRoles), f"{method_name} is not a federated method"
+        method = create_method(layout.method_name, layout.config, layout.task)  # the validated config, not rebuilt
+        assert isinstance(method, FederatedRoles), f"{layout.method_name} is not a federated method"
         self.method = method
-        self.pool = RayPool(
-            method_name,
-            config,
-            task,
-            shard_refs,
-            node_blocks,
-            sizes,
-            pg=pg,
-            cpus_per_actor=cpus_per_actor,
-            max_restarts=max_restarts,
-            faults=faults,
-        )
+        self.pool = RayPool(layout)
         self.coordinator = Coordinator(self.method, self.pool, seed=seed, tap=tap)
 
     def host_info(self) -> list[Any]:
@@ -142,39 +133,33 @@ class CoordinatorService(Coordinated):
 class RayPool(PoolBase):
     """Node host actors (one per block of nodes), each in its own bundle of the placement group."""
 
-    def __init__(
-        self,
-        method_name: str,
-        config: Any,
-        task: TaskSpec,
-        shard_refs: list[Any],
-        node_blocks: list[list[int]],
-        sizes: Mapping[int, int],
-        *,
-        pg: Any,
-        cpus_per_actor: float,
-        max_restarts: int,
-        faults: Mapping[int, int] | None,
-    ) -> None:
+    def __init__(self, layout: HostLayout) -> None:
         import ray
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        self.node_ids = [k for block in node_blocks for k in block]
-        self.sizes = {int(k): int(v) for k, v in sizes.items()}
-        self.host_of = {k: h for h, block in enumerate(node_blocks) for k in block}
+        self.node_ids = [k for block in layout.node_blocks for k in block]
+        self.sizes = {int(k): int(v) for k, v in layout.sizes.items()}
+        self.host_of = {k: h for h, block in enumerate(layout.node_blocks) for k in block}
         actor_cls: Any = ray.remote(NodeHost)
-        threads = max(1, int(cpus_per_actor))
+        threads = max(1, int(layout.cpus_per_actor))
         self.actors: list[Any] = []
-        for h, ref in enumerate(shard_refs):
+        for h, ref in enumerate(layout.shard_refs):
             opts = {
-                "num_cpus": cpus_per_actor,
-                "max_restarts": max_restarts,
+                "num_cpus": layout.cpus_per_actor,
+                "max_restarts": layout.max_restarts,
                 "max_task_retries": 0,
-                "scheduling_strategy": PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=h + 1),
+                "scheduling_strategy": PlacementGroupSchedulingStrategy(layout.pg, placement_group_bundle_index=h + 1),
             }
             self.actors.append(
                 actor_cls.options(**opts).remote(
-                    method_name, config, task, ref, host_id=h, faults=faults, hard_faults=True, threads=threads
+                    layout.method_name,
+                    layout.config,
+                    layout.task,
+                    ref,
+                    host_id=h,
+                    faults=layout.faults,
+                    hard_faults=True,
+                    threads=threads,
                 )
             )
         ray.get([a.info.remote() for a in self.actors])  # all constructed (and their Node models built)
@@ -293,16 +278,18 @@ class RayFederation:
             max_restarts=0,
             scheduling_strategy=PlacementGroupSchedulingStrategy(self.pg, placement_group_bundle_index=0),
         ).remote(
-            method_name,
-            config,
-            task,
-            self.shard_refs,
-            node_blocks,
-            {d.node: len(d.train) for d in shards},
-            pg=self.pg,
-            cpus_per_actor=plan.cpus_per_actor,
-            max_restarts=max_restarts,
-            faults=faults,
+            HostLayout(
+                method_name,
+                config,
+                task,
+                self.shard_refs,
+                node_blocks,
+                {d.node: len(d.train) for d in shards},
+                self.pg,
+                plan.cpus_per_actor,
+                max_restarts,
+                faults,
+            ),
             seed=seed,
             tap=tap,
         )
