@@ -172,8 +172,10 @@ def check_run_tracking(uri: str | None, args: argparse.Namespace) -> None:
 def check_run(v: Any) -> int:
     """`veil run --check`: the parameters are valid and the data load; nothing trains, nothing is logged."""
     from veil.datasets.registry import load_dataset
+    from veil.run import check_release
 
     ds = load_dataset(v.spec.dataset, v.dataset_config)
+    check_release(v, ds)
     labels = f"utility {', '.join(ds.utility_names)}; sensitive {', '.join(ds.sensitive_names)}"
     print(
         f"ok: {v.spec.method} on {v.spec.dataset} ({len(ds.train)} train / {len(ds.test)} test rows, {ds.d_in} "

@@ -52,8 +52,9 @@ def validate(spec: RunSpec) -> ValidatedRun:
         parse_scheme(partition)  # a bad scheme fails here, before any data are loaded
         fed = build(FederationOptions, dict(spec.federation), where="federation")
         return ValidatedRun(spec, mcfg, dcfg, acfg, "federated", fed, runtime, partition)
-    if not get_method(spec.method).releases_input_format:
-        check_mi_case(acfg, mcfg.d_z)
+    width = get_method(spec.method).release_width_for(mcfg, None)
+    if width is not None:  # else known once the data are loaded: `check_release`
+        check_mi_case(acfg, width)
     for key in ("partition", "runtime", "federation"):
         if getattr(spec, key):
             raise centralized_refusal(key, getattr(spec, key), spec.method)
@@ -102,6 +103,14 @@ def code_version() -> str:
     except Exception:
         sha = ""
     return f"{__version__}+{sha}" if sha else __version__
+
+
+def check_release(v: ValidatedRun, ds: Dataset) -> None:
+    """Checks that need the data: the MI estimator copes with the release's width (known only with the task:
+    EIGAN derives d_z from the allies' classes, the adjustable AE releases x')."""
+    width = get_method(v.spec.method).release_width_for(v.method_config, ds.task())
+    if v.executor != "federated" and width is not None:
+        check_mi_case(v.audit_config, width)
 
 
 def run_params(v: ValidatedRun, ds_params: Mapping[str, Any]) -> dict[str, Any]:
@@ -187,8 +196,7 @@ def execute(
     v = run if isinstance(run, ValidatedRun) else validate(run)
     spec = v.spec
     ds = load_dataset(spec.dataset, v.dataset_config)
-    if get_method(spec.method).releases_input_format:  # release width is known only now
-        check_mi_case(v.audit_config, ds.d_in)
+    check_release(v, ds)
     job = get_executor(v.executor)(v, ds, storage or Path(".veil") / "ray")
     t0 = time.time()
     tracker = TrackedRun.start(

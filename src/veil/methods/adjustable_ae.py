@@ -37,7 +37,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from veil.config import build, param
-from veil.datasets.base import Split
+from veil.datasets.base import Split, TaskSpec
 from veil.errors import ConfigError
 from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext, step
 from veil.methods.nets import loss_row, loss_sum, make_optimizer, mlp
@@ -149,10 +149,10 @@ class AdjustableAE(Method):
         out = "sigmoid" if c.decoder_out == "sigmoid" else None
         self.decoder = mlp(n_u + r_width, c.decoder_hidden, t.d_in, out=out)
 
-    @property
-    def release_width(self) -> int:
-        """Width of the released z (= d_in)."""
-        return self.task.d_in
+    @classmethod
+    def release_width_for(cls, config: MethodConfig, task: TaskSpec | None) -> int | None:
+        """The released z is x' in the input format: width d_in."""
+        return None if task is None else task.d_in
 
     @classmethod
     def deviations(cls, config: MethodConfig) -> dict[str, str]:

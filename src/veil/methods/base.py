@@ -265,10 +265,17 @@ class Method(ABC):
             ctx.report(epoch, row)
         return history
 
+    @classmethod
+    def release_width_for(cls, config: MethodConfig, task: TaskSpec | None) -> int | None:
+        """Width of the z that `config` releases on `task` (d_z, unless the method derives it); None when it
+        depends on a task not given."""
+        return config.d_z
+
     @property
     def release_width(self) -> int:
-        """Width of the released z (the configured d_z unless the method derives it)."""
-        return self.config.d_z
+        width = self.release_width_for(self.config, self.task)
+        assert width is not None
+        return width
 
     def release_generator(self) -> torch.Generator:
         """The generator of the next release: fresh OS entropy, or (release_seed, call number) when set."""

@@ -130,13 +130,13 @@ class _Group:
         classes = {**t.utility, **t.sensitive}
         self.nodes = [n.id for n in nodes]
         self.obj = obj
-        self.enc = seeded_stack(partial(mlp, t.d_in, c.encoder_hidden, m.width, out="tanh"), c.seed, nodes, 10)
+        self.enc = seeded_stack(partial(mlp, t.d_in, c.encoder_hidden, m.release_width, out="tanh"), c.seed, nodes, 10)
         self.allies = [
-            seeded_stack(partial(mlp, m.width, c.head_hidden, classes[lab]), c.seed, nodes, 11, j)
+            seeded_stack(partial(mlp, m.release_width, c.head_hidden, classes[lab]), c.seed, nodes, 11, j)
             for j, lab in enumerate(obj.utility)
         ]
         self.advs = [
-            seeded_stack(partial(mlp, m.width, c.head_hidden, classes[lab]), c.seed, nodes, 12, j)
+            seeded_stack(partial(mlp, m.release_width, c.head_hidden, classes[lab]), c.seed, nodes, 12, j)
             for j, lab in enumerate(obj.sensitive)
         ]
         self.opt_e = StackedOptimizer(self.enc.tensors(), c.lr_encoder, c.optimizer)

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from veil.config import param
+from veil.datasets.base import TaskSpec
 from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, PaperValue, TrainContext, step
 from veil.methods.deviations import WHY_ADAM, WHY_UNIFORM, optimizer_deviation, privacy_loss_deviation
 from veil.methods.nets import ClassifierBank, loss_row, loss_sum, make_optimizer, mlp
@@ -94,10 +95,9 @@ class EIGAN(Method):
 
     def build(self) -> None:
         c, t = self.config, self.task
-        self.width = z_width(c.d_z, t.utility)
-        self.encoder = mlp(t.d_in, c.encoder_hidden, self.width, out="tanh")
-        self.allies = ClassifierBank(self.width, t.utility, c.head_hidden)
-        self.adversaries = ClassifierBank(self.width, t.sensitive, c.head_hidden)
+        self.encoder = mlp(t.d_in, c.encoder_hidden, self.release_width, out="tanh")
+        self.allies = ClassifierBank(self.release_width, t.utility, c.head_hidden)
+        self.adversaries = ClassifierBank(self.release_width, t.sensitive, c.head_hidden)
 
     @classmethod
     def deviations(cls, config: MethodConfig) -> dict[str, str]:
@@ -110,9 +110,11 @@ class EIGAN(Method):
         self.opt_a = make_optimizer(self.allies.parameters(), c.lr_ally, c.optimizer)
         self.opt_v = make_optimizer(self.adversaries.parameters(), c.lr_adversary, c.optimizer)
 
-    @property
-    def release_width(self) -> int:
-        return self.width
+    @classmethod
+    def release_width_for(cls, config: MethodConfig, task: TaskSpec | None) -> int | None:
+        if config.d_z or task is None:
+            return config.d_z or None
+        return z_width(config.d_z, task.utility)
 
     def modules(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder, "allies": self.allies, "adversaries": self.adversaries}
