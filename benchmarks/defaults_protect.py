@@ -17,7 +17,6 @@ import time
 from datetime import date
 from pathlib import Path
 
-from veil.methods.registry import is_federated
 from veil.methods.tasks import PAPER_TASKS, PaperTask
 from veil.run import RunSpec, execute
 
@@ -26,17 +25,14 @@ PRESETS = ("default", "paper")
 
 
 def measure(method: str, task: PaperTask, preset: str, seed: int, uri: str) -> dict[str, float]:
-    federated = {"partition": task.partition, "runtime": "in-process"} if is_federated(method) else {}
     spec = RunSpec(
         method=method,
-        dataset=task.dataset,
         params={"preset": preset},
-        dataset_params=dict(task.dataset_params),
         seed=seed,
         executor="inline",
         tracking_uri=uri,
         experiment="defaults-protect",
-        **federated,
+        **task.run_fields(method),
     )
     m = execute(spec).metrics
     return {k: round(float(m[k]), 4) for k in ("utility_auc", "privacy_gap", "adversary_acc")}

@@ -22,7 +22,6 @@ from typing import Any
 
 import pytest
 
-from veil.methods.registry import is_federated
 from veil.methods.tasks import PAPER_TASKS, PaperTask
 from veil.run import RunSpec, execute
 
@@ -38,15 +37,12 @@ QUADRANT, NODES, INDEPENDENT = (PAPER_TASKS[m] for m in ("eigan", "d-eigan", "gp
 def run_defaults(method: str, task: PaperTask, seed: int, params: dict[str, Any] | None = None) -> dict[str, float]:
     """One run of `method` with only `params` set (none: every default), audited by the pipeline. The release
     noise is pinned by `release_seed` = seed so the test is deterministic; its distribution is the default's."""
-    federated = {"partition": task.partition, "runtime": "in-process"} if is_federated(method) else {}
     spec = RunSpec(
         method=method,
-        dataset=task.dataset,
         params={"release_seed": seed, **(params or {})},
-        dataset_params=task.dataset_params,
         seed=seed,
         executor="inline",
-        **federated,
+        **task.run_fields(method),
     )
     return execute(spec).metrics
 

@@ -18,6 +18,16 @@ class PaperTask:
     partition: str = "iid"
     source: str = ""
 
+    def run_fields(self, method: str) -> dict[str, Any]:
+        """The RunSpec fields that put `method` on this task (a federation's nodes in-process, dealt by
+        `partition`)."""
+        from veil.methods.registry import is_federated
+
+        fields: dict[str, Any] = {"dataset": self.dataset, "dataset_params": dict(self.dataset_params)}
+        if is_federated(method):
+            fields.update(partition=self.partition, runtime="in-process")
+        return fields
+
 
 QUADRANT = PaperTask("gaussian-quadrant", source="EIGAN App. C, Fig. 10")
 NODES = PaperTask("gaussian-nodes", partition="silo:node", source="EIGAN Sec. 3.2, Fig. 7 (node k has variance 0.1k)")
