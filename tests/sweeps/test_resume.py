@@ -42,6 +42,22 @@ def veil_cmd(*args: str) -> list[str]:
     return [str(Path(sys.executable).parent / "veil"), *args]
 
 
+def resume_in_subprocess(name: str, storage: Path, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """`veil resume NAME --json --quiet` in a new process; the Ray processes it started (under env's RAY_TMPDIR)
+    are stopped whatever happens."""
+    try:
+        return subprocess.run(
+            veil_cmd("resume", name, "--storage", str(storage), "--json", "--quiet"),
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=400,
+        )
+    finally:
+        stop_pids(ray_pids(env["RAY_TMPDIR"]))
+
+
 def _proc_table() -> dict[int, tuple[int, str]]:
     """pid -> (parent pid, command line) for every process we can read."""
     out = {}
@@ -149,17 +165,7 @@ def test_resume_after_driver_kill(tmp_path):
     runs_at_kill = trial_runs(uri, name)
     assert len({r.data.tags["veil.trial_id"] for r in runs_at_kill}) < TRIALS
 
-    try:
-        proc = subprocess.run(
-            veil_cmd("resume", name, "--storage", str(storage), "--json", "--quiet"),
-            cwd=tmp_path,
-            env={**base_env, "RAY_TMPDIR": ray_tmp2},
-            capture_output=True,
-            text=True,
-            timeout=400,
-        )
-    finally:
-        stop_pids(ray_pids(ray_tmp2))
+    proc = resume_in_subprocess(name, storage, tmp_path, {**base_env, "RAY_TMPDIR": ray_tmp2})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     print(f"resumed and finished after {time.time() - t0:.1f} s")
     summary = json.loads(proc.stdout.strip().splitlines()[-1])

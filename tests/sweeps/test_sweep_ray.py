@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import math
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from test_resume import veil_cmd
 
 from veil.sweeps.results import TAG_PARETO, TAG_ROLE, TAG_SWEEP, TAG_TRIAL, search_child_runs
 from veil.sweeps.spec import sweep_from_mapping
@@ -36,10 +36,6 @@ TINY = {
     "concurrency": 2,
     "resources": {"cpus": 1},
 }
-
-
-def veil_cmd(*args: str) -> list[str]:
-    return [str(Path(sys.executable).parent / "veil"), *args]
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import uuid
 import pytest
 import yaml
 from mlflow.tracking import MlflowClient
-from test_resume import SPEC, ray_pids, stop_pids, trial_runs, veil_cmd
+from test_resume import SPEC, ray_pids, resume_in_subprocess, stop_pids, trial_runs, veil_cmd
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -74,17 +74,7 @@ def test_sigterm_stops_the_sweep_and_resume_finishes_it(tmp_path):
     parent = c.get_run(parent_id)
     assert parent.info.status == "KILLED" and parent.data.tags["veil.incomplete"] == "true"
 
-    try:
-        proc = subprocess.run(
-            veil_cmd("resume", name, "--storage", str(storage), "--json", "--quiet"),
-            cwd=tmp_path,
-            env={**env, "RAY_TMPDIR": ray_tmp2},
-            capture_output=True,
-            text=True,
-            timeout=400,
-        )
-    finally:
-        stop_pids(ray_pids(ray_tmp2))
+    proc = resume_in_subprocess(name, storage, tmp_path, {**env, "RAY_TMPDIR": ray_tmp2})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["trials"] == TRIALS and summary["finished"] == TRIALS
