@@ -78,6 +78,16 @@ def test_unknown_tracking_scheme_names_the_flag_and_the_schemes(in_tmp, capsys):
     assert "http, https, sqlite, file, postgresql, mysql, mssql" in err
 
 
+def test_filesystem_store_is_refused_with_the_sqlite_alternative(in_tmp, capsys, monkeypatch):
+    """MLflow 3 keeps its filesystem store in maintenance mode and raises deep in the first client call."""
+    err = refused(capsys, "--tracking-uri", "mlruns")
+    assert f"invalid value for '--tracking-uri': '{in_tmp}/mlruns'" in err
+    assert f"use sqlite:///{in_tmp}/mlruns/mlflow.db (or set MLFLOW_ALLOW_FILE_STORE=true)" in err
+    assert "Traceback" not in err and not (in_tmp / "mlruns").exists()
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow's own opt-out is honoured
+    assert check_tracking("mlruns") == str(in_tmp / "mlruns")
+
+
 def test_unreachable_server_is_refused_in_seconds(in_tmp, capsys, monkeypatch, unused_port):
     uri = f"http://127.0.0.1:{unused_port}"  # nothing listens there
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)

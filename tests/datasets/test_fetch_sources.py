@@ -343,3 +343,76 @@ def test_mimic_from_user_csv_records_unverified_checksum(cache, tmp_path):
     assert (cache / "mimic-extract" / "mimic.csv").read_text().startswith("survival")
     assert any("no checksum on record" in m for m in logs)
     assert raw_root() == cache
+
+
+def _zip_bytes(members: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for name, data in members.items():
+            z.writestr(zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0)), data)
+    return buf.getvalue()
+
+
+def test_archive_checksum_vouches_for_its_files(cache, tmp_path, monkeypatch, http_server):
+    """A url archive with `archive_sha256` (HAPT's zip): its files carry no checksums of their own but are verified
+    through the archive's; a changed archive is refused before it is opened; a `--from` copy of the same zip is
+    verified too, another zip is taken unverified."""
+    archive = _zip_bytes({"Train/a.csv": A, "Train/b.txt": B})
+    _Handler.files = {"data.zip": archive, "other.zip": _zip_bytes({"a.csv": A, "b.txt": B + b"x"})}
+    files = {"a.csv": {"sha256": None}, "b.txt": {"sha256": None}}
+
+    def zip_source(name: str) -> dict:
+        return {"kind": "url", "url": f"{http_server}/full/{name}", "archive_sha256": sha(archive)}
+
+    card(tmp_path, monkeypatch, files=files, sources=[zip_source("data.zip")])
+    fetch("toy", log=quiet)
+    manifest = json.loads((cache / "toy" / "MANIFEST.json").read_text())["files"]
+    assert {f: (m["verified"], m["archive_sha256"]) for f, m in manifest.items()} == {
+        "a.csv": (True, sha(archive)),
+        "b.txt": (True, sha(archive)),
+    }
+
+    card(tmp_path, monkeypatch, files=files, sources=[zip_source("other.zip")])
+    with pytest.raises(DataError, match=f"checksum mismatch for the archive: expected sha256 {sha(archive)}"):
+        fetch("toy", force=True, log=quiet)
+    assert (cache / "toy" / "b.txt").read_bytes() == B  # the verified copy stays
+
+    local = tmp_path / "copy.zip"
+    local.write_bytes(archive)
+    fetch("toy", local, force=True, log=quiet)
+    assert all(m["verified"] for m in json.loads((cache / "toy" / "MANIFEST.json").read_text())["files"].values())
+    local.write_bytes(_zip_bytes({"a.csv": A, "b.txt": B}))  # same files, another zip: not this archive
+    fetch("toy", local, force=True, log=quiet)
+    assert not any(m["verified"] for m in json.loads((cache / "toy" / "MANIFEST.json").read_text())["files"].values())
+
+
+def test_local_copy_matching_a_sources_checksum_is_verified(cache, tmp_path, monkeypatch):
+    """Titanic's CSV has its checksum on the url source only; a `--from` copy with those bytes is verified."""
+    card(
+        tmp_path,
+        monkeypatch,
+        files={"a.csv": {"sha256": None}},
+        sources=[{"kind": "url", "base": "http://127.0.0.1:9/", "sha256": {"a.csv": sha(A)}}],
+    )
+    src = tmp_path / "a.csv"
+    src.write_bytes(A)
+    fetch("toy", src, log=quiet)
+    assert json.loads((cache / "toy" / "MANIFEST.json").read_text())["files"]["a.csv"]["verified"] is True
+
+
+def test_every_automatic_download_has_a_checksum():
+    """Every file a shipped card downloads by itself is checked against a sha256 on record: its own, its source's,
+    or the archive's it comes in. (Cards without automatic sources, e.g. MIMIC, fetch only from the user's copy.)"""
+    from veil.datasets.cards import card_names, load_card
+
+    missing = []
+    for name in card_names():
+        c = load_card(name)
+        for s in c.sources:
+            if s["kind"] == "local" or s.get("archive_sha256"):
+                continue
+            for fname, spec in c.files.items():
+                if spec.get("derive") or spec.get("sha256") or (s.get("sha256") or {}).get(fname):
+                    continue
+                missing.append(f"{name}: {fname} from {s['kind']} {s.get('url') or s.get('base') or s.get('package')}")
+    assert missing == []

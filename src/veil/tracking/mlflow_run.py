@@ -65,6 +65,14 @@ def check_tracking(uri: str | None = None, source: str | None = None) -> str:
             resolved,
             f"a URI with scheme {', '.join(TRACKING_SCHEMES)} (e.g. sqlite:///mlflow.db) or a local path",
         )
+    if scheme in ("file", "") and os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() not in ("1", "true"):
+        # MLflow 3 refuses its filesystem store (maintenance mode) deep inside the first client call.
+        raise ConfigError(
+            source,
+            resolved,
+            "a database or server store: MLflow 3's filesystem store is in maintenance mode; use "
+            f"sqlite:///{Path(local_store(resolved) or '.').resolve() / 'mlflow.db'} (or set MLFLOW_ALLOW_FILE_STORE=true)",
+        )
     problem = _probe(resolved, scheme or "file")
     if problem:
         raise TrackingUnavailable(
