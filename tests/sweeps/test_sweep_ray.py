@@ -200,3 +200,21 @@ def test_monitor_stops_after_max_failures():
     unlimited = SweepMonitor(sweep_from_mapping(TINY, where="t.yaml"), total=4, quiet=True)
     unlimited.on_trial_error(0, trials, trials[1])
     assert not unlimited.stop_all()
+
+
+def test_a_sweep_whose_every_trial_failed_exits_non_zero(ray_local, tmp_path, monkeypatch, capsys):
+    """`veil sweep` where every trial crashes (lr 1e30: NaN release, the audit raises): exit 1 and says so, the
+    failures recorded in the report; never exit 0 with an empty front."""
+    import yaml
+
+    from veil.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    params = {k: v for k, v in TINY["params"].items() if k != "lr"}
+    data = {k: v for k, v in TINY.items() if k not in ("trials", "sampler_options")}
+    data.update(params=params, sampler="grid", space={"lr": {"type": "categorical", "values": [1.0e30, 2.0e30]}})
+    (tmp_path / "doomed.yaml").write_text(yaml.safe_dump(data))
+    code = main(["sweep", "doomed.yaml", "--name", "doomed", "--quiet"])
+    out, err = capsys.readouterr()
+    assert code == 1 and "error: no trial finished" in err
+    assert "failed 2" in out or "2 failed" in out, out[-2000:]
