@@ -109,3 +109,35 @@ def test_a_live_server_passes_the_check(mlflow_server):
     t0 = time.time()
     assert check_tracking(mlflow_server) == mlflow_server
     assert time.time() - t0 < 3
+
+
+def test_memory_estimate_counts_federated_nodes_and_user_files(tmp_path):
+    """A federation holds one model per node (named by K); a user's table is sized from the file without loading
+    it (CSV: size over mean line length; parquet: its footer)."""
+    import numpy as np
+    import pandas as pd
+
+    from veil.datasets.files import FileParams
+    from veil.datasets.synthetic import CorrelatedParams
+    from veil.methods.d_gpp import DGPPConfig
+    from veil.methods.gpp import GPPConfig
+    from veil.sizing import file_terms
+
+    data = CorrelatedParams(n=1000, dim=10)
+    one = sum(model_terms(DGPPConfig(K=1), 10, False).values())
+    check_memory(DGPPConfig(K=5), data, "gaussian-correlated", False, budget=one * 7 + 80_000)
+    with pytest.raises(ValueError, match=r"invalid value for 'K': 100000 \(allowed: a size that fits in memory"):
+        check_memory(DGPPConfig(K=100_000), data, "gaussian-correlated", False, budget=2**30)
+
+    frame = pd.DataFrame(np.arange(3000 * 5).reshape(3000, 5) % 97, columns=list("abcde"))
+    csv, parquet = tmp_path / "t.csv", tmp_path / "t.parquet"
+    frame.to_csv(csv, index=False)
+    frame.to_parquet(parquet)
+    table = 3000 * 5 * 8 * 3  # float64 cells, held three times (frame, features, tensors)
+    assert file_terms(parquet) == (5, {"dataset": table})
+    cols, csv_terms = file_terms(csv)
+    assert cols == 5 and csv_terms["dataset"] == pytest.approx(table, rel=0.01)
+    with pytest.raises(ValueError, match=rf"invalid value for 'dataset': '{csv}' \(allowed: a size that fits"):
+        check_memory(
+            GPPConfig(encoder_hidden=(4,), d_z=2, head_hidden=(2,)), FileParams(), str(csv), False, budget=table // 2
+        )

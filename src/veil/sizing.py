@@ -42,6 +42,33 @@ def dataset_terms(dcfg: Any) -> tuple[int, dict[str, int]]:
     return features, {"dim" if dim and dim > n else "n": table}
 
 
+# a user's table is held as the parsed frame, its float feature matrix and the tensors made from it
+FILE_TABLE_COPIES = 3
+CSV_SAMPLE_BYTES = 1 << 16
+
+
+def file_terms(path: Path) -> tuple[int, dict[str, int]]:
+    """(column count, bytes) of a user's .csv / .parquet table once loaded: parquet from its footer, CSV from the
+    file size over the mean line length of its first 64 KiB. Estimates, read without loading the file."""
+    if path.suffix.lower() in (".parquet", ".pq"):
+        try:
+            import pyarrow.parquet as pq
+
+            meta = pq.read_metadata(path)
+            rows, cols = meta.num_rows, meta.num_columns
+        except Exception:  # an unreadable file is the loader's to report, with its own message
+            return 0, {}
+    else:
+        with open(path, "rb") as f:
+            head = f.read(CSV_SAMPLE_BYTES)
+        lines = head.splitlines()
+        if len(lines) < 2:
+            return 0, {}
+        cols = lines[0].count(b",") + 1
+        rows = int(path.stat().st_size / (len(head) / len(lines)))
+    return cols, {"dataset": rows * cols * FLOAT64 * FILE_TABLE_COPIES}
+
+
 def model_terms(mcfg: Any, d_in: int, releases_input: bool) -> dict[str, int]:
     """Bytes of the encoder chain d_in -> encoder_hidden -> d_z and of a head's first layer on z; each layer is
     counted against the field of its wider side."""
@@ -62,18 +89,30 @@ def check_memory(mcfg: Any, dcfg: Any, dataset: str, releases_input: bool, budge
     """Refuse a configuration whose data table plus model would not fit in `budget` (default: available memory),
     naming the field that contributes most."""
     budget = available_bytes() if budget is None else budget
-    d_in, data = dataset_terms(dcfg)
-    terms = {f"dataset.{k}": v for k, v in data.items()}
-    for k, v in model_terms(mcfg, d_in, releases_input).items():
+    user_file = Path(dataset).expanduser()
+    if user_file.suffix.lower() in (".csv", ".parquet", ".pq") and user_file.is_file():
+        d_in, terms = file_terms(user_file)
+    else:
+        d_in, data = dataset_terms(dcfg)
+        terms = {f"dataset.{k}": v for k, v in data.items()}
+    model = model_terms(mcfg, d_in, releases_input)
+    for k, v in model.items():
         terms[k] = terms.get(k, 0) + v
+    nodes = getattr(mcfg, "K", None)
+    if isinstance(nodes, int) and nodes > 1:  # every federated node holds its own copy beside the coordinator's
+        terms["K"] = sum(model.values()) * nodes
     total = sum(terms.values())
     if total <= budget:
         return
     field, size = max(terms.items(), key=lambda kv: kv[1])
-    obj, attr = (dcfg, field.split(".", 1)[1]) if field.startswith("dataset.") else (mcfg, field)
+    if field == "dataset":
+        value: Any = dataset
+    else:
+        obj, attr = (dcfg, field.split(".", 1)[1]) if field.startswith("dataset.") else (mcfg, field)
+        value = getattr(obj, attr, None)
     raise ConfigError(
         field,
-        getattr(obj, attr, None),
+        value,
         f"a size that fits in memory: this run would allocate about {_gib(total)} ({_gib(size)} from {field}) "
         f"and {_gib(budget)} are available",
         f"dataset '{dataset}'" if field.startswith("dataset.") else None,
