@@ -1,5 +1,6 @@
 """`veil nightly`: regression rules (pure logic) and two real nightlies against one MLflow store."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,45 @@ def test_two_nightlies_compare_against_each_other(in_tmp, capsys):
     parents = client.search_runs([exp.experiment_id], "tags.`veil.nightly` = 'true'")
     assert len(parents) == 2 and all(p.info.status == "FINISHED" for p in parents)
     assert {p.data.tags["veil.baseline"] for p in parents} - {"none"}  # the second names the first
+
+
+def test_nightly_against_a_server_fails_on_an_injected_regression_and_plots_the_trend(mlflow_server, in_tmp, capsys):
+    """Two nightlies into a real MLflow server on 127.0.0.1; before the second, the first's recorded utility is
+    raised by 0.2 (a better past: the same suite now does worse). The second exits 1 with the regression in its
+    table and report, and each nightly stores its trend across nightlies as `nightly/trend.png` + `trend.json`."""
+    suite = in_tmp / "suite.yaml"
+    run = {
+        "method": "autoencoder",
+        "dataset": "gaussian-quadrant",
+        "dataset_params": {"n": 300},
+        "params": {"epochs": 2, "d_z": 2},
+        "audit": {"epochs": 2},
+    }
+    experiment = f"nightly-server-{in_tmp.name}"
+    suite.write_text(yaml.safe_dump({"experiment": experiment, "runs": {"ae": run}, "tolerances": {"throughput": 1.0}}))
+    argv = ["nightly", "--suite", str(suite), "--tracking-uri", mlflow_server]
+    assert main(argv) == 0
+    capsys.readouterr()
+    client = MlflowClient(tracking_uri=mlflow_server)
+    exp = client.get_experiment_by_name(experiment)
+    (first,) = client.search_runs([exp.experiment_id], "tags.`veil.nightly` = 'true'")
+    recorded = first.data.metrics["ae/utility_auc"]
+    client.log_metric(first.info.run_id, "ae/utility_auc", recorded + 0.2, step=1)  # the injected regression
+
+    assert main(argv) == 1
+    out, err = capsys.readouterr()
+    row = next(line for line in out.splitlines() if line.startswith("| ae/utility_auc |"))
+    assert f"| {recorded + 0.2:.4g} | REGRESSION" in row and "1 regression(s)" in err
+    second = next(
+        r
+        for r in client.search_runs([exp.experiment_id], "tags.`veil.nightly` = 'true'")
+        if r.info.run_id != first.info.run_id
+    )
+    assert second.data.tags["veil.regressions"] == "1" and second.data.tags["veil.baseline"] == first.info.run_id
+    files = {a.path for a in client.list_artifacts(second.info.run_id, "nightly")}
+    assert files == {"nightly/report.md", "nightly/trend.png", "nightly/trend.json"}
+    local = Path(client.download_artifacts(second.info.run_id, "nightly", str(in_tmp / "dl")))
+    assert (local / "trend.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    trend = json.loads((local / "trend.json").read_text())
+    assert [round(t["ae/utility_auc"], 6) for t in trend][0] == round(recorded + 0.2, 6) and len(trend) == 2
+    assert "REGRESSION" in (local / "report.md").read_text()

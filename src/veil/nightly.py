@@ -8,6 +8,7 @@ import argparse
 import hashlib
 import json
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -202,6 +203,55 @@ def run_nightly_sweep(spec_path: str, name: str, tracking_uri: str, address: str
     return float(outcome.results.hypervolume)
 
 
+def nightly_history(uri: str, experiment: str, digest: str, limit: int = 60) -> list[tuple[str, dict[str, float]]]:
+    """(date, figures) of the finished nightlies of this suite, oldest first (at most `limit`)."""
+    from veil.tracking.mlflow_run import client
+
+    c = client(uri)
+    exp = c.get_experiment_by_name(experiment)
+    if exp is None:
+        return []
+    runs = c.search_runs(
+        [exp.experiment_id],
+        f"tags.`{NIGHTLY_TAG}` = 'true' and tags.`veil.suite` = '{digest}' and attributes.status = 'FINISHED'",
+        order_by=["attributes.start_time DESC"],
+        max_results=limit,
+    )
+    return [
+        (time.strftime("%m-%d %H:%M", time.localtime(r.info.start_time / 1000)), dict(r.data.metrics))
+        for r in reversed(runs)
+    ]
+
+
+def trend_png(history: list[tuple[str, dict[str, float]]], checks: list[Check], path: Path) -> Path:
+    """One small panel per checked figure across the nightlies (the latest last; a regression in red)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = [c for c in checks if c.checked]
+    cols = min(3, max(1, len(shown)))
+    rows = max(1, -(-len(shown) // cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.6 * rows), squeeze=False)
+    for ax, check in zip(axes.flat, shown):
+        points = [(d, f[check.name]) for d, f in history if check.name in f]
+        xs = list(range(len(points)))
+        ax.plot(xs, [v for _, v in points], marker="o", color="#3366aa")
+        if points:
+            ax.plot(xs[-1], points[-1][1], marker="o", color="#3366aa" if check.ok else "#cc2222", markersize=9)
+        ax.set_xticks(xs, [d for d, _ in points], rotation=45, ha="right", fontsize=7)
+        ax.set_title(check.name + ("" if check.ok else "  REGRESSION"), fontsize=9)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(shown) :]:
+        ax.axis("off")
+    fig.suptitle(f"nightly trend ({len(history)} nightlies of this suite)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def format_checks(checks: list[Check]) -> str:
     lines = ["| figure | now | previous | status |", "|---|---|---|---|"]
     for c in checks:
@@ -226,8 +276,13 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     failed = [c for c in checks if not c.ok]
     parent = TrackedRun(uri, run_id)
     parent.log_text(
-        f"# Nightly {time.strftime('%Y-%m-%d')}\n\nbaseline: {prev_id or 'none'}\n\n{table}\n", "nightly/report.md"
+        f"# Nightly {time.strftime('%Y-%m-%d')}\n\nbaseline: {prev_id or 'none'}\n\n{table}\n\n![trend](trend.png)\n",
+        "nightly/report.md",
     )
+    history = [*nightly_history(uri, suite.experiment, suite.digest), (time.strftime("%m-%d %H:%M"), figures)]
+    with tempfile.TemporaryDirectory() as d:
+        parent.log_file(trend_png(history, checks, Path(d) / "trend.png"), "nightly")
+    parent.log_dict([{"date": day, **f} for day, f in history], "nightly/trend.json")
     parent.set_tags({"veil.baseline": prev_id or "none", "veil.regressions": len(failed)})
     parent.finish()
     print(table)
