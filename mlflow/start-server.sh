@@ -14,5 +14,7 @@ WORKERS="${MLFLOW_WORKERS:-2}"
 mkdir -p "$ROOT" "$ARTIFACTS"
 MLFLOW_BIN="${MLFLOW_BIN:-$(command -v mlflow || echo "$(dirname "$0")/../.venv/bin/mlflow")}"
 echo "MLflow server: backend $BACKEND, artifacts $ARTIFACTS, http://$HOST:$PORT" >&2
-exec "$MLFLOW_BIN" server --backend-store-uri "$BACKEND" --default-artifact-root "$ARTIFACTS" \
+# Artifacts go through the server (--serve-artifacts, runs' artifact root mlflow-artifacts:/): a client on any
+# node uploads to the server, never to a path that would exist only on that node.
+exec "$MLFLOW_BIN" server --backend-store-uri "$BACKEND" --serve-artifacts --artifacts-destination "$ARTIFACTS" \
   --host "$HOST" --port "$PORT" --workers "$WORKERS"

@@ -5,6 +5,7 @@ tracking-URI schemes and unreachable or unwritable tracking stores. Exit 2, the 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,7 @@ from veil.methods.ldp_frl import LDPFRLConfig
 from veil.sizing import check_memory, dataset_terms, model_terms
 from veil.tracking import check_tracking
 
+ROOT = Path(__file__).resolve().parents[1]
 RUN = ["run", "--method", "gpp", "--dataset", "gaussian-correlated", "--quiet"]
 
 
@@ -141,3 +143,22 @@ def test_memory_estimate_counts_federated_nodes_and_user_files(tmp_path):
         check_memory(
             GPPConfig(encoder_hidden=(4,), d_z=2, head_hidden=(2,)), FileParams(), str(csv), False, budget=table // 2
         )
+
+
+def test_a_node_local_store_is_refused_for_work_on_a_cluster(in_tmp, capsys, monkeypatch):
+    """Trials on a Ray cluster log from the node they run on: a sqlite store there is another file. Refused
+    (exit 2, how to start the server) before Ray is joined; a server URI passes; plain local runs keep sqlite."""
+    from veil.platform.cluster import require_shared_store
+
+    (in_tmp / "s.yaml").write_text((ROOT / "sweeps" / "quickstart.yaml").read_text())
+    assert main(["sweep", "s.yaml", "--address", "127.0.0.1:1", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"invalid value for 'the default tracking store': 'sqlite:///{in_tmp}/mlflow.db'" in err
+    assert "bash mlflow/start-server.sh" in err and not (in_tmp / ".veil").exists()
+    assert main([*RUN, "--executor", "ray-train", "--address", "auto"]) == 2
+    assert "a tracking server every node reaches" in capsys.readouterr().err
+    monkeypatch.setenv("RAY_ADDRESS", "auto")
+    with pytest.raises(ValueError, match="node-local|a different file on each node"):
+        require_shared_store(f"sqlite:///{in_tmp}/mlflow.db", None)
+    require_shared_store("http://127.0.0.1:5000", None)
+    require_shared_store(f"sqlite:///{in_tmp}/mlflow.db", "local")

@@ -124,7 +124,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise named_by_flag(e, args) from None
     if args.check:
         return check_run(v)
-    check_run_tracking(spec.tracking_uri, args)
+    # only Ray Train's workers log from other nodes; every other executor logs from this process
+    check_run_tracking(spec.tracking_uri, spec.address if v.executor == "ray-train" else "local", args)
     out = sys.stderr if args.json else sys.stdout
     federated = v.executor == "federated"
     bar: Any = None
@@ -162,11 +163,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def check_run_tracking(uri: str | None, args: argparse.Namespace) -> None:
-    """Refuse an unknown scheme or an unreachable store before the data load, naming where the URI came from."""
+def check_run_tracking(uri: str | None, address: str | None, args: argparse.Namespace) -> None:
+    """Refuse an unknown scheme, an unreachable store, or a node-local store for work on a Ray cluster, before
+    the data load, naming where the URI came from."""
+    from veil.platform.cluster import require_shared_store
     from veil.tracking.mlflow_run import check_tracking, uri_source
 
-    check_tracking(uri, uri_source(args.tracking_uri) if args.tracking_uri or not uri else f"{args.file}: tracking_uri")
+    source = uri_source(args.tracking_uri) if args.tracking_uri or not uri else f"{args.file}: tracking_uri"
+    require_shared_store(check_tracking(uri, source), address, source)
 
 
 def check_run(v: Any) -> int:

@@ -262,13 +262,16 @@ def format_checks(checks: list[Check]) -> str:
 
 
 def cmd_nightly(args: argparse.Namespace) -> int:
-    from veil.tracking import TrackedRun, resolve_tracking_uri
+    from veil.platform.cluster import require_shared_store
+    from veil.tracking import TrackedRun
+    from veil.tracking.mlflow_run import check_tracking, uri_source
 
     suite = load_suite(args.suite)
     if args.check:
         print(f"ok: suite {args.suite}: {len(suite.runs)} runs, {len(suite.sweeps)} sweeps: valid, nothing was run")
         return 0
-    uri = resolve_tracking_uri(args.tracking_uri)
+    uri = check_tracking(args.tracking_uri)
+    require_shared_store(uri, args.address, uri_source(args.tracking_uri))
     prev_id, prev = previous_nightly(uri, suite.experiment, suite.digest)
     run_id, figures = run_suite(suite, uri, args.address)
     checks = compare(figures, prev, suite.tolerances)
