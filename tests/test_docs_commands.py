@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from veil.cli import main
 
@@ -108,7 +109,7 @@ def run_veil(argv: list[str], capsys) -> str:
 
 
 def check(cmd: str, capsys) -> None:
-    argv = shlex.split(cmd, comments=True)
+    argv = [a for a in shlex.split(cmd, comments=True) if a != "&"]
     if argv[0] in (".", "source"):
         makefile = (ROOT / "Makefile").read_text()
         assert argv[1] == ".venv/bin/activate" and "VENV ?= .venv" in makefile and "-m venv $(VENV)" in makefile
@@ -135,6 +136,16 @@ def check(cmd: str, capsys) -> None:
         assert all(f'"{m}:' in pyproject for flag, m in zip(argv, argv[1:]) if flag == "-m")
     elif argv[0] == "veil":
         run_veil(veil_plan(argv[1:]), capsys)
+    elif argv[:3] == ["ray", "job", "submit"]:  # the job's own command is checked as a documented one
+        check(shlex.join(argv[argv.index("--") + 1 :]), capsys)
+    elif argv[0] == "ray" and argv[1] in ("up", "dashboard", "attach"):
+        from ray.autoscaler._private.util import prepare_config, validate_config
+
+        validate_config(prepare_config(yaml.safe_load((ROOT / argv[2]).read_text())))
+    elif argv[0] == "export":
+        assert re.match(r"^[A-Z_]+=\S+$", argv[1]), argv
+    elif argv[0].startswith("deploy/") and argv[0].endswith(".sh"):
+        assert subprocess.run(["bash", "-n", str(ROOT / argv[0])]).returncode == 0
     else:
         pytest.fail(f"no rule for the documented command {cmd!r}: teach tests/test_docs_commands.py how to run it")
 
