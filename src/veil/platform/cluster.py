@@ -20,6 +20,9 @@ def ensure_ray(address: str | None = None, *, log_to_driver: bool | None = None)
 
     if ray.is_initialized():
         return False
+    # Submitted as a Ray job with env_vars of its own (`ray job submit --runtime-env-json ...`), ray.init's
+    # runtime_env would conflict with the job's and fail; this makes Ray combine them (Veil's thread caps win).
+    os.environ.setdefault("RAY_OVERRIDE_JOB_RUNTIME_ENV", "1")
     ray.init(
         address=address or os.environ.get("RAY_ADDRESS") or "local",
         include_dashboard=False,
@@ -66,3 +69,10 @@ def require_shared_store(uri: str, address: str | None, source: str = "--trackin
         "local sqlite or file store would be a different file on each node. Start one on the head with "
         "`bash mlflow/start-server.sh` and pass --tracking-uri http://127.0.0.1:5000 (README, 'Scale out')",
     )
+
+
+def ray_node_id() -> str:
+    """The id of the Ray node this process runs on ('' outside Ray): trials record where they ran."""
+    import ray
+
+    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""

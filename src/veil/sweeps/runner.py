@@ -38,6 +38,7 @@ from veil.sweeps.results import (
     SPEC_ARTIFACT,
     STD_PREFIX,
     TAG_CONFIG,
+    TAG_NODE,
     TAG_NUMBER,
     TAG_ROLE,
     TAG_SEED,
@@ -138,6 +139,7 @@ def run_trial(
     (means over seeds, 'std/<metric>' stds, 'mlflow_run_id'). Raises when a seed crashes or an objective
     is not a finite number; the child run is then FAILED with the error. `number` is the trial's number
     (`trial_number`), tagged so reports number trials as the progress lines do."""
+    from veil.platform.cluster import ray_node_id
     from veil.run import execute, validate
     from veil.tracking.mlflow_run import TrackedRun, experiment_id
 
@@ -150,6 +152,7 @@ def run_trial(
         TAG_ROLE: "trial",
         TAG_CONFIG: json.dumps({k: v for k, v in values.items()}, default=str),
         **({TAG_NUMBER: str(number)} if number is not None else {}),
+        TAG_NODE: ray_node_id(),
     }
     label = " ".join(f"{k.split('.', 1)[1]}={format_value(v)}" for k, v in values.items())
     run_name = f"{sweep}/{trial_id} {label}"[:200]
