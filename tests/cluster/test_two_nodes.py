@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -59,7 +60,7 @@ def answers(url: str) -> bool:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """(env, dashboard URL, tracking URI, tmp): a head and one more node on 127.0.0.1, 1 CPU each, and an MLflow
+    """(env, dashboard URL, tracking URI, tmp, the second node's PIDs): a head and one more node on 127.0.0.1, 1 CPU each, and an MLflow
     server. Ray 2.60 turns token auth on by default; both nodes and the job client share RAY_AUTH_MODE."""
     tmp = tmp_path_factory.mktemp("two-nodes")
     ray_tmp = Path("/tmp") / f"veil2n-{os.getpid()}"  # Ray's socket paths have a length limit
@@ -74,6 +75,12 @@ def cluster(tmp_path_factory):
     env.pop("RAY_ADDRESS", None)
     port, dash, mlflow_port = free_port(), free_port(), free_port()
     sizes = ("--num-cpus=1", f"--memory={1536 * MIB}", f"--object-store-memory={200 * MIB}")
+
+    def own_ports() -> tuple[str, ...]:
+        """Ports of a node's agents: their defaults are fixed, and two nodes on one machine would collide."""
+        flags = ("dashboard-agent-listen-port", "dashboard-agent-grpc-port", "metrics-export-port")
+        return tuple(f"--{f}={free_port()}" for f in (*flags, "runtime-env-agent-port"))
+
     server = None
     try:
         ray_start(
@@ -84,9 +91,13 @@ def cluster(tmp_path_factory):
             "--include-dashboard=true",
             "--dashboard-host=127.0.0.1",
             f"--dashboard-port={dash}",
+            f"--ray-client-server-port={free_port()}",
             *sizes,
+            *own_ports(),
         )
-        ray_start(env, f"--address=127.0.0.1:{port}", *sizes)
+        head_pids = ray_pids(str(ray_tmp))
+        ray_start(env, f"--address=127.0.0.1:{port}", *sizes, *own_ports())
+        worker_pids = ray_pids(str(ray_tmp)) - head_pids  # the second node's raylet and agents
         server = subprocess.Popen(
             ["bash", str(ROOT / "mlflow" / "start-server.sh")],
             env={**env, "MLFLOW_PORT": str(mlflow_port), "MLFLOW_ROOT": str(tmp / "mlflow"), "MLFLOW_WORKERS": "1"},
@@ -97,20 +108,67 @@ def cluster(tmp_path_factory):
         uri = f"http://127.0.0.1:{mlflow_port}"
         wait_for("the tracking server answers /health", lambda: answers(f"{uri}/health"), 120)
         wait_for("the Jobs API answers", lambda: answers(f"http://127.0.0.1:{dash}/api/version"), 60)
-        yield env, f"http://127.0.0.1:{dash}", uri, tmp
+        yield env, f"http://127.0.0.1:{dash}", uri, tmp, worker_pids
     finally:
         if server is not None:
             os.killpg(server.pid, 15)
             server.wait(timeout=30)
         stop_pids(ray_pids(str(ray_tmp)))
+        shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
-def submit(dashboard: str, entrypoint: str, env: dict[str, str], timeout: float = 500) -> tuple[str, str]:
-    """Submit `entrypoint` as a Ray job (the Jobs API, as `ray job submit` does); wait; (status, logs)."""
+def sweep_spec(*, trials: int, epochs: int, experiment: str, n: int = 300, retries: int = 0) -> dict:
+    """A small GPP sweep, one CPU a trial, two at a time: one trial on each node."""
+    return {
+        "method": "gpp",
+        "dataset": "gaussian-correlated",
+        "dataset_params": {"n": n},
+        "params": {"epochs": epochs, "lr": 1.0e-3, "encoder_hidden": [16], "head_hidden": [8], "d_z": 4},
+        "audit": {"epochs": 2, "hidden": [16]},
+        "space": {"beta": {"type": "log", "low": 0.05, "high": 8}},
+        "objectives": [{"metric": "utility_auc", "direction": "max"}, {"metric": "privacy_gap", "direction": "min"}],
+        "reference": {"utility_auc": 0.5, "privacy_gap": 0.5},
+        "sampler": "random",
+        "sampler_seed": 1,
+        "trials": trials,
+        "concurrency": 2,
+        "resources": {"cpus": 1},
+        "retries": retries,
+        "experiment": experiment,
+    }
+
+
+def trial_runs(uri: str, experiment: str, sweep: str) -> list:
+    """The sweep's trial child runs that count (not superseded attempts)."""
+    from mlflow.tracking import MlflowClient
+
+    c = MlflowClient(uri)
+    exp = c.get_experiment_by_name(experiment)
+    if exp is None:
+        return []
+    runs = c.search_runs([exp.experiment_id], f"tags.`{TAG_SWEEP}` = '{sweep}'")
+    return [r for r in runs if r.data.tags.get(TAG_ROLE) == "trial" and TAG_SUPERSEDED not in r.data.tags]
+
+
+def submit(dashboard: str, entrypoint: str, timeout: float = 500, while_running=None) -> tuple[str, str]:
+    """Submit `entrypoint` as a Ray job (the Jobs API, as `ray job submit` does; with env_vars of its own, as users
+    pass them); call `while_running()` until it returns True; wait for the end; (status, logs)."""
     from ray.job_submission import JobStatus, JobSubmissionClient
 
     client = JobSubmissionClient(dashboard)
-    job = client.submit_job(entrypoint=entrypoint, runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}})
+    deadline = time.time() + 90
+    while True:  # the head's job agent registers some seconds after the dashboard answers
+        try:
+            job = client.submit_job(entrypoint=entrypoint, runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}})
+            break
+        except RuntimeError as e:
+            if "No available agent" not in str(e) or time.time() > deadline:
+                raise
+            time.sleep(2)
+    while while_running is not None and not while_running():
+        if client.get_job_status(job) in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED):
+            break
+        time.sleep(1)
     deadline = time.time() + timeout
     while time.time() < deadline:
         status = client.get_job_status(job)
@@ -124,29 +182,14 @@ def submit(dashboard: str, entrypoint: str, env: dict[str, str], timeout: float 
 def test_a_submitted_sweep_runs_on_both_nodes_into_one_server(cluster):
     from mlflow.tracking import MlflowClient
 
-    env, dashboard, uri, tmp = cluster
-    spec = {
-        "method": "gpp",
-        "dataset": "gaussian-correlated",
-        "dataset_params": {"n": 300},
-        "params": {"epochs": 3, "lr": 1.0e-3, "encoder_hidden": [16], "head_hidden": [8], "d_z": 4},
-        "audit": {"epochs": 2, "hidden": [16]},
-        "space": {"beta": {"type": "log", "low": 0.05, "high": 8}},
-        "objectives": [{"metric": "utility_auc", "direction": "max"}, {"metric": "privacy_gap", "direction": "min"}],
-        "reference": {"utility_auc": 0.5, "privacy_gap": 0.5},
-        "sampler": "random",
-        "sampler_seed": 1,
-        "trials": 4,
-        "concurrency": 2,
-        "resources": {"cpus": 1},
-        "experiment": "two-nodes",
-    }
+    env, dashboard, uri, tmp, _ = cluster
+    spec = sweep_spec(trials=4, epochs=3, experiment="two-nodes")
     (tmp / "two.yaml").write_text(yaml.safe_dump(spec))
     cmd = (
         f"{BIN / 'veil'} sweep {tmp / 'two.yaml'} --name two --address auto --tracking-uri {uri} "
         f"--storage {tmp / 'sweeps'} --quiet --json"
     )
-    status, logs = submit(dashboard, cmd, env)
+    status, logs = submit(dashboard, cmd)
     assert status == "SUCCEEDED", logs[-4000:]
     summary = json.loads(logs.strip().splitlines()[-1])
     assert summary["trials"] == 4 and summary["finished"] == 4
@@ -163,3 +206,46 @@ def test_a_submitted_sweep_runs_on_both_nodes_into_one_server(cluster):
         assert r.info.artifact_uri.startswith("mlflow-artifacts:/")
         report = json.loads(Path(c.download_artifacts(r.info.run_id, "audit/report.json", str(tmp / "dl"))).read_text())
         assert {s["label"] for s in report["scores"]} == {"u", "s"}, report
+
+
+def test_a_node_removed_mid_sweep_has_its_trial_retried_elsewhere(cluster):
+    """Kill the second node (its raylet and agents, SIGKILL) while one of its trials runs: Tune retries the trial
+    on the head (`retries`), the sweep succeeds, and every trial is recorded exactly once (the cut-off attempt is
+    superseded and KILLED, never left RUNNING). Runs last: the cluster has one node afterwards."""
+    from mlflow.tracking import MlflowClient
+
+    env, dashboard, uri, tmp, worker_pids = cluster
+    (tmp / "removed.yaml").write_text(
+        yaml.safe_dump(sweep_spec(trials=3, epochs=60, n=1500, retries=2, experiment="removed"))
+    )
+    cmd = (
+        f"{BIN / 'veil'} sweep {tmp / 'removed.yaml'} --name removed --address auto --tracking-uri {uri} "
+        f"--storage {tmp / 'sweeps'} --quiet --json"
+    )
+    nodes_at_start = {r.data.tags[TAG_NODE] for r in trial_runs(uri, "two-nodes", "two")}
+    killed: dict[str, str] = {}
+
+    def kill_the_second_node_once_it_trains() -> bool:
+        running = [r for r in trial_runs(uri, "removed", "removed") if r.info.status == "RUNNING"]
+        if len({r.data.tags[TAG_NODE] for r in running}) < 2:
+            return False  # wait until both nodes run a trial: the second node's is then cut off
+        stop_pids(worker_pids)
+        killed.update({r.data.tags[TAG_TRIAL]: r.data.tags[TAG_NODE] for r in running})
+        return True
+
+    status, logs = submit(dashboard, cmd, timeout=600, while_running=kill_the_second_node_once_it_trains)
+    assert killed, "both nodes never ran a trial at once"
+    assert status == "SUCCEEDED", logs[-4000:]
+    assert len(nodes_at_start) == 2
+    trials = trial_runs(uri, "removed", "removed")
+    assert sorted(r.data.tags[TAG_TRIAL] for r in trials) == sorted({r.data.tags[TAG_TRIAL] for r in trials})
+    assert len(trials) == 3 and all(r.info.status == "FINISHED" for r in trials)
+    c = MlflowClient(uri)
+    everything = c.search_runs([c.get_experiment_by_name("removed").experiment_id], "")
+    assert not [r.info.run_id for r in everything if r.info.status == "RUNNING"]
+    retried = [
+        r
+        for r in trials
+        if r.data.tags[TAG_TRIAL] in killed and killed[r.data.tags[TAG_TRIAL]] != r.data.tags[TAG_NODE]
+    ]
+    assert retried, (killed, [(r.data.tags[TAG_TRIAL], r.data.tags[TAG_NODE]) for r in trials])
