@@ -1,4 +1,4 @@
-"""The `veil` command: run | methods | datasets | sweep | report | resume | nightly | ui."""
+"""The `veil` command: run | methods | datasets | sweep | report | resume | nightly | ui | sync."""
 
 from __future__ import annotations
 
@@ -166,7 +166,12 @@ def check_run_tracking(uri: str | None, args: argparse.Namespace) -> None:
     """Refuse an unknown scheme or an unreachable store before the data load, naming where the URI came from."""
     from veil.tracking.mlflow_run import check_tracking, uri_source
 
-    check_tracking(uri, uri_source(args.tracking_uri) if args.tracking_uri or not uri else f"{args.file}: tracking_uri")
+    resolved = check_tracking(
+        uri, uri_source(args.tracking_uri) if args.tracking_uri or not uri else f"{args.file}: tracking_uri"
+    )
+    from veil.tracking.sync import recover
+
+    recover(resolved, "veil run")
 
 
 def check_run(v: Any) -> int:
@@ -367,7 +372,7 @@ def _optional_command_modules() -> list[Any]:
     import importlib
 
     mods = []
-    for name in ("veil.sweeps.commands", "veil.nightly"):
+    for name in ("veil.sweeps.commands", "veil.nightly", "veil.tracking.sync"):
         try:
             mods.append(importlib.import_module(name))
         except ModuleNotFoundError as e:

@@ -575,6 +575,7 @@ def run_sweep(
     import dataclasses
 
     from veil.tracking.mlflow_run import TrackedRun, check_tracking
+    from veil.tracking.sync import recover
 
     if trials is not None:
         if spec.sampler == "grid" and trials != spec.trials:
@@ -592,6 +593,7 @@ def run_sweep(
     if exp_dir.exists():
         raise ConfigError("--name", name, f"a new sweep name: {exp_dir} exists (continue it with `veil resume {name}`)")
     uri = check_tracking(tracking_uri)
+    recover(uri, "veil sweep")
     check_dataset_labels(spec)
     t0 = time.time()
     tune_defaults()
