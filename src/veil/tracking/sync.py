@@ -268,7 +268,9 @@ def print_table(rows: list[Synced], reaped: list[tuple[str, str]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(soft_wrap=False)
+    console = Console()
+    if not console.is_terminal:  # a pipe or a file: full run ids and URIs, not cells wrapped at 80 columns
+        console = Console(width=240)
     if not rows and not reaped:
         console.print("nothing to sync: no pending journal and no stale RUNNING run")
         return
