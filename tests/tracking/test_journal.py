@@ -6,6 +6,7 @@ a journal or a RUNNING run whose process ended without closing it ends KILLED.""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import pytest
 
 from veil.tracking import TrackedRun, client
 from veil.tracking.journal import LATE_TAG, Journal, apply, pending
-from veil.tracking.sync import reap_stale, replay, sync
+from veil.tracking.sync import reap_stale, recover, replay, sync
 
 
 @pytest.fixture(scope="module")
@@ -162,3 +163,21 @@ def test_half_written_entries_are_never_read(stores):
     (j.path / ".ops.jsonl.dead.tmp").write_text('{"op": "metr')  # a writer killed mid-write leaves only this
     (j.path.parent / f".new-{run_id}x-dead").mkdir()  # ... or a journal directory never renamed into place
     assert [op["op"] for op in j.ops()] == ["metrics"] and [p.run_id for p in pending()] == [run_id]
+
+
+def test_the_next_run_replays_and_closes_runs_at_its_first_contact(stores, capsys):
+    store, _ = stores
+    run_id = TrackedRun.start(store, "j", "journaled").run_id
+    j = Journal.create(run_id, {"tracking_uri": store, "host": socket.gethostname(), "pid": os.getpid()})
+    j.append({"op": "metrics", "metrics": [["loss", 0.5, 1000, 0]]})
+    j.append({"op": "end", "status": "FINISHED", "time": 2000})  # closed: replayed although its writer lives
+    stale = TrackedRun.start(store, "j", "stale")
+    client(store).set_tag(stale.run_id, "veil.pid", str(dead_pid()))
+    capsys.readouterr()
+    synced, reaped = recover(store, "veil run")  # what `veil run` and `veil sweep` call once the store answers
+    assert [s.run_id for s in synced] == [run_id] and reaped == [stale.run_id]
+    err = capsys.readouterr().err
+    assert f"replayed 1 journaled run(s) to {store}" in err and "marked 1 run(s) KILLED" in err
+    assert client(store).get_run(run_id).info.status == "FINISHED"
+    assert "(found by veil run)" in client(store).get_run(stale.run_id).data.tags["error"]
+    assert recover(store, "veil run") == ([], [])  # nothing pending: one directory listing and one search

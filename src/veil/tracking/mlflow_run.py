@@ -256,8 +256,8 @@ class TrackedRun:
         all_tags = {**dict(tags or {}), **journal.process_tags()}
         if parent_run_id:
             all_tags[PARENT_TAG] = parent_run_id
-        if parent_run_id and journal.Journal.find(parent_run_id) is not None:  # parent journaled: so is its child
-            return cls._start_offline(uri, experiment, run_name, all_tags, "its parent run is journaled")
+        if parent_run_id and parent_run_id.startswith(journal.OFFLINE_PREFIX):  # the server has no such parent yet
+            return cls._start_offline(uri, experiment, run_name, all_tags, "its parent run was started offline")
         try:
             exp_id = experiment_id(uri, experiment)
             run = client(uri).create_run(exp_id, tags=all_tags, run_name=run_name)

@@ -30,7 +30,7 @@ from veil.tracking.journal import (
     remember_id,
     remote,
 )
-from veil.tracking.mlflow_run import PARENT_TAG, absolute_uri, client, experiment_id, health_problem
+from veil.tracking.mlflow_run import PARENT_TAG, absolute_uri, client, experiment_id, health_problem, local_store
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -253,8 +253,9 @@ def cmd_sync(args: argparse.Namespace) -> int:
     stores |= {r.tracking_uri for r in rows if r.result == "synced"}
     reaped: list[tuple[str, str]] = []
     for store in sorted(stores):
-        if remote(store) and health_problem(store):
-            continue
+        db = local_store(store)
+        if (remote(store) and health_problem(store)) or (db is not None and not db.exists()):
+            continue  # a server still away, or no local store here (sync never creates one)
         try:
             reaped += [(store, run_id) for run_id in reap_stale(store, "veil sync")]
         except Exception as e:  # noqa: BLE001 (a store that does not answer; the journals were the point)
@@ -266,6 +267,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
 def print_table(rows: list[Synced], reaped: list[tuple[str, str]]) -> None:
     """What `veil sync` did, as a table (or one line when there was nothing to do)."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
@@ -279,9 +281,10 @@ def print_table(rows: list[Synced], reaped: list[tuple[str, str]]) -> None:
         table.add_column(name, justify="right" if name in ("params", "metrics", "tags", "artifacts") else "left")
     for r in rows:
         result = r.result + (f" ({'; '.join(r.notes)})" if r.notes else "")
+        result = escape(result)
         table.add_row(
             r.run_id,
-            r.tracking_uri,
+            escape(r.tracking_uri),
             r.status or "-",
             str(r.params),
             str(r.metrics),
@@ -290,5 +293,7 @@ def print_table(rows: list[Synced], reaped: list[tuple[str, str]]) -> None:
             result if r.ok else f"[red]{result}[/red]",
         )
     for store, run_id in reaped:
-        table.add_row(run_id, store, "KILLED", "", "", "", "", "stale RUNNING run closed (its process had ended)")
+        table.add_row(
+            run_id, escape(store), "KILLED", "", "", "", "", "stale RUNNING run closed (its process had ended)"
+        )
     console.print(table)
