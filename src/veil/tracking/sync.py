@@ -204,6 +204,9 @@ def recover(uri: str, found_by: str) -> tuple[list[Synced], list[str]]:
     Never fails the command that calls it: a problem is printed and the command goes on."""
     synced: list[Synced] = []
     reaped: list[str] = []
+    db = local_store(uri)
+    if db is not None and not db.exists():
+        return synced, reaped  # a local store not created yet: nothing to recover, and nothing is created here
     try:
         synced = sync(uri, found_by=found_by)
         reaped = reap_stale(uri, found_by)
