@@ -4,6 +4,7 @@ was SIGKILLed: real `veil run` processes, a real `mlflow server` this test kills
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -17,17 +18,24 @@ from mlflow.tracking import MlflowClient
 from veil.cli import main
 from veil.tracking.journal import Journal, pending
 
-EPOCHS = 40
+EPOCHS = 15
 # small nets on 300 training rows: ~0.2-1 s per epoch here, so training is still going when the first metric shows
 RUN = ["run", "-m", "gpp", "-d", "gaussian-quadrant", "-p", "n=400", "--set", f"epochs={EPOCHS}"]
 RUN += ["--set", "encoder_hidden=[16]", "--set", "head_hidden=[8]", "--set", "audit.epochs=2", "--quiet"]
 
 
 def start_run(cwd: Path, *args: str) -> subprocess.Popen[str]:
-    """`veil run` in a new process, its stderr in cwd/stderr.txt."""
+    """`veil run` in a new process with Veil's own MLflow HTTP retries (none of this test's), its stderr in
+    cwd/stderr.txt."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_HTTP_REQUEST_")}
     with open(cwd / "stderr.txt", "w") as err:
         return subprocess.Popen(
-            [sys.executable, "-m", "veil.cli", *RUN, *args], cwd=cwd, stdout=subprocess.PIPE, stderr=err, text=True
+            [sys.executable, "-m", "veil.cli", *RUN, *args],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
         )
 
 
@@ -60,7 +68,6 @@ def test_server_killed_mid_run_journal_then_sync(own_mlflow_server, tmp_path, mo
     finally:
         proc.kill()
     exited_after = time.time() - killed_at
-    print(f"exit {exited_after:.1f} s after the kill")
     err = (tmp_path / "stderr.txt").read_text()
     assert proc.returncode == 0, err[-3000:]
     assert json.loads(out.strip().splitlines()[-1])["run_id"] == run_id
@@ -69,15 +76,15 @@ def test_server_killed_mid_run_journal_then_sync(own_mlflow_server, tmp_path, mo
     j = Journal.find(run_id, tmp_path / ".veil" / "journal")
     assert j is not None and j.closed()
     # the drop was noticed within seconds: one epoch plus MLflow's 2 short retries (not ~249 s per call)
-    print(f"journal opened {j.meta()['created'] - killed_at:.1f} s after the kill")
-    assert j.meta()["created"] - killed_at < 30
+    noticed = j.meta()["created"] - killed_at
+    assert noticed < 30, f"the journal was opened {noticed:.1f} s after the kill"
     ops = j.ops()
     journaled = [m for op in ops if op["op"] == "metrics" for m in op["metrics"]]
     assert {"loss/encoder", "utility_auc", "adversary_auc"} <= {m[0] for m in journaled}
     arts = {f"{op['dir']}/{Path(f).name}" for op in ops if op["op"] == "artifact" for f in op["files"]}
     assert {"audit/report.json", "model/state.pt", "model/config.json"} <= arts
     assert ops[-1]["op"] == "end" and ops[-1]["status"] == "FINISHED"
-    assert exited_after < 240  # the remaining epochs and the audit, then exit 0; nothing stalls
+    assert exited_after < 240, f"exit {exited_after:.0f} s after the kill"  # the remaining epochs and the audit
 
     server.start()
     assert c.get_run(run_id).info.status == "RUNNING"  # the server knows only what came before the drop

@@ -212,7 +212,7 @@ def _say_dropped(uri: str, run_id: str, path: Path, why: BaseException | str) ->
     if uri in _dropped_said:
         return
     _dropped_said.add(uri)
-    reason = str(why).splitlines()[0][:200] if str(why) else type(why).__name__
+    reason = _short_reason(why)
     print(
         f"[veil] warning: the tracking server {uri} stopped answering ({reason}); run {run_id} goes on and its "
         f"remaining params, metrics, artifacts and status are kept in the journal {path}. `veil sync` replays "
@@ -220,6 +220,15 @@ def _say_dropped(uri: str, run_id: str, path: Path, why: BaseException | str) ->
         file=sys.stderr,
         flush=True,
     )
+
+
+def _short_reason(why: BaseException | str) -> str:
+    """The gist of a failed MLflow request ('connection refused', 'timed out'), not its 500-character text."""
+    text = str(why)
+    for needle, gist in (("Connection refused", "connection refused"), ("imed out", "timed out")):
+        if needle in text:
+            return gist
+    return text.splitlines()[0][:160] if text else type(why).__name__
 
 
 def _metric_value(v: Any) -> float | None:
