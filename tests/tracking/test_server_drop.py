@@ -55,6 +55,7 @@ def first_epoch_logged(c: MlflowClient, proc: subprocess.Popen[str], timeout: fl
     raise AssertionError(f"no epoch logged within {timeout:g} s")
 
 
+@pytest.mark.slow  # two `mlflow server` starts (~15-50 s each here) around a 15-epoch run
 def test_server_killed_mid_run_journal_then_sync(own_mlflow_server, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # this test's own client: no retries on a dead server
     server = own_mlflow_server
