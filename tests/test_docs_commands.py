@@ -4,7 +4,7 @@ Commands come from fenced shell blocks (```bash / sh / shell / console) and from
 `veil `, `make `, `python ` or `pytest `. Cheap ones run as written; the rest are checked as far as they go
 without starting the work they describe:
 - `veil run` / `veil sweep` / `veil nightly`: with `--check` (every parameter validated; `run` also loads the data).
-- `veil resume` / `report` / `ui`, `veil datasets fetch` / `verify`, and `partition` of a real dataset (they need
+- `veil resume` / `report` / `ui` / `sync`, `veil datasets fetch` / `verify`, and `partition` of a real dataset (they need
   a sweep, a server or the network): their `--help`. So does a synopsis (`veil sweep SPEC [--name NAME]`).
 - `make TARGET`: `make -n TARGET` succeeds, and every `veil` command its recipe runs is checked as above.
 - `. .venv/bin/activate`: the environment the Makefile creates is that one.
@@ -88,7 +88,7 @@ def veil_plan(args: list[str]) -> list[str]:
         return [*(p for p in path if "/" not in p), "--help"]
     if path[0] in ("run", "sweep", "nightly"):
         return [*args, "--check"]
-    if path[0] in ("resume", "report", "ui") or path[:2] in (["datasets", "fetch"], ["datasets", "verify"]):
+    if path[0] in ("resume", "report", "ui", "sync") or path[:2] in (["datasets", "fetch"], ["datasets", "verify"]):
         return [*path, "--help"]
     if path[:2] == ["datasets", "partition"]:
         from veil.datasets.registry import get_dataset_entry

@@ -1,4 +1,4 @@
-"""The `veil` command: run | methods | datasets | sweep | report | resume | nightly | ui."""
+"""The `veil` command: run | methods | datasets | sweep | report | resume | nightly | ui | sync."""
 
 from __future__ import annotations
 
@@ -169,8 +169,12 @@ def check_run_tracking(uri: str | None, address: str | None, args: argparse.Name
     from veil.platform.cluster import require_shared_store
     from veil.tracking.mlflow_run import check_tracking, uri_source
 
+    from veil.tracking.sync import recover
+
     source = uri_source(args.tracking_uri) if args.tracking_uri or not uri else f"{args.file}: tracking_uri"
-    require_shared_store(check_tracking(uri, source), address, source)
+    resolved = check_tracking(uri, source)
+    require_shared_store(resolved, address, source)
+    recover(resolved, "veil run")
 
 
 def check_run(v: Any) -> int:
@@ -371,7 +375,7 @@ def _optional_command_modules() -> list[Any]:
     import importlib
 
     mods = []
-    for name in ("veil.sweeps.commands", "veil.nightly"):
+    for name in ("veil.sweeps.commands", "veil.nightly", "veil.tracking.sync"):
         try:
             mods.append(importlib.import_module(name))
         except ModuleNotFoundError as e:

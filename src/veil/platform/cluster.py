@@ -6,6 +6,7 @@ import os
 
 from veil import signals
 from veil.console import verbose
+from veil.tracking.journal import journal_env
 
 THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 """Ray workers get one BLAS/OpenMP thread each, so concurrent trials and actors do not oversubscribe cores."""
@@ -28,7 +29,7 @@ def ensure_ray(address: str | None = None, *, log_to_driver: bool | None = None)
         include_dashboard=False,
         configure_logging=False,
         log_to_driver=verbose() if log_to_driver is None else log_to_driver,
-        runtime_env={"env_vars": dict(THREAD_ENV)},
+        runtime_env={"env_vars": {**THREAD_ENV, **journal_env()}},  # workers journal where the driver does
     )
     signals.reinstall()  # ray.init makes SIGTERM exit the driver at once, with no cleanup
     return True

@@ -579,6 +579,7 @@ def run_sweep(
 
     from veil.platform.cluster import require_shared_store
     from veil.tracking.mlflow_run import TrackedRun, check_tracking, uri_source
+    from veil.tracking.sync import recover
 
     if trials is not None:
         if spec.sampler == "grid" and trials != spec.trials:
@@ -597,6 +598,7 @@ def run_sweep(
         raise ConfigError("--name", name, f"a new sweep name: {exp_dir} exists (continue it with `veil resume {name}`)")
     uri = check_tracking(tracking_uri)
     require_shared_store(uri, address, uri_source(tracking_uri))
+    recover(uri, "veil sweep")
     check_dataset_labels(spec)
     t0 = time.time()
     tune_defaults()

@@ -10,6 +10,7 @@ import json
 import math
 import os
 import socket
+import sys
 import tempfile
 import time
 import urllib.error
@@ -19,6 +20,8 @@ from typing import TYPE_CHECKING, Any, Literal, Mapping
 from urllib.parse import urlsplit
 
 from veil.errors import ConfigError, TrackingUnavailable
+from veil.tracking import journal
+from veil.tracking.journal import Journal
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -166,6 +169,7 @@ def client(uri: str) -> MlflowClient:
     """The one place Veil builds an `MlflowClient` (explicit tracking URI, no fluent global state)."""
     from mlflow.tracking import MlflowClient
 
+    journal.set_http_defaults()
     if uri.startswith("sqlite:///") and uri not in _schema_ready:
         _open_store_once(uri)
     return MlflowClient(tracking_uri=uri)
@@ -201,6 +205,40 @@ def experiment_id(uri: str, name: str) -> str:
         return exp.experiment_id
 
 
+def _artifact_dir(artifact_file: str) -> str | None:
+    """The artifact directory of `artifact_file` ('audit' for 'audit/report.json'), None at the top."""
+    parent = Path(artifact_file).parent
+    return None if parent == Path(".") else str(parent)
+
+
+_dropped_said: set[str] = set()
+
+
+def _say_dropped(uri: str, run_id: str, path: Path, why: BaseException | str) -> None:
+    """Tell the console once per process and server that the server dropped, where the journal is and what
+    replays it."""
+    if uri in _dropped_said:
+        return
+    _dropped_said.add(uri)
+    reason = _short_reason(why)
+    print(
+        f"[veil] warning: the tracking server {uri} stopped answering ({reason}); run {run_id} goes on and its "
+        f"remaining params, metrics, artifacts and status are kept in the journal {path}. `veil sync` replays "
+        "them once the server is back (the next `veil run` or `veil sweep` does it too).",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _short_reason(why: BaseException | str) -> str:
+    """The gist of a failed MLflow request ('connection refused', 'timed out'), not its 500-character text."""
+    text = str(why)
+    for needle, gist in (("Connection refused", "connection refused"), ("imed out", "timed out")):
+        if needle in text:
+            return gist
+    return text.splitlines()[0][:160] if text else type(why).__name__
+
+
 def _metric_value(v: Any) -> float | None:
     try:
         f = float(v)
@@ -210,11 +248,15 @@ def _metric_value(v: Any) -> float | None:
 
 
 class TrackedRun:
-    """One MLflow run: batched params/metrics/tags, artifacts from memory, a terminal status."""
+    """One MLflow run: batched params/metrics/tags, artifacts from memory, a terminal status. When its tracking
+    server stops answering, this call and every later one go to the run's local journal
+    (`veil.tracking.journal`), replayed by `veil sync`; the run goes on."""
 
-    def __init__(self, tracking_uri: str, run_id: str) -> None:
+    def __init__(self, tracking_uri: str, run_id: str, experiment_id: str | None = None) -> None:
         self.tracking_uri, self.run_id = tracking_uri, run_id
         self.client = client(tracking_uri)
+        self._experiment_id = experiment_id
+        self._journal: Journal | None = None
 
     @classmethod
     def start(
@@ -225,46 +267,108 @@ class TrackedRun:
         parent_run_id: str | None = None,
         tags: Mapping[str, str] | None = None,
     ) -> "TrackedRun":
+        """A new run, tagged with this process (host, pid, its start time) so a later command can tell when the
+        process ended without closing it. A server that is away already gets the run from the journal."""
         uri = resolve_tracking_uri(tracking_uri)
-        exp_id = experiment_id(uri, experiment)
-        all_tags = dict(tags or {})
+        all_tags = {**dict(tags or {}), **journal.process_tags()}
         if parent_run_id:
             all_tags[PARENT_TAG] = parent_run_id
-        run = client(uri).create_run(exp_id, tags=all_tags, run_name=run_name)
-        return cls(uri, run.info.run_id)
+        if parent_run_id and parent_run_id.startswith(journal.OFFLINE_PREFIX):  # the server has no such parent yet
+            return cls._start_offline(uri, experiment, run_name, all_tags, "its parent run was started offline")
+        try:
+            exp_id = experiment_id(uri, experiment)
+            run = client(uri).create_run(exp_id, tags=all_tags, run_name=run_name)
+        except Exception as e:
+            if not (journal.remote(uri) and journal.unavailable(e)):
+                raise
+            return cls._start_offline(uri, experiment, run_name, all_tags, e)
+        return cls(uri, run.info.run_id, exp_id)
+
+    @classmethod
+    def _start_offline(
+        cls, uri: str, experiment: str, run_name: str | None, tags: Mapping[str, str], why: BaseException | str
+    ) -> "TrackedRun":
+        """A run that exists only in its journal until `veil sync` creates it on the server."""
+        run = cls(uri, journal.new_offline_id(), "")
+        start = {"experiment": experiment, "run_name": run_name, "tags": dict(tags), "time": journal.now_ms()}
+        run._open_journal(why, start=start)
+        return run
 
     @property
     def experiment_id(self) -> str:
-        return self.client.get_run(self.run_id).info.experiment_id
+        if self._experiment_id is None:
+            j = self._active_journal()
+            if j is not None:
+                return str(j.meta().get("experiment_id") or "")
+            self._experiment_id = self.client.get_run(self.run_id).info.experiment_id
+        return self._experiment_id
+
+    @property
+    def journal(self) -> Journal | None:
+        """The run's local journal, once the server dropped."""
+        return self._active_journal()
+
+    def _active_journal(self) -> Journal | None:
+        """The journal this run writes to: opened here or by another process of the run (a Ray Train worker);
+        None again once `veil sync` replayed a closed one."""
+        if self._journal is None or not self._journal.exists():
+            self._journal = journal.Journal.find(self.run_id)
+        return self._journal
+
+    def _open_journal(self, why: BaseException | str, start: Mapping[str, Any] | None = None) -> Journal:
+        meta = {
+            "tracking_uri": self.tracking_uri,
+            "experiment_id": self._experiment_id,
+            "created": time.time(),
+            "dropped_because": str(why)[:1000],
+            **{k.split(".", 1)[1]: v for k, v in journal.process_tags().items()},
+            **({"start": dict(start)} if start else {}),
+        }
+        self._journal = journal.Journal.create(self.run_id, meta)
+        _say_dropped(self.tracking_uri, self.run_id, self._journal.path, why)
+        return self._journal
+
+    def _record(self, op: Mapping[str, Any], files: Mapping[str, Path] | None = None) -> None:
+        """Send one call to the server, or to the journal once the server has dropped."""
+        j = self._active_journal()
+        if j is None:
+            try:
+                journal.apply(self.client, self.run_id, {**op, "sources": [str(p) for p in (files or {}).values()]})
+                return
+            except Exception as e:
+                if not (journal.remote(self.tracking_uri) and journal.unavailable(e)):
+                    raise
+                j = self._open_journal(e)
+        j.append(op, files)
 
     def log_params(self, params: Mapping[str, Any]) -> None:
-        from mlflow.entities import Param
-
-        items = [Param(k, json.dumps(v) if isinstance(v, (list, dict)) else str(v)) for k, v in params.items()]
-        for i in range(0, len(items), 100):  # MLflow caps a batch at 100 params
-            self.client.log_batch(self.run_id, params=items[i : i + 100])
+        self._record(
+            {
+                "op": "params",
+                "params": {k: json.dumps(v) if isinstance(v, (list, dict)) else str(v) for k, v in params.items()},
+            }
+        )
 
     def log_metrics(self, metrics: Mapping[str, Any], step: int = 0) -> None:
-        from mlflow.entities import Metric
-
         now = int(time.time() * 1000)
-        items = [Metric(k, val, now, step) for k, v in metrics.items() if (val := _metric_value(v)) is not None]
-        for i in range(0, len(items), 1000):
-            self.client.log_batch(self.run_id, metrics=items[i : i + 1000])
+        items = [[k, val, now, step] for k, v in metrics.items() if (val := _metric_value(v)) is not None]
+        if items:
+            self._record({"op": "metrics", "metrics": items})
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
-        from mlflow.entities import RunTag
-
-        self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+        self._record({"op": "tags", "tags": {k: str(v) for k, v in tags.items()}})
 
     def log_text(self, text: str, artifact_file: str) -> None:
-        self.client.log_text(self.run_id, text, artifact_file)
+        with tempfile.TemporaryDirectory() as d:
+            p = Path(d) / Path(artifact_file).name
+            p.write_text(text, encoding="utf-8")
+            self.log_file(p, _artifact_dir(artifact_file))
 
     def log_dict(self, obj: Any, artifact_file: str) -> None:
-        self.client.log_text(self.run_id, json.dumps(obj, indent=2, default=str), artifact_file)
+        self.log_text(json.dumps(obj, indent=2, default=str), artifact_file)
 
     def log_file(self, path: str | Path, artifact_path: str | None = None) -> None:
-        self.client.log_artifact(self.run_id, str(path), artifact_path)
+        self._record({"op": "artifact", "dir": artifact_path}, {Path(path).name: Path(path)})
 
     def log_torch_state(self, state: Mapping[str, Any], artifact_file: str) -> None:
         import torch
@@ -272,10 +376,10 @@ class TrackedRun:
         with tempfile.TemporaryDirectory() as d:
             p = Path(d) / Path(artifact_file).name
             torch.save(dict(state), p)
-            self.log_file(p, str(Path(artifact_file).parent) if Path(artifact_file).parent != Path(".") else None)
+            self.log_file(p, _artifact_dir(artifact_file))
 
     def finish(self, status: str = "FINISHED") -> None:
-        self.client.set_terminated(self.run_id, status=status)
+        self._record({"op": "end", "status": status, "time": int(time.time() * 1000)})
 
     def __enter__(self) -> "TrackedRun":
         return self
