@@ -168,7 +168,6 @@ def check_run_tracking(uri: str | None, address: str | None, args: argparse.Name
     the data load, naming where the URI came from."""
     from veil.platform.cluster import require_shared_store
     from veil.tracking.mlflow_run import check_tracking, uri_source
-
     from veil.tracking.sync import recover
 
     source = uri_source(args.tracking_uri) if args.tracking_uri or not uri else f"{args.file}: tracking_uri"
