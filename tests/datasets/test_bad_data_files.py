@@ -10,6 +10,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from veil.cli import main
 from veil.datasets import load_dataset
@@ -125,11 +126,11 @@ def test_thresholds_follow_the_test_fraction(tmp_path, cache):
 
 def test_cache_built_before_the_checks_is_not_reused(tmp_path, cache):
     """The file's cache key carries the checks' version, so a file cached by an older Veil is checked again."""
-    from veil.datasets.files import CHECKS_VERSION, file_entry
+    from veil.datasets.files import CHECKS_VERSION, FileParams, file_entry
 
     p = tmp_path / "f.csv"
     table().to_csv(p, index=False)
-    assert file_entry(str(p)).fingerprint().startswith(f"checks{CHECKS_VERSION}-")  # type: ignore[misc]
+    assert file_entry(str(p)).fingerprint(FileParams()).startswith(f"checks{CHECKS_VERSION}-")  # type: ignore[misc]
 
 
 def test_large_finite_values_standardise_without_overflow(tmp_path, cache):
@@ -137,3 +138,18 @@ def test_large_finite_values_standardise_without_overflow(tmp_path, cache):
     table(a=np.linspace(-3e38, 3e38, 60)).to_csv(p, index=False)
     ds = load_dataset(str(p), {"utility": "y", "sensitive": "s"}, use_cache=False)
     assert np.isfinite(ds.train.x).all() and abs(float(ds.train.x[:, 0].std()) - 1) < 1e-3
+
+
+def test_an_edited_card_is_checked_again_not_read_from_the_cache(tmp_path, cache):
+    """Found by fuzzing: the card was not part of the cache key, so a card made wrong after a first load
+    still gave the cached dataset."""
+    p, card = tmp_path / "f.csv", tmp_path / "card.yaml"
+    table().to_csv(p, index=False)
+    columns = [{"name": c, "type": "numeric"} for c in "ab"] + [{"name": c, "type": "integer"} for c in "ys"]
+    labels = {"utility": {"y": {"column": "y"}}, "sensitive": {"s": {"column": "s"}}}
+    card.write_text(yaml.safe_dump({"schema": {"columns": columns}, "labels": labels}))
+    assert load_dataset(str(p), {"card": str(card)}).utility_names == ("y",)
+    columns[2]["values"] = [0]
+    card.write_text(yaml.safe_dump({"schema": {"columns": columns}, "labels": labels}))
+    with pytest.raises(DataError, match=r"column 'y' has value '1', not one of \['0'\]"):
+        load_dataset(str(p), {"card": str(card)})

@@ -86,11 +86,14 @@ def file_sha256(path: Path) -> str:
 def file_entry(path: str) -> DatasetEntry:
     """A registry entry for the user's file at `path` (not added to DATASETS)."""
 
-    def fingerprint() -> str:
+    def fingerprint(params: FileParams) -> str:
+        """The file's digest, and its card's: a card edited since the last load rebuilds the dataset."""
         p = Path(path).expanduser()
         if not p.is_file():
             raise DataError(f"{path}: no such file")
-        return f"checks{CHECKS_VERSION}-{file_sha256(p)[:16]}"
+        card = Path(params.card).expanduser() if params.card else None
+        card_digest = f"-card-{file_sha256(card)[:16]}" if card is not None and card.is_file() else ""
+        return f"checks{CHECKS_VERSION}-{file_sha256(p)[:16]}{card_digest}"
 
     return DatasetEntry(path, FileParams, lambda p: load_file(path, p), f"user file {path}", "file", fingerprint)
 
@@ -294,7 +297,7 @@ def check_split_sizes(n: int, n_train: int, n_test: int, test_fraction: float, s
         return
     need = math.ceil(max(MIN_SIDE_ROWS / test_fraction, MIN_SIDE_ROWS / (1 - test_fraction)) - 1e-9)
     raise DataError(
-        f"{source}: {n} row{'s' * (n != 1)} are too few: the train/test split (test_fraction={test_fraction:g}) "
+        f"{source}: {n} row{'s are' if n != 1 else ' is'} too few: the train/test split (test_fraction={test_fraction:g}) "
         f"leaves {n_train} train and {n_test} test rows, and each side needs at least {MIN_SIDE_ROWS} (the audit "
         f"trains fresh probes on the train rows and scores accuracy and AUC on the test rows); at this "
         f"test_fraction the file needs at least {need} rows"
