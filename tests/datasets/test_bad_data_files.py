@@ -114,6 +114,13 @@ def test_split_leaving_one_class_on_a_side(tmp_path, cache):
         load_dataset(str(p), {"utility": "y", "sensitive": "s", "seed": seed}, use_cache=False)
 
 
+def test_nested_parquet_cells_are_refused(tmp_path, cache):
+    p = tmp_path / "nested.parquet"
+    table(b=[[i, i + 1] for i in range(60)]).to_parquet(p)
+    with pytest.raises(DataError, match=r"column 'b' holds ndarray values \(e.g. \[0, 1\] at data row 1 \(and 59"):
+        load_dataset(str(p), {"utility": "y", "sensitive": "s"}, use_cache=False)
+
+
 def test_thresholds_follow_the_test_fraction(tmp_path, cache):
     assert [min_class_rows(f) for f in (0.25, 0.5, 0.1, 0.9)] == [8, 4, 20, 20]
     p = tmp_path / "f.csv"

@@ -111,7 +111,7 @@ ODD_CELLS = [np.nan, np.inf, -np.inf, 1e308, -1e300, 2**70, "", " ", "🙂", "�
 COLUMN_NAMES = ["a", "b", "y", "s", "🙂", "名前", "", " x ", "a.1", "Unnamed: 0", "1", "y"]
 
 
-def column(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
+def column(kind: str, n: int, rng: np.random.Generator) -> np.ndarray | pd.Series:
     """A column of `kind`: the types a user's table holds."""
     return {
         "int": lambda: rng.integers(-5, 5, n),
@@ -125,10 +125,12 @@ def column(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
         "id": lambda: np.arange(n),
         "whole-floats": lambda: (np.arange(n) % 3).astype(float),
         "huge": lambda: rng.normal(size=n) * 1e37,
+        "nested": lambda: pd.Series([[i % 2, i] for i in range(n)], dtype=object),
     }[kind]()
 
 
 KINDS = ["int", "float", "bool", "text", "unicode", "constant", "binary", "classes", "id", "whole-floats", "huge"]
+KINDS += ["nested"]  # a Parquet list column
 
 
 @st.composite

@@ -247,6 +247,26 @@ def _plain(v: Any) -> Any:
     return v.item() if isinstance(v, np.generic) else v
 
 
+def check_scalar(frame: pd.DataFrame, cols: Sequence[str], source: str) -> None:
+    """One value per cell: a Parquet list, struct or map column is refused, not one-hot encoded as text."""
+    for c in cols:
+        s = frame[c]
+        if s.dtype != object:
+            continue
+        nested = np.flatnonzero([isinstance(v, (list, tuple, dict, set, np.ndarray)) for v in s.to_numpy()])
+        if len(nested):
+            v = s.iloc[int(nested[0])]
+            raise DataError(
+                f"{source}: column '{c}' holds {type(v).__name__} values (e.g. {_short(v)} at {_rows(nested)}); "
+                "Veil reads one number or text per cell: spread it over columns, or convert it to text"
+            )
+
+
+def _short(v: Any) -> str:
+    text = repr(v.tolist() if isinstance(v, np.ndarray) else v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def min_class_rows(test_fraction: float) -> int:
     """Rows every class of a label needs: about `MIN_CLASS_TEST_ROWS` of them on the smaller side of the split."""
     return math.ceil(MIN_CLASS_TEST_ROWS / min(test_fraction, 1 - test_fraction) - 1e-9)
@@ -405,6 +425,7 @@ def check_table(
     """Refuse a table the split, the training or the audit cannot use: too few rows, a missing or infinite
     value, a label that is continuous, an id or a single class, a class too rare for the split."""
     check_split_sizes(len(frame), len(train_idx), len(test_idx), test_fraction, source)
+    check_scalar(frame, [*labels, *features], source)
     check_finite(frame, labels, source, "label")
     check_finite(frame, features, source, "feature")
     for c in labels:
