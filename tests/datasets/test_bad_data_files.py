@@ -160,3 +160,25 @@ def test_an_edited_card_is_checked_again_not_read_from_the_cache(tmp_path, cache
     card.write_text(yaml.safe_dump({"schema": {"columns": columns}, "labels": labels}))
     with pytest.raises(DataError, match=r"column 'y' has value '1', not one of \['0'\]"):
         load_dataset(str(p), {"card": str(card)})
+
+
+def test_sweep_on_a_bad_file_is_refused_before_the_parent_run(in_tmp, capsys, mlflow_server):
+    """A sweep loads a user's file (every seed's split) before Ray and the parent run: one refusal, not a
+    parent run whose every trial fails."""
+    table(150, y=np.arange(150) // 3).to_csv(in_tmp / "rare.csv", index=False)
+    spec = {
+        "method": "gpp",
+        "dataset": "rare.csv",
+        "dataset_params": {"utility": "y", "sensitive": "s"},
+        "experiment": "bad-data-sweep",
+        "space": {"beta": {"type": "log", "low": 0.1, "high": 1}},
+        "objectives": [{"metric": "utility_auc", "direction": "max"}, {"metric": "privacy_gap", "direction": "min"}],
+        "sampler": "random",
+        "trials": 2,
+    }
+    (in_tmp / "s.yaml").write_text(yaml.safe_dump(spec))
+    assert main(["sweep", "s.yaml", "--tracking-uri", mlflow_server, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "error: rare.csv: label column 'y': class 0 has 3 rows" in err and "Traceback" not in err
+    assert_nothing_started(mlflow_server, "bad-data-sweep", in_tmp)
+    assert not (in_tmp / ".veil").exists()
