@@ -35,6 +35,9 @@ RUN_KEYS = (
     "federation",
 )
 
+TEXT_KEYS = ("executor", "experiment", "run_name", "tracking_uri", "address", "partition", "runtime")
+"""Run-spec keys whose value is a string (method and dataset are checked as names)."""
+
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -145,6 +148,14 @@ def spec_from_mapping(data: Mapping[str, Any], where: str = "run spec") -> RunSp
         if data.get(k) is not None and not isinstance(data[k], Mapping):
             raise ConfigError(k, data[k], "a mapping", where)
     kw = {k: v for k, v in data.items() if v is not None}
+    for k in TEXT_KEYS:
+        if k in kw and not isinstance(kw[k], str):
+            raise ConfigError(k, kw[k], "a string", where)
+    if "use_gpu" in kw and not isinstance(kw["use_gpu"], bool):
+        raise ConfigError("use_gpu", kw["use_gpu"], "true | false", where)
+    for name, value in (kw.get("tags") or {}).items():
+        if not isinstance(name, str) or not isinstance(value, (str, int, float, bool)):
+            raise ConfigError(f"tags.{name}", value, "a tag name mapped to a string or a number", where)
     spec = RunSpec(**kw)
     if not isinstance(spec.seed, int) or isinstance(spec.seed, bool) or spec.seed < 0:
         raise ConfigError("seed", spec.seed, "an integer >= 0", where)

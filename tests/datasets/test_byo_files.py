@@ -86,7 +86,9 @@ def test_missing_values_wrong_types_and_ids(tmp_path, cache):
     f.loc[7, "income"] = np.nan
     p = tmp_path / "nan.csv"
     f.to_csv(p, index=False)
-    with pytest.raises(DataError, match=r"nan.csv: feature column 'income' has a missing value at row 7"):
+    with pytest.raises(
+        DataError, match=r"nan.csv: feature column 'income' has a missing value \(empty cell or NaN\) at data row 8,"
+    ):
         load_dataset(str(p), {"utility": "label", "sensitive": "group"}, use_cache=False)
 
     f = frame()
@@ -94,7 +96,9 @@ def test_missing_values_wrong_types_and_ids(tmp_path, cache):
     f.loc[3, "group"] = None
     p = tmp_path / "nanlabel.parquet"
     f.to_parquet(p)
-    with pytest.raises(DataError, match=r"label column 'group' has a missing value at row 3"):
+    with pytest.raises(
+        DataError, match=r"label column 'group' has a missing value \(empty cell or NaN\) at data row 4,"
+    ):
         load_dataset(str(p), {"utility": "label", "sensitive": "group"}, use_cache=False)
 
     f = frame()

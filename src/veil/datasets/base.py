@@ -186,10 +186,11 @@ def assemble(
         raise DataError(f"dataset '{name}': the split leaves {len(train_idx)} train and {len(test_idx)} test rows")
     if standardize:
         cols = np.asarray(list(standardize), dtype=np.int64)
-        mu = x[train_idx][:, cols].mean(axis=0)
-        sd = x[train_idx][:, cols].std(axis=0)
+        # float64 statistics: float32 sums and squares overflow for values beyond ~1e19
+        train = x[train_idx][:, cols].astype(np.float64)
+        mu, sd = train.mean(axis=0), train.std(axis=0)
         sd[sd == 0] = 1.0
-        x[:, cols] = (x[:, cols] - mu) / sd
+        x[:, cols] = ((x[:, cols] - mu) / sd).astype(np.float32)
     if not np.all(np.isfinite(x)):
         bad = np.argwhere(~np.isfinite(x))[0]
         col = feature_names[bad[1]] if len(feature_names) > bad[1] else bad[1]

@@ -177,10 +177,14 @@ def _read_card(path_s: str, mtime: int, require_sources: bool) -> Card:
     path = Path(path_s)
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as e:  # a directory, no permission
+        raise DataError(f"dataset card {path}: cannot read ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        raise DataError(f"dataset card {path}: not UTF-8 text (byte {e.start} is not)") from None
     except yaml.YAMLError as e:
         raise DataError(f"dataset card {path}: not valid YAML ({e})") from None
     validate_card(raw, path, byo=not require_sources)
-    return Card(str(raw["name"]), path, raw)
+    return Card(str(raw.get("name") or path.stem), path, raw)  # a user's own card may leave out its name
 
 
 # ------------------------------------------------------------------------------------------- validation

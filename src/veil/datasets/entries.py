@@ -20,8 +20,9 @@ class DatasetEntry:
     builder: Callable[[Any], Dataset]
     description: str
     kind: str = "synthetic"
-    fingerprint: Callable[[], str] | None = None
-    """For data read from files: a digest of those files, made part of the cache key (None: params only)."""
+    fingerprint: Callable[[Any], str] | None = None
+    """For data read from files: a digest of those files given the built params, made part of the cache key
+    (None: params only)."""
 
 
 DATASETS: dict[str, DatasetEntry] = {}
@@ -31,7 +32,11 @@ Builder = Callable[[Any], Dataset]
 
 
 def register_dataset(
-    name: str, params_cls: type, description: str, kind: str = "synthetic", fingerprint: Callable[[], str] | None = None
+    name: str,
+    params_cls: type,
+    description: str,
+    kind: str = "synthetic",
+    fingerprint: Callable[[Any], str] | None = None,
 ) -> Callable[[Builder], Builder]:
     """Decorator registering `builder(params) -> Dataset` under `name`."""
 

@@ -8,11 +8,18 @@ numbers are standardised with the train rows' mean and deviation, booleans becom
 categorical columns are one-hot encoded. An optional card (the same YAML as datasets/*.yaml; only
 `schema` and `labels` are required) fixes the expected columns and their types and supplies default
 labels. Missing or unexpected columns, a wrong type, a missing value: a DataError naming file and column.
+
+Before anything trains the table is checked (`check_table`): enough rows for the split and the audit's probes
+(`MIN_SIDE_ROWS` on each side), every used value finite (row numbers in errors are 1-based data rows: the header
+is not counted), labels that are classes rather than continuous numbers (`MAX_FLOAT_CLASSES`), and enough rows
+of every class (`min_class_rows`) for both sides of the split. docs/datasets.md lists the checks.
 """
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -28,6 +35,24 @@ from veil.errors import DataError
 
 ANY_COLUMN = "*"
 """A schema column named '*' in a card allows further columns of its type (e.g. numeric features)."""
+
+MIN_SIDE_ROWS = 10
+"""Rows each side of the train/test split needs at least: the audit trains fresh probes on the train side and
+scores their accuracy and AUC on the test side; with fewer rows those metrics are noise or undefined (NaN)."""
+
+MIN_CLASS_TEST_ROWS = 2
+"""Test rows a class should get on average: a class needs ceil(2 / test_fraction) rows (8 at 0.25), else the
+random split often leaves it no test row and its one-vs-rest AUC cannot be scored."""
+
+MAX_FLOAT_CLASSES = 20
+"""A label of non-integer numbers with more distinct values than this looks continuous (bin it first)."""
+
+CHECKS_VERSION = 2
+"""Part of a file's cache key: raise it when `check_table`'s checks change, so that a file cached before is
+checked again instead of read back from the cache."""
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+"""Features are float32: larger magnitudes would become inf."""
 
 
 @dataclass(frozen=True)
@@ -61,11 +86,14 @@ def file_sha256(path: Path) -> str:
 def file_entry(path: str) -> DatasetEntry:
     """A registry entry for the user's file at `path` (not added to DATASETS)."""
 
-    def fingerprint() -> str:
+    def fingerprint(params: FileParams) -> str:
+        """The file's digest, and its card's: a card edited since the last load rebuilds the dataset."""
         p = Path(path).expanduser()
         if not p.is_file():
             raise DataError(f"{path}: no such file")
-        return file_sha256(p)[:16]
+        card = Path(params.card).expanduser() if params.card else None
+        card_digest = f"-card-{file_sha256(card)[:16]}" if card is not None and card.is_file() else ""
+        return f"checks{CHECKS_VERSION}-{file_sha256(p)[:16]}{card_digest}"
 
     return DatasetEntry(path, FileParams, lambda p: load_file(path, p), f"user file {path}", "file", fingerprint)
 
@@ -89,11 +117,20 @@ def read_table(path: str | Path) -> pd.DataFrame:
         raise DataError(f"{path}: cannot read as {suffix[1:]} ({type(e).__name__}: {e})") from None
     if frame.empty:
         raise DataError(f"{path}: the file holds no rows")
-    dup = frame.columns[frame.columns.duplicated()].tolist()
+    header = _csv_header(p) if suffix == ".csv" else [str(c) for c in frame.columns]
+    dup = sorted({c for c in header if header.count(c) > 1})
+    if not dup:
+        dup = frame.columns[frame.columns.duplicated()].tolist()
     if dup:
         raise DataError(f"{path}: column(s) {dup} appear more than once")
     frame.columns = [str(c) for c in frame.columns]
     return frame
+
+
+def _csv_header(path: Path) -> list[str]:
+    """The names on a CSV's header line as written (pandas renames a repeated 'a' to 'a.1')."""
+    with open(path, newline="", encoding="utf-8", errors="replace") as f:
+        return next(csv.reader(f), [])
 
 
 def load_file(path: str, p: FileParams) -> Dataset:
@@ -177,16 +214,134 @@ def _first_non_numeric(s: pd.Series) -> Any:
     return bad.iloc[0] if len(bad) else None
 
 
-def _check_missing(frame: pd.DataFrame, cols: Sequence[str], source: str, what: str) -> None:
+def _rows(positions: np.ndarray) -> str:
+    """'row 9' or 'row 9 (and 3 more)': 1-based data rows (the header is not counted)."""
+    more = f" (and {len(positions) - 1} more)" if len(positions) > 1 else ""
+    return f"data row {int(positions[0]) + 1}{more}"
+
+
+def check_finite(frame: pd.DataFrame, cols: Sequence[str], source: str, what: str) -> None:
+    """No missing (empty, NaN) or infinite value in `cols`; the error names the column and the first
+    1-based data row (the header is not counted)."""
     for c in cols:
-        na = frame[c].isna().to_numpy()
+        s = frame[c]
+        na = s.isna().to_numpy()
         if na.any():
-            rows = np.flatnonzero(na)
             raise DataError(
-                f"{source}: {what} column '{c}' has a missing value at row {rows[0]}"
-                + (f" (and {len(rows) - 1} more)" if len(rows) > 1 else "")
-                + "; fill or drop those rows"
+                f"{source}: {what} column '{c}' has a missing value (empty cell or NaN) at "
+                f"{_rows(np.flatnonzero(na))}, counting data rows from 1 after the header; fill or drop those rows"
             )
+        if pd.api.types.is_float_dtype(s):
+            inf = np.isinf(s.to_numpy(dtype=np.float64))
+            if inf.any():
+                first = int(np.flatnonzero(inf)[0])
+                raise DataError(
+                    f"{source}: {what} column '{c}' has the non-finite value {s.iloc[first]} at "
+                    f"{_rows(np.flatnonzero(inf))}, counting data rows from 1 after the header; "
+                    "replace or drop those rows"
+                )
+
+
+def _plain(v: Any) -> Any:
+    """A numpy scalar as the Python value (for messages: 3, not np.int64(3))."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def check_scalar(frame: pd.DataFrame, cols: Sequence[str], source: str) -> None:
+    """One value per cell: a Parquet list, struct or map column is refused, not one-hot encoded as text."""
+    for c in cols:
+        s = frame[c]
+        if s.dtype != object:
+            continue
+        nested = np.flatnonzero([isinstance(v, (list, tuple, dict, set, np.ndarray)) for v in s.to_numpy()])
+        if len(nested):
+            v = s.iloc[int(nested[0])]
+            raise DataError(
+                f"{source}: column '{c}' holds {type(v).__name__} values (e.g. {_short(v)} at {_rows(nested)}); "
+                "Veil reads one number or text per cell: spread it over columns, or convert it to text"
+            )
+
+
+def _short(v: Any) -> str:
+    text = repr(v.tolist() if isinstance(v, np.ndarray) else v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def min_class_rows(test_fraction: float) -> int:
+    """Rows every class of a label needs: about `MIN_CLASS_TEST_ROWS` of them on the smaller side of the split."""
+    return math.ceil(MIN_CLASS_TEST_ROWS / min(test_fraction, 1 - test_fraction) - 1e-9)
+
+
+def check_label(frame: pd.DataFrame, c: str, source: str, *, test_fraction: float, max_categories: int) -> None:
+    """A label column must hold classes: not continuous numbers, not an id, at least two classes and enough
+    rows of each for both sides of the split."""
+    s = frame[c]
+    counts = s.astype(str).value_counts() if s.dtype == object else s.value_counts()
+    hint = "bin it into classes first (e.g. pandas.cut), or use it as a feature and name another label"
+    if pd.api.types.is_float_dtype(s):
+        v = s.to_numpy(dtype=np.float64)
+        fractional = np.flatnonzero(v != np.round(v))
+        if len(fractional) and len(counts) > MAX_FLOAT_CLASSES:
+            raise DataError(
+                f"{source}: label column '{c}' looks continuous: {len(counts)} distinct values, non-integer ones "
+                f"such as {float(v[fractional[0]])!r} at {_rows(fractional)} (a label of fractions may have at most "
+                f"{MAX_FLOAT_CLASSES} distinct values); {hint}"
+            )
+    if len(counts) > max_categories:
+        kind = "numbers" if pd.api.types.is_numeric_dtype(s) else "values"
+        raise DataError(
+            f"{source}: label column '{c}' has {len(counts)} distinct {kind} (more than max_categories="
+            f"{max_categories}): too many classes, likely a continuous value or an id; {hint}"
+        )
+    if len(counts) < 2:
+        raise DataError(
+            f"{source}: label column '{c}' has a single class {_plain(counts.index[0])!r} in all {len(s)} rows: "
+            "nothing to predict or to hide; name a label with at least two classes"
+        )
+    need = min_class_rows(test_fraction)
+    small = counts[counts < need]
+    if len(small):
+        cls, n = _plain(small.index[0]), int(small.iloc[0])
+        also = f" ({len(small) - 1} more classes have fewer than {need} too)" if len(small) > 1 else ""
+        raise DataError(
+            f"{source}: label column '{c}': class {cls!r} has {n} row{'s' * (n != 1)}{also}; every class needs "
+            f"at least {need} so that the random split (test_fraction={test_fraction:g}) leaves it about "
+            f"{MIN_CLASS_TEST_ROWS} test rows to score the audit's per-class AUC on; merge rare classes or "
+            "drop their rows"
+        )
+
+
+def check_split_sizes(n: int, n_train: int, n_test: int, test_fraction: float, source: str) -> None:
+    """Each side of the split needs `MIN_SIDE_ROWS` rows (the probes train on one side, are scored on the other)."""
+    if n_train >= MIN_SIDE_ROWS and n_test >= MIN_SIDE_ROWS:
+        return
+    need = math.ceil(max(MIN_SIDE_ROWS / test_fraction, MIN_SIDE_ROWS / (1 - test_fraction)) - 1e-9)
+    raise DataError(
+        f"{source}: {n} row{'s are' if n != 1 else ' is'} too few: the train/test split (test_fraction={test_fraction:g}) "
+        f"leaves {n_train} train and {n_test} test rows, and each side needs at least {MIN_SIDE_ROWS} (the audit "
+        f"trains fresh probes on the train rows and scores accuracy and AUC on the test rows); at this "
+        f"test_fraction the file needs at least {need} rows"
+    )
+
+
+def check_split_classes(
+    labels: Mapping[str, np.ndarray],
+    train_idx: np.ndarray,
+    test_idx: np.ndarray,
+    source: str,
+    seed: int,
+    test_fraction: float,
+) -> None:
+    """Every label keeps two classes on both sides of the split (else its probe or AUC is undefined)."""
+    for c, y in labels.items():
+        for side, idx in (("train", train_idx), ("test", test_idx)):
+            present = pd.unique(y[idx])
+            if len(present) < 2:
+                raise DataError(
+                    f"{source}: label column '{c}': the split (seed={seed}, test_fraction={test_fraction:g}) leaves "
+                    f"only class {_plain(present[0])!r} among the {len(idx)} {side} rows, so the audit cannot score it; "
+                    "add rows of the other classes, or change seed or test_fraction"
+                )
 
 
 def encode_features(
@@ -211,8 +366,19 @@ def encode_features(
             or pd.api.types.is_complex_dtype(s)
         ):
             raise DataError(f"{source}: column '{c}' has unsupported type {s.dtype}; convert it to numbers or text")
+        if pd.api.types.is_object_dtype(s) and c not in categorical:
+            num = pd.to_numeric(s, errors="coerce")
+            if num.notna().all():  # numbers pandas kept as text, e.g. integers beyond int64
+                s = num
         if pd.api.types.is_numeric_dtype(s) and c not in categorical:
-            blocks.append(s.to_numpy(dtype=np.float32)[:, None])
+            v = s.to_numpy(dtype=np.float64)
+            huge = np.flatnonzero(np.abs(v) > FLOAT32_MAX)
+            if len(huge):
+                raise DataError(
+                    f"{source}: column '{c}' has the value {v[huge[0]]:g} at {_rows(huge)}, beyond the float32 "
+                    f"range of features (about ±{FLOAT32_MAX:.1e}); rescale the column (e.g. log or divide)"
+                )
+            blocks.append(v.astype(np.float32)[:, None])
             names.append(c)
             numeric_idx.append(width)
             width += 1
@@ -243,6 +409,27 @@ def encode_features(
     if not blocks:
         raise DataError(f"{source}: no feature columns left after removing labels and extras")
     return np.hstack(blocks), names, numeric_idx
+
+
+def check_table(
+    frame: pd.DataFrame,
+    labels: Sequence[str],
+    features: Sequence[str],
+    source: str,
+    *,
+    train_idx: np.ndarray,
+    test_idx: np.ndarray,
+    test_fraction: float,
+    max_categories: int,
+) -> None:
+    """Refuse a table the split, the training or the audit cannot use: too few rows, a missing or infinite
+    value, a label that is continuous, an id or a single class, a class too rare for the split."""
+    check_split_sizes(len(frame), len(train_idx), len(test_idx), test_fraction, source)
+    check_scalar(frame, [*labels, *features], source)
+    check_finite(frame, labels, source, "label")
+    check_finite(frame, features, source, "feature")
+    for c in labels:
+        check_label(frame, c, source, test_fraction=test_fraction, max_categories=max_categories)
 
 
 def table_to_dataset(
@@ -287,8 +474,18 @@ def table_to_dataset(
     if clash:
         raise DataError(f"{source}: column(s) {clash} are listed as features and also as labels or extra")
     feats = list(features) or [c for c in frame.columns if c not in set(labels) | set(extra)]
-    _check_missing(frame, labels, source, "label")
-    _check_missing(frame, feats, source, "feature")
+    if train_idx is None or test_idx is None:
+        train_idx, test_idx = split_indices(len(frame), test_fraction, seed)
+    check_table(
+        frame,
+        labels,
+        feats,
+        source,
+        train_idx=train_idx,
+        test_idx=test_idx,
+        test_fraction=test_fraction,
+        max_categories=max_categories,
+    )
     x, fnames, numeric_idx = encode_features(
         frame, feats, source=source, categorical=categorical, max_categories=max_categories
     )
@@ -301,8 +498,7 @@ def table_to_dataset(
             else s.astype(str).to_numpy()
         )
 
-    if train_idx is None or test_idx is None:
-        train_idx, test_idx = split_indices(len(frame), test_fraction, seed)
+    check_split_classes({c: lab(c) for c in labels}, train_idx, test_idx, source, seed, test_fraction)
     return assemble(
         name,
         x,

@@ -72,7 +72,7 @@ def load_dataset(name: str, values: Mapping[str, Any] | object | None = None, *,
     entry = get_dataset_entry(name)
     params = _params(entry, name, values)
     flat = config.as_params(params)
-    digest = entry.fingerprint() if entry.fingerprint is not None else None
+    digest = entry.fingerprint(params) if entry.fingerprint is not None else None
     payload: list[Any] = [name, flat] if digest is None else [name, flat, digest]
     key = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
     stem = (

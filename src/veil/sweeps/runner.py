@@ -535,13 +535,17 @@ def fit_to_cluster(spec: SweepSpec) -> SweepSpec:
 
 def check_dataset_labels(spec: SweepSpec) -> None:
     """Per-label objectives and constraints checked against the dataset's labels, known once it is loaded
-    (cached after the first load): refused before Ray starts rather than failing every trial."""
-    from veil.datasets.registry import load_dataset
+    (cached after the first load), and a user's data file loaded (so checked) with every seed's split:
+    refused before Ray starts or the parent run exists rather than failing every trial."""
+    from veil.datasets.registry import is_file_dataset, load_dataset
     from veil.run import validate
 
-    if not any(metric_label(m) for m in [*spec.metrics, *(c.metric for c in spec.constraints)]):
+    per_label = any(metric_label(m) for m in [*spec.metrics, *(c.metric for c in spec.constraints)])
+    if not per_label and not is_file_dataset(spec.dataset):
         return
-    ds = load_dataset(spec.dataset, validate(spec.run_spec({}, spec.seeds[0])).dataset_config)
+    seeds = spec.seeds if is_file_dataset(spec.dataset) else spec.seeds[:1]
+    for seed in seeds:
+        ds = load_dataset(spec.dataset, validate(spec.run_spec({}, seed)).dataset_config)
     check_metric_labels(spec, ds.utility_names, ds.sensitive_names)
 
 

@@ -587,10 +587,12 @@ def format_value(v: Any) -> str:
 def load_sweep(path: str | Path, *, check_names: bool = True) -> SweepSpec:
     """Read and validate a YAML sweep spec (yaml.safe_load)."""
     p = Path(path)
-    if not p.exists():
+    if not p.is_file():
         raise ConfigError("sweep file", str(p), "an existing YAML file (see sweeps/*.yaml)")
     try:
-        data = yaml.safe_load(p.read_text())
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise ConfigError("sweep file", str(p), f"UTF-8 text (byte {e.start} is not)") from None
     except yaml.YAMLError as e:
         raise ConfigError("sweep file", str(p), f"valid YAML ({e})") from None
     return sweep_from_mapping(data if data is not None else {}, where=str(p), check_names=check_names)
@@ -681,7 +683,7 @@ def _parse_param(key: str, body: Any, sections: _Sections, where: str) -> Search
     typ = body.get("type")
     if typ is None and "values" in body:
         typ = "categorical"
-    if typ not in _TYPE_ALIASES:
+    if not isinstance(typ, str) or typ not in _TYPE_ALIASES:
         raise ConfigError(f"{k}.type", typ, " | ".join(PARAM_TYPES), where)
     typ = _TYPE_ALIASES[typ]
     if typ == "categorical":
@@ -778,7 +780,7 @@ def _parse_objectives(raw: Any, where: str, ctx: MetricContext) -> tuple[Objecti
                 raise UnknownNameError("objective key", ik, ["metric", "direction"], where=f"{where}: key '{k}'")
         metric = check_metric(item.get("metric"), f"{k}.metric", where, ctx)
         direction = item.get("direction")
-        if direction not in DIRECTIONS:
+        if not isinstance(direction, str) or direction not in DIRECTIONS:
             raise ConfigError(f"{k}.direction", direction, "max | min", where)
         if any(o.metric == metric for o in out):
             raise ConfigError(f"{k}.metric", metric, "each metric once", where)
@@ -1014,7 +1016,7 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
     if not isinstance(experiment, str) or not experiment:
         raise ConfigError("experiment", experiment, "an MLflow experiment name", where)
     chull_origin = data.get("chull_origin", "zero")
-    if chull_origin not in AUC_ORIGINS:
+    if not isinstance(chull_origin, str) or chull_origin not in AUC_ORIGINS:
         raise ConfigError("chull_origin", chull_origin, " | ".join(AUC_ORIGINS), where)
     sweep_name = data.get("name")
     if sweep_name is not None and (

@@ -4,7 +4,6 @@ train-only standardisation) lives in veil.datasets.base, next to make_dataset, a
 
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -30,7 +29,7 @@ def raw_file(dataset: str, fname: str) -> Path:
 
 def register_real(name: str, params_cls: type, description: str) -> Callable:
     """register_dataset with kind='real' and the fetched files' digest in the cache key."""
-    return register_dataset(name, params_cls, description, kind="real", fingerprint=partial(fingerprint, name))
+    return register_dataset(name, params_cls, description, kind="real", fingerprint=lambda _params: fingerprint(name))
 
 
 def onehot(
