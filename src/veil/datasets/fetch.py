@@ -355,9 +355,9 @@ def obtain(source: dict[str, Any], card: Card, workdir: Path, log: Log) -> Artif
         dest = workdir / (PurePosixPath(url.split("?")[0]).name or "download")
         download(url, dest)
         want = source.get("archive_sha256")
-        if want and (got := sha256_file(dest)) != want:
+        if want and (actual := sha256_file(dest)) != want:
             raise FetchError(
-                f"{url}: checksum mismatch for the archive: expected sha256 {want}, got {got} "
+                f"{url}: checksum mismatch for the archive: expected sha256 {want}, got {actual} "
                 f"({dest.stat().st_size} bytes)"
             )
         return open_artifact(dest, workdir, url)
