@@ -404,12 +404,15 @@ class RayFederation:
                         f"({type(e).__name__}: {str(e)[:300]})"
                     ) from None
                 time.sleep(0.2)
-        if not info["restored"]:
-            ray.get(self.coord.restore.remote(self._ckpt))
         last = self._ckpt["coordinator"]["round"] if self._ckpt else 0
         self._pending.append(
             CoordinatorFailure(rnd, "died", f"restarted from the checkpoint of round {last}: {type(error).__name__}")
         )
+        if not info["restored"]:
+            try:
+                ray.get(self.coord.restore.remote(self._ckpt))
+            except ray.exceptions.RayActorError:  # died again: the next call finds out and recovers once more
+                pass
 
     def _flush(self, rec: RoundRecord | None) -> None:
         """Attach the coordinator failures seen so far to `rec` (the round under way, else the last one)."""
