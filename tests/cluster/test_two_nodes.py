@@ -17,11 +17,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sweep_procs import ray_pids, stop_pids
 from veil.sweeps.results import TAG_NODE, TAG_ROLE, TAG_SUPERSEDED, TAG_SWEEP, TAG_TRIAL
 from veil.tracking.ui import free_port
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sweeps"))
-from test_resume import ray_pids, stop_pids  # noqa: E402
 
 pytestmark = [pytest.mark.cluster, pytest.mark.ray]
 

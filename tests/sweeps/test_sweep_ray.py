@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from test_resume import veil_cmd
 
+from sweep_procs import veil_cmd
 from veil.sweeps.results import TAG_PARETO, TAG_ROLE, TAG_SWEEP, TAG_TRIAL, search_child_runs
 from veil.sweeps.spec import sweep_from_mapping
 

@@ -337,6 +337,14 @@ class DGPP(FederatedMethod, Method):
     def global_state(self) -> dict[str, np.ndarray]:
         return {"psi": self._psi()}
 
+    def server_state(self) -> dict[str, Any]:
+        return {"global_state": self.global_state(), "opt_u": self.opt_u.state_dict(), "rounds": self._rounds_done}
+
+    def load_server_state(self, state: Mapping[str, Any]) -> None:
+        self.assemble(state["global_state"], {})
+        self.opt_u.load_state_dict(state["opt_u"])
+        self._rounds_done = int(state["rounds"])
+
     def assemble(
         self, global_state: Mapping[str, np.ndarray], node_states: Mapping[int, Mapping[str, np.ndarray]]
     ) -> None:

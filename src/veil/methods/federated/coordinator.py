@@ -30,6 +30,7 @@ import numpy as np
 from veil.methods.federated.core import (
     NOT_JOINED,
     ClientUpdate,
+    CoordinatorFailure,
     Failure,
     FederatedRoles,
     FederationError,
@@ -75,13 +76,16 @@ class RoundRecord:
     final_bytes_down: dict[int, int] = field(default_factory=dict)
     node_local: dict[int, dict[str, float]] = field(default_factory=dict)
     """Each node's own metrics (never in a message); empty unless the method's nodes log them."""
+    coordinator_failures: list[CoordinatorFailure] = field(default_factory=list)
+    """Deaths of the coordinator's process while this round was under way (it was restarted from its
+    checkpoint of the round before and ran the round again)."""
 
     def row(self) -> dict[str, float]:
         """Scalars for MLflow (step = round) and the progress bar."""
         out = {
             "participants": float(len(self.completed)),
             "selected": float(len(self.selected)),
-            "failures": float(len(self.failures)),
+            "failures": float(len(self.failures) + len(self.coordinator_failures)),
             "rejoined": float(len(self.joined)),
             "bytes_up": float(sum(self.bytes_up.values())),
             "bytes_down": float(sum(self.bytes_down.values())),
@@ -97,6 +101,7 @@ class RoundRecord:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["failures"] = [f.to_dict() for f in self.failures]
+        d["coordinator_failures"] = [f.to_dict() for f in self.coordinator_failures]
         for k in ("bytes_up", "bytes_down", "payload_up", "final_bytes_down", "node_local"):
             d[k] = {str(n): v for n, v in d[k].items()}
         return d
@@ -117,6 +122,33 @@ class Coordinator:
         self.max_empty_rounds = max_empty_rounds
         self._empty = 0
         self._started = False
+        self.last_round = 0
+
+    # -- checkpoint -----------------------------------------------------------------------------
+    def checkpoint(self) -> dict[str, Any]:
+        """What a restarted coordinator needs to go on after the last completed round: the method's server state
+        and which nodes must (re)join or are dead. Round records are not kept: the driver has them."""
+        return {
+            "round": self.last_round,
+            "started": self._started,
+            "server": self.method.server_state() if self._started else None,
+            "needs_join": sorted(self.needs_join),
+            "dead": sorted(self.dead),
+            "join_bytes": dict(self.join_bytes),
+            "empty": self._empty,
+        }
+
+    def restore(self, ckpt: Mapping[str, Any]) -> None:
+        """Continue from `checkpoint()` (this coordinator was built afresh over the same pool)."""
+        if ckpt["started"]:
+            self.method.server_start(dict(self.pool.sizes))
+            self.method.load_server_state(ckpt["server"])
+        self._started = bool(ckpt["started"])
+        self.last_round = int(ckpt["round"])
+        self.needs_join = set(ckpt["needs_join"])
+        self.dead = set(ckpt["dead"])
+        self.join_bytes = dict(ckpt["join_bytes"])
+        self._empty = int(ckpt["empty"])
 
     # -- transport ------------------------------------------------------------------------------
     def _encode_all(self, direction: str, rnd: int, kind: str, msgs: Mapping[int, Any]) -> dict[int, bytes]:
@@ -240,6 +272,7 @@ class Coordinator:
             node_local=self._node_local(rnd, updates),
         )
         self.records.append(rec)
+        self.last_round = rnd
         return rec
 
     def _node_local(self, rnd: int, updates: Sequence[ClientUpdate]) -> dict[int, dict[str, float]]:
@@ -258,7 +291,7 @@ class Coordinator:
         nodes = [k for k in self.nodes if k not in self.dead and k not in self.needs_join]
         if not nodes:
             return sent
-        rnd = self.records[-1].round if self.records else 0
+        rnd = self.last_round
         blobs = self._encode_all("down", rnd, "finalize", {k: msg for k in nodes})
         for k, res in self.pool.finalize(rnd, blobs).items():
             sent[k] = len(blobs[k])
@@ -274,7 +307,7 @@ class Coordinator:
         ns: dict[int, Any] = {}
         if self.method.needs_node_states():
             nodes = [k for k in self.nodes if k not in self.dead]
-            rnd = self.records[-1].round if self.records else 0
+            rnd = self.last_round
             for k, res in self.pool.export(rnd, nodes).items():
                 if isinstance(res, (bytes, bytearray)):
                     ns[k] = self._receive(rnd, k, bytes(res), "export")

@@ -137,6 +137,28 @@ class Failure:
             "kind": self.kind,
             "message": self.message[:500],
             "host": self.host,
+            "role": "node",
+        }
+
+
+@dataclass
+class CoordinatorFailure:
+    """The coordinator's process died while `round` was under way (or before it started); the federation
+    went on from its checkpoint of the last completed round. Recorded beside the nodes' `Failure`s, never
+    passed to `aggregate`."""
+
+    round: int
+    kind: str = "died"
+    message: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "node": None,
+            "round": self.round,
+            "kind": self.kind,
+            "message": self.message[:500],
+            "host": None,
+            "role": "coordinator",
         }
 
 
@@ -283,6 +305,16 @@ class FederatedRoles:
 
     def global_state(self) -> dict[str, np.ndarray]:
         raise NotImplementedError
+
+    def server_state(self) -> dict[str, Any]:
+        """Everything the server role keeps between rounds (the coordinator's checkpoint); default: the global
+        state. A method whose server keeps more (an optimizer, a downlink chosen in the last round) overrides
+        this and `load_server_state`."""
+        return {"global_state": self.global_state()}
+
+    def load_server_state(self, state: Mapping[str, Any]) -> None:
+        """Restore `server_state()` into a server freshly started with `server_start` (a restarted coordinator)."""
+        self.assemble(state["global_state"], {})
 
     # -- driver role ---------------------------------------------------------------------------
     def assemble(

@@ -4,10 +4,13 @@ The host is a plain class; `veil.platform.fed.runtime` wraps it in a Ray actor. 
 returns serialized messages (bytes) keyed by node id, so what crosses the process boundary is exactly
 what the coordinator counted. With several nodes, `client_update_many` runs them as one vectorised
 ensemble; with one node (one actor per node) it is the same code with P = 1. A node's own metrics
-(`ClientUpdate.local`) stay in the host until `local_metrics` hands them to the run's log."""
+(`ClientUpdate.local`) stay in the host until `local_metrics` hands them to the run's log. A round asked
+again with the same downlink (a coordinator restarted from its checkpoint replays the round) gets the
+answer already computed, so no node trains twice on one round."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from typing import Any, Mapping, Sequence
@@ -48,6 +51,8 @@ class NodeHost:
         self.hard_faults = hard_faults
         self.pid = os.getpid()
         self._local: dict[int, dict[str, float]] = {}  # each node's own metrics of its last round
+        # per node, its last answer: (round, digest of the downlink, reply, own metrics)
+        self._answered: dict[int, tuple[int, bytes, bytes, dict[str, float]]] = {}
 
     def info(self) -> dict[str, Any]:
         return {
@@ -77,12 +82,21 @@ class NodeHost:
 
     def run_round(self, rnd: int, blobs: Mapping[int, bytes]) -> dict[int, Any]:
         self._maybe_fail(rnd, list(blobs))
-        ready = [self.nodes[k] for k in sorted(blobs) if self.nodes[k].joined]
-        out: dict[int, Any] = {k: NOT_JOINED for k in blobs if not self.nodes[k].joined}
+        out: dict[int, Any] = {}
+        for k in blobs:  # asked again for the same round (a restarted coordinator): the same answer, no retraining
+            seen = self._answered.get(k)
+            if seen is not None and seen[0] == rnd and seen[1] == _digest(blobs[k]):
+                out[k] = seen[2]
+                if seen[3]:
+                    self._local[k] = dict(seen[3])
+        ready = [self.nodes[k] for k in sorted(blobs) if k not in out and self.nodes[k].joined]
+        out.update({k: NOT_JOINED for k in blobs if k not in out and not self.nodes[k].joined})
         if ready:
             msgs = {n.id: loads(blobs[n.id]) for n in ready}
             ups = self.method.client_update_many(ready, msgs, rnd)
-            out.update({k: dumps(u.wire()) for k, u in ups.items()})
+            for k, u in ups.items():
+                out[k] = dumps(u.wire())
+                self._answered[k] = (rnd, _digest(blobs[k]), out[k], dict(u.local))
             self._local.update({k: dict(u.local) for k, u in ups.items() if u.local})
         return out
 
@@ -99,3 +113,8 @@ class NodeHost:
 
     def export(self, node_ids: Sequence[int]) -> dict[int, bytes]:
         return {k: dumps(self.method.export_node_state(self.nodes[k])) for k in node_ids}
+
+
+def _digest(blob: bytes) -> bytes:
+    """A short fingerprint of a downlink message."""
+    return hashlib.blake2b(blob, digest_size=16).digest()

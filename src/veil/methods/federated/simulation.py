@@ -41,7 +41,9 @@ class FederationOptions:
     actor_memory_mb: int = param(
         450, "expected memory of one actor (a torch process), to refuse runs that cannot fit", ge=0
     )
-    max_restarts: int = param(3, "restarts of a node host after its process dies", ge=0)
+    max_restarts: int = param(
+        3, "restarts of a node host, and of the coordinator (Ray runtimes), after its process dies", ge=0
+    )
     ready_timeout_s: float = param(
         60.0, "seconds the placement group may take to be placed before the run is refused", gt=0
     )
@@ -394,7 +396,11 @@ class FederationOutcome:
     round_seconds: float = 0.0
 
     def failures(self) -> list[dict[str, Any]]:
-        return [f.to_dict() for r in self.records for f in r.failures]
+        """Every failure, round by round: the coordinator's (role 'coordinator') before the nodes' of its round."""
+        out = []
+        for r in self.records:
+            out += [f.to_dict() for f in r.coordinator_failures] + [f.to_dict() for f in r.failures]
+        return out
 
     def totals(self) -> dict[str, float]:
         up = sum(sum(r.bytes_up.values()) for r in self.records)
@@ -407,8 +413,9 @@ class FederationOutcome:
             "bytes_down_total": float(down + join0 + final),
             "bytes_join_initial": float(join0),
             "bytes_down_final": float(final),
-            "failures_total": float(sum(len(r.failures) for r in self.records)),
+            "failures_total": float(sum(len(r.failures) + len(r.coordinator_failures) for r in self.records)),
             "restarts": float(self.restarts),
+            "coordinator_restarts": float(sum(len(r.coordinator_failures) for r in self.records)),
             "federation_seconds": self.seconds,
             "startup_seconds": self.startup_seconds,
             "rounds_per_second": len(self.records) / self.round_seconds if self.round_seconds > 0 else float("nan"),

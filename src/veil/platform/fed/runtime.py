@@ -11,20 +11,33 @@ cannot satisfy (more CPUs than available, bundles below 0.05 CPU, more memory th
 has for (hosts + 1) actors of `actor_memory_mb`, or a placement group not ready within
 `ready_timeout_s`) is refused with a `ResourceError` before any actor starts, so nothing is left
 PENDING. Node host actors restart up to `max_restarts` times; a restarted host rejoins from the
-global state. Runtimes are registered by name in `RUNTIMES`. A `tap` runs where the coordinator runs (in
+global state. The driver owns the node host actors (they outlive a coordinator's death) and keeps the
+coordinator's checkpoint of the last completed round (returned with each round, so it lives in the
+driver's memory); the coordinator actor restarts up to `max_restarts` times too, the driver restores it
+from that checkpoint and asks again for the call under way (a node asked again for a round it already
+answered replays its answer), and records a `CoordinatorFailure` for that round. Runtimes are registered by name in `RUNTIMES`. A `tap` runs where the coordinator runs (in
 its actor on Ray: it must pickle, and what it records stays in that process unless it writes it out)."""
 
 from __future__ import annotations
 
+import copy
 import math
+import os
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from veil.datasets.base import TaskSpec
 from veil.errors import UnknownNameError
-from veil.methods.federated.coordinator import Coordinator, Tap
-from veil.methods.federated.core import FederatedRoles, NodeData, ResourceError
+from veil.methods.federated.coordinator import Coordinator, RoundRecord, Tap
+from veil.methods.federated.core import (
+    CoordinatorFailure,
+    FederatedRoles,
+    FederationError,
+    NodeData,
+    ResourceError,
+)
 from veil.methods.federated.host import NodeHost
 from veil.methods.federated.simulation import (
     Coordinated,
@@ -113,57 +126,109 @@ class HostLayout:
     faults: Mapping[int, int] | None
 
 
-class CoordinatorService(Coordinated):
-    """The coordinator's actor-side state: its `Coordinator`, and a `RayPool` of host actors it created
-    in the placement group's bundles 1..hosts."""
+class CoordinatorRestarted(RuntimeError):
+    """The coordinator actor was restarted by Ray and has not been restored from its checkpoint yet."""
 
-    def __init__(self, layout: HostLayout, *, seed: int, tap: Tap | None = None) -> None:
+
+CHECKPOINTED = ("start", "run_round")
+"""Coordinator calls after which the driver takes a new checkpoint."""
+
+
+class CoordinatorService(Coordinated):
+    """The coordinator's actor-side state: its `Coordinator` over a `RayPool` of the host actors the driver
+    started. Rebuilt by Ray after its process died, it refuses every call until `restore` is given the
+    driver's checkpoint."""
+
+    def __init__(self, layout: HostLayout, hosts: list[Any], *, seed: int, tap: Tap | None = None) -> None:
+        import ray
+
         from veil.methods.registry import create_method
 
         method = create_method(layout.method_name, layout.config, layout.task)  # the validated config, not rebuilt
         assert isinstance(method, FederatedRoles), f"{layout.method_name} is not a federated method"
         self.method = method
-        self.pool = RayPool(layout)
+        self.pool = RayPool(layout, hosts)
         self.coordinator = Coordinator(self.method, self.pool, seed=seed, tap=tap)
+        with warnings.catch_warnings():  # Ray 2.60 warns about its own use of a deprecated accessor here
+            warnings.simplefilter("ignore")
+            self.restored = not ray.get_runtime_context().was_current_actor_reconstructed
+
+    def call(self, name: str, *args: Any) -> tuple[Any, dict[str, Any] | None]:
+        """Run one of the round calls; after `start` and `run_round` also return the new checkpoint."""
+        if not self.restored:
+            raise CoordinatorRestarted("the coordinator was restarted and awaits its checkpoint")
+        out = getattr(self, name)(*args)
+        return out, (self.checkpoint() if name in CHECKPOINTED else None)
+
+    def checkpoint(self) -> dict[str, Any]:
+        return {"coordinator": self.coordinator.checkpoint(), "host_deaths": self.pool.restarts()}
+
+    def restore(self, ckpt: dict[str, Any] | None) -> None:
+        """Go on from the driver's checkpoint (None: the coordinator died before `start` completed)."""
+        if ckpt is not None:
+            ckpt = copy.deepcopy(ckpt)  # arrays from the object store are read-only; the live state must not be
+            self.coordinator.restore(ckpt["coordinator"])
+            self.pool._deaths = int(ckpt["host_deaths"])
+        self.restored = True
+
+    def info(self) -> dict[str, Any]:
+        return {"pid": os.getpid(), "restored": self.restored}
 
     def host_info(self) -> list[Any]:
         return self.pool.info()
 
 
+def start_hosts(layout: HostLayout) -> list[Any]:
+    """The node host actors (one per block of nodes, each in its own bundle of the placement group), started by
+    the driver so they outlive the coordinator; returns once every host has built its nodes."""
+    import ray
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    actor_cls: Any = ray.remote(NodeHost)
+    threads = max(1, int(layout.cpus_per_actor))
+    actors = []
+    for h, ref in enumerate(layout.shard_refs):
+        opts = {
+            "num_cpus": layout.cpus_per_actor,
+            "max_restarts": layout.max_restarts,
+            "max_task_retries": 0,
+            "scheduling_strategy": PlacementGroupSchedulingStrategy(layout.pg, placement_group_bundle_index=h + 1),
+        }
+        actors.append(
+            actor_cls.options(**opts).remote(
+                layout.method_name,
+                layout.config,
+                layout.task,
+                ref,
+                host_id=h,
+                faults=layout.faults,
+                hard_faults=True,
+                threads=threads,
+            )
+        )
+    ray.get([a.info.remote() for a in actors])  # all constructed (and their Node models built)
+    return actors
+
+
+def stop_actors(actors: Sequence[Any]) -> None:
+    """Kill the actors for good (no restart), ignoring those already gone."""
+    import ray
+
+    for a in actors:
+        try:
+            ray.kill(a, no_restart=True)
+        except Exception:  # noqa: BLE001
+            pass
+
+
 class RayPool(PoolBase):
-    """Node host actors (one per block of nodes), each in its own bundle of the placement group."""
+    """The node host actors (one per block of nodes), as the coordinator calls them."""
 
-    def __init__(self, layout: HostLayout) -> None:
-        import ray
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
+    def __init__(self, layout: HostLayout, actors: list[Any]) -> None:
         self.node_ids = [k for block in layout.node_blocks for k in block]
         self.sizes = {int(k): int(v) for k, v in layout.sizes.items()}
         self.host_of = {k: h for h, block in enumerate(layout.node_blocks) for k in block}
-        actor_cls: Any = ray.remote(NodeHost)
-        threads = max(1, int(layout.cpus_per_actor))
-        self.actors: list[Any] = []
-        for h, ref in enumerate(layout.shard_refs):
-            opts = {
-                "num_cpus": layout.cpus_per_actor,
-                "max_restarts": layout.max_restarts,
-                "max_task_retries": 0,
-                "scheduling_strategy": PlacementGroupSchedulingStrategy(layout.pg, placement_group_bundle_index=h + 1),
-            }
-            self.actors.append(
-                actor_cls.options(**opts).remote(
-                    layout.method_name,
-                    layout.config,
-                    layout.task,
-                    ref,
-                    host_id=h,
-                    faults=layout.faults,
-                    hard_faults=True,
-                    threads=threads,
-                )
-            )
-        ray.get([a.info.remote() for a in self.actors])  # all constructed (and their Node models built)
-        self._pids = {h: None for h in range(len(self.actors))}
+        self.actors = list(actors)
         self._deaths = 0
 
     def _invoke(self, calls):
@@ -224,13 +289,7 @@ class RayPool(PoolBase):
         return out
 
     def shutdown(self) -> None:
-        import ray
-
-        for a in self.actors:
-            try:
-                ray.kill(a, no_restart=True)
-            except Exception:  # noqa: BLE001
-                pass
+        stop_actors(self.actors)
         self.actors = []
 
 
@@ -270,49 +329,121 @@ class RayFederation:
                 f"{ray.available_resources().get('CPU', 0):g} CPUs available"
             ) from None
         by_id = {d.node: d for d in shards}
-        # The driver owns the shard objects, so a restarted host actor can rebuild from them.
+        # The driver owns the shard objects and the host actors, so a restarted host or coordinator finds them.
         self.shard_refs = [ray.put([by_id[k] for k in block]) for block in node_blocks]
-        svc: Any = ray.remote(CoordinatorService)
-        self.coord = svc.options(
-            num_cpus=plan.cpus_per_actor,
-            max_restarts=0,
-            scheduling_strategy=PlacementGroupSchedulingStrategy(self.pg, placement_group_bundle_index=0),
-        ).remote(
-            HostLayout(
-                method_name,
-                config,
-                task,
-                self.shard_refs,
-                node_blocks,
-                {d.node: len(d.train) for d in shards},
-                self.pg,
-                plan.cpus_per_actor,
-                max_restarts,
-                faults,
-            ),
-            seed=seed,
-            tap=tap,
+        layout = HostLayout(
+            method_name,
+            config,
+            task,
+            self.shard_refs,
+            node_blocks,
+            {d.node: len(d.train) for d in shards},
+            self.pg,
+            plan.cpus_per_actor,
+            max_restarts,
+            faults,
         )
+        self.hosts: list[Any] = []
+        self.max_restarts = max_restarts
+        self.name = f"veil-coordinator-{self.pg.id.hex()[:12]}"
+        self.coordinator_failures = 0
+        self._ckpt: dict[str, Any] | None = None
+        self._pending: list[CoordinatorFailure] = []
+        self._last: RoundRecord | None = None
+        try:
+            self.hosts = start_hosts(layout)
+            svc: Any = ray.remote(CoordinatorService)
+            self.coord = svc.options(
+                name=self.name,
+                num_cpus=plan.cpus_per_actor,
+                max_restarts=max_restarts,
+                max_task_retries=0,
+                scheduling_strategy=PlacementGroupSchedulingStrategy(self.pg, placement_group_bundle_index=0),
+            ).remote(layout, self.hosts, seed=seed, tap=tap)
+        except BaseException:
+            stop_actors(self.hosts)
+            remove_placement_group(self.pg)
+            raise
 
-    def _get(self, ref):
+    def _call(self, name: str, rnd: int, *args: Any) -> Any:
+        """`name` on the coordinator; if its process died (during this call or before it), wait for Ray's
+        restart, restore it from the last checkpoint, record the failure against round `rnd`, ask again."""
         import ray
 
-        return ray.get(ref)
+        while True:
+            try:
+                out, ckpt = ray.get(self.coord.call.remote(name, *args))
+            except CoordinatorRestarted as e:
+                self._recover(rnd, e)
+                continue
+            except ray.exceptions.RayActorError as e:
+                self._recover(rnd, e)
+                continue
+            if ckpt is not None:
+                self._ckpt = ckpt
+            return out
+
+    def _recover(self, rnd: int, error: BaseException, timeout: float = 120.0) -> None:
+        import ray
+
+        self.coordinator_failures += 1
+        if self.coordinator_failures > self.max_restarts:
+            raise FederationError(
+                f"the coordinator died {self.coordinator_failures} times (max_restarts {self.max_restarts}) "
+                f"in round {rnd}: {type(error).__name__}: {str(error)[:300]}"
+            ) from None
+        deadline = time.time() + timeout
+        while True:  # calls queue while Ray restarts the actor; one sent before Ray saw the death fails
+            try:
+                info = ray.get(self.coord.info.remote(), timeout=max(1.0, deadline - time.time()))
+                break
+            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as e:
+                if time.time() > deadline:
+                    raise FederationError(
+                        f"the coordinator died in round {rnd} and was not back within {timeout:g} s "
+                        f"({type(e).__name__}: {str(e)[:300]})"
+                    ) from None
+                time.sleep(0.2)
+        last = self._ckpt["coordinator"]["round"] if self._ckpt else 0
+        self._pending.append(
+            CoordinatorFailure(rnd, "died", f"restarted from the checkpoint of round {last}: {type(error).__name__}")
+        )
+        if not info["restored"]:
+            try:
+                ray.get(self.coord.restore.remote(self._ckpt))
+            except ray.exceptions.RayActorError:  # died again: the next call finds out and recovers once more
+                pass
+
+    def _flush(self, rec: RoundRecord | None) -> None:
+        """Attach the coordinator failures seen so far to `rec` (the round under way, else the last one)."""
+        if rec is not None and self._pending:
+            rec.coordinator_failures.extend(self._pending)
+            self._pending = []
 
     def start(self) -> dict[int, int]:
-        return self._get(self.coord.start.remote())
+        return self._call("start", 0)
 
-    def run_round(self, rnd: int):
-        return self._get(self.coord.run_round.remote(rnd))
+    def run_round(self, rnd: int) -> RoundRecord:
+        rec = self._call("run_round", rnd, rnd)
+        self._flush(rec)
+        self._last = rec
+        return rec
 
     def finish(self) -> dict[int, int]:
-        return self._get(self.coord.finish.remote())
+        out = self._call("finish", self._round())
+        self._flush(self._last)
+        return out
 
     def snapshot(self):
-        return self._get(self.coord.snapshot.remote())
+        out = self._call("snapshot", self._round())
+        self._flush(self._last)
+        return out
 
     def restarts(self) -> int:
-        return self._get(self.coord.restarts.remote())
+        return self._call("restarts", self._round())
+
+    def _round(self) -> int:
+        return self._last.round if self._last is not None else 0
 
     def shutdown(self) -> None:
         import ray
@@ -325,6 +456,7 @@ class RayFederation:
             ray.kill(self.coord, no_restart=True)
         except Exception:  # noqa: BLE001
             pass
+        stop_actors(self.hosts)
         try:
             self._remove(self.pg)
             wait_removed(self.pg)
