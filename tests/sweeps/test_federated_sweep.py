@@ -51,3 +51,37 @@ def test_federated_sweep_over_k_and_phi(ray_local, tmp_path):
         assert k.data.metrics["bytes_up_total"] > 0 and k.data.metrics["utility_auc"] > 0.6, k.data.metrics
     assert outcome.results.hypervolume > 0 and outcome.results.counts["front"] >= 1
     assert MlflowClient(uri).get_run(outcome.parent_run_id).info.status == "FINISHED"
+
+
+def test_federated_trials_run_their_actors_inside_the_trials_placement_group(ray_local, tmp_path):
+    """runtime virtual, two trials at once on 2 CPUs, 1 CPU each: each trial's coordinator and node host run in
+    the bundles Tune reserved for it (driver 0.1 + 2 x 0.45 CPU), so the two never compete for free CPUs and
+    neither hangs PENDING; both finish and record where their actors ran."""
+    from veil.sweeps.runner import federation_bundles, run_sweep
+
+    data = {**FED, "runtime": "virtual", "space": {"phi": {"type": "float", "low": 0.3, "high": 1.0}}}
+    data["params"] = {**FED["params"], "K": 3}
+    spec = sweep_from_mapping(data, where="fed-pg.yaml")
+    assert federation_bundles(spec, {}) == [{"CPU": 0.1}, {"CPU": 0.45}, {"CPU": 0.45}]
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    outcome = run_sweep(spec, name="fed-pg", tracking_uri=uri, storage_root=tmp_path / "sweeps", quiet=True)
+    kids = search_child_runs(uri, outcome.parent_run_id)
+    assert len(kids) == 3 and all(k.info.status == "FINISHED" for k in kids), [k.data.tags.get("error") for k in kids]
+    for k in kids:
+        assert (
+            k.data.params["federation.placement"] == "trial"
+            and float(k.data.params["federation.cpus_per_actor"]) == 0.45
+        )
+        assert int(k.data.params["federation.hosts"]) == 1
+
+
+def test_a_federation_too_big_for_its_trial_is_refused_at_sweep_start(ray_local, tmp_path):
+    from veil.errors import ConfigError
+    from veil.sweeps.runner import run_sweep
+
+    data = {**FED, "runtime": "ray-actors", "space": {"phi": {"type": "float", "low": 0.3, "high": 1.0}}}
+    data["params"] = {**FED["params"], "K": 40}
+    data["dataset_params"] = {"n": 2000, "nodes": 40}
+    spec = sweep_from_mapping(data, where="fed-big.yaml")
+    with pytest.raises(ConfigError, match=r"resources\.cpus.*40 node host actors \+ 1 coordinator"):
+        run_sweep(spec, name="fed-big", tracking_uri=f"sqlite:///{tmp_path / 'm.db'}", storage_root=tmp_path / "s")

@@ -268,12 +268,42 @@ def number_from_name(name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def on_ray_actors(spec: SweepSpec) -> bool:
+    """Whether the sweep's trials run their federation as Ray actors (runtime ray-actors / virtual / auto)."""
+    return spec.federated and (spec.runtime or "in-process") != "in-process"
+
+
+def federation_bundles(spec: SweepSpec, config: Mapping[str, Any]) -> list[dict[str, float]]:
+    """The placement group of one federated trial: its driver, the coordinator and the node hosts the trial's
+    K (searched or fixed) and runtime call for, within `resources.cpus`."""
+    from veil.platform.fed.runtime import trial_bundles
+    from veil.run import validate
+
+    values = {k: decode_value(v) for k, v in config.items() if k != CTX_KEY}
+    v = validate(spec.run_spec(values, spec.seeds[0]))
+    nodes = int(getattr(v.method_config, "K", 1))
+    budget = spec.resources.cpus
+    if v.runtime == "ray-actors":
+        hosts = nodes
+    else:
+        fed_hosts = v.federation.hosts if v.federation is not None else 0
+        hosts = min(nodes, fed_hosts or max(1, int(budget - 0.1)))
+    return trial_bundles(hosts, budget)
+
+
 def trainable(spec: SweepSpec):
-    """`sweep_trial` with the trial's Ray resources attached."""
+    """`sweep_trial` with the trial's Ray resources attached: a federation's coordinator and node host actors
+    run inside the trial's own placement group (`federation_bundles`)."""
     from ray import tune
 
-    if spec.executor == "ray-train" or (spec.federated and (spec.runtime or "in-process") != "in-process"):
-        res = {"cpu": 0.1}  # the TorchTrainer's workers / the federation's node actors reserve the real resources
+    if on_ray_actors(spec):
+
+        def resources(config: dict[str, Any]) -> Any:
+            return tune.PlacementGroupFactory(federation_bundles(spec, config), strategy="PACK")
+
+        return tune.with_resources(tune.with_parameters(sweep_trial, spec=spec), resources)
+    if spec.executor == "ray-train":
+        res = {"cpu": 0.1}  # the TorchTrainer's workers reserve the real resources
     else:
         res = {"cpu": spec.resources.cpus}
         if spec.resources.gpu:
@@ -519,6 +549,11 @@ def fit_to_cluster(spec: SweepSpec) -> SweepSpec:
             f"at most the cluster's {cpus:g} CPUs (a trial that does not fit would wait forever)",
             spec.source,
         )
+    if on_ray_actors(spec) and not any(p.section == "method" and p.name == "K" for p in spec.space):
+        try:  # a trial whose federation cannot fit its CPUs is refused now, not when Tune schedules it
+            federation_bundles(spec, {})
+        except VeilError as e:
+            raise ConfigError("resources.cpus", spec.resources.cpus, str(e), spec.source) from None
     if spec.resources.gpu > 0 and gpus == 0:
         print(
             f"[veil] warning: {spec.source}: resources.gpu = {spec.resources.gpu:g} but the cluster has no GPU; "

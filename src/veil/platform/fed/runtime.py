@@ -70,6 +70,8 @@ class ResourcePlan:
     budget: float
     memory_needed_mb: int
     memory_available_mb: int
+    in_trial: bool = False
+    """The actors run in the bundles Tune reserved for the sweep trial (`trial_bundles`), not a group of their own."""
 
     def to_params(self) -> dict[str, Any]:
         return {
@@ -77,7 +79,36 @@ class ResourcePlan:
             "cpus_per_actor": self.cpus_per_actor,
             "cpu_budget": self.budget,
             "memory_needed_mb": self.memory_needed_mb,
+            "placement": "trial" if self.in_trial else "own",
         }
+
+
+# A sweep trial's own process (bundle 0 of its placement group) only drives the federation.
+TRIAL_DRIVER_CPUS = 0.1
+
+
+def trial_bundles(hosts: int, budget: float) -> list[dict[str, float]]:
+    """The placement group of a federated sweep trial with `budget` CPUs: the trial's driver, the coordinator and
+    `hosts` node host actors, all inside what Tune reserves for the trial (so concurrent trials never compete for
+    the same free CPUs, and a trial that cannot fit waits in Tune's queue instead of hanging half-started)."""
+    per = math.floor((budget - TRIAL_DRIVER_CPUS) / (hosts + 1) * 1e4) / 1e4
+    if per < MIN_CPUS_PER_ACTOR:
+        raise ResourceError(
+            f"a federated trial of {budget:g} CPUs leaves {per:.4f} CPU to each of its {hosts} node host actors + 1 "
+            f"coordinator (minimum {MIN_CPUS_PER_ACTOR}); raise resources.cpus or use fewer federation.hosts"
+        )
+    return [{"CPU": TRIAL_DRIVER_CPUS}, *[{"CPU": per}] * (hosts + 1)]
+
+
+def trial_placement() -> Any:
+    """The placement group of the sweep trial this process runs in, when it was sized by `trial_bundles`."""
+    from ray.util import get_current_placement_group
+
+    pg = get_current_placement_group()
+    specs = pg.bundle_specs if pg is not None else []
+    if len(specs) >= 3 and specs[0].get("CPU") == TRIAL_DRIVER_CPUS:
+        return pg
+    return None
 
 
 def plan_resources(
@@ -124,6 +155,8 @@ class HostLayout:
     cpus_per_actor: float
     max_restarts: int
     faults: Mapping[int, int] | None
+    first_bundle: int = 0
+    """The coordinator's bundle in `pg`; host h runs in bundle first_bundle + 1 + h."""
 
 
 class CoordinatorRestarted(RuntimeError):
@@ -192,7 +225,9 @@ def start_hosts(layout: HostLayout) -> list[Any]:
             "num_cpus": layout.cpus_per_actor,
             "max_restarts": layout.max_restarts,
             "max_task_retries": 0,
-            "scheduling_strategy": PlacementGroupSchedulingStrategy(layout.pg, placement_group_bundle_index=h + 1),
+            "scheduling_strategy": PlacementGroupSchedulingStrategy(
+                layout.pg, placement_group_bundle_index=layout.first_bundle + 1 + h
+            ),
         }
         actors.append(
             actor_cls.options(**opts).remote(
@@ -315,16 +350,22 @@ class RayFederation:
         from ray.util.placement_group import placement_group, remove_placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        self._remove = remove_placement_group
         self.plan = plan
-        bundles = [{"CPU": plan.cpus_per_actor}] * (len(node_blocks) + 1)
-        self.pg = placement_group(bundles, strategy="PACK", name=f"veil-fed-{int(time.time() * 1000)}")
+        in_trial = trial_placement() if plan.in_trial else None
+        # The trial's group belongs to Tune, which removes it when the trial ends.
+        self._remove = remove_placement_group if in_trial is None else (lambda pg: None)
+        first = 0 if in_trial is None else 1
+        if in_trial is not None:
+            self.pg = in_trial
+        else:
+            bundles = [{"CPU": plan.cpus_per_actor}] * (len(node_blocks) + 1)
+            self.pg = placement_group(bundles, strategy="PACK", name=f"veil-fed-{int(time.time() * 1000)}")
         try:
             ray.get(self.pg.ready(), timeout=ready_timeout_s)
         except Exception as e:
-            remove_placement_group(self.pg)
+            self._remove(self.pg)
             raise ResourceError(
-                f"placement group of {len(bundles)} bundles x {plan.cpus_per_actor:g} CPU was not "
+                f"placement group of {len(node_blocks) + 1} bundles x {plan.cpus_per_actor:g} CPU was not "
                 f"ready within {ready_timeout_s:g} s ({type(e).__name__}); the cluster has "
                 f"{ray.available_resources().get('CPU', 0):g} CPUs available"
             ) from None
@@ -342,6 +383,7 @@ class RayFederation:
             plan.cpus_per_actor,
             max_restarts,
             faults,
+            first,
         )
         self.hosts: list[Any] = []
         self.max_restarts = max_restarts
@@ -358,11 +400,11 @@ class RayFederation:
                 num_cpus=plan.cpus_per_actor,
                 max_restarts=max_restarts,
                 max_task_retries=0,
-                scheduling_strategy=PlacementGroupSchedulingStrategy(self.pg, placement_group_bundle_index=0),
+                scheduling_strategy=PlacementGroupSchedulingStrategy(self.pg, placement_group_bundle_index=first),
             ).remote(layout, self.hosts, seed=seed, tap=tap)
         except BaseException:
             stop_actors(self.hosts)
-            remove_placement_group(self.pg)
+            self._remove(self.pg)
             raise
 
     def _call(self, name: str, rnd: int, *args: Any) -> Any:
@@ -457,6 +499,8 @@ class RayFederation:
         except Exception:  # noqa: BLE001
             pass
         stop_actors(self.hosts)
+        if self.plan.in_trial:
+            return
         try:
             self._remove(self.pg)
             wait_removed(self.pg)
@@ -507,8 +551,16 @@ def _place_in_process(plan: FederationPlan, address: str | None) -> None:
 def _place_on_ray(per_node: bool) -> Callable[[FederationPlan, str | None], None]:
     def place(plan: FederationPlan, address: str | None) -> None:
         ensure_ray(address)
-        avail = available_resources()
         k, opts = len(plan.shards), plan.options
+        pg = trial_placement()
+        if pg is not None:  # a sweep trial: the bundles Tune reserved for it (`trial_bundles`)
+            specs = pg.bundle_specs
+            hosts = min(len(specs) - 2, k)
+            plan.node_blocks = split_hosts(list(range(k)), hosts)
+            budget = sum(b.get("CPU", 0.0) for b in specs)
+            plan.resources = ResourcePlan(hosts, float(specs[1]["CPU"]), budget, 0, 0, in_trial=True)
+            return
+        avail = available_resources()
         hosts = k if per_node else (opts.hosts or max(1, min(k, int(avail.get("CPU", 1.0)) or 1)))
         plan.node_blocks = split_hosts(list(range(k)), min(hosts, k))
         plan.resources = plan_resources(
