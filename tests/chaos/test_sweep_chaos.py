@@ -223,3 +223,37 @@ def test_sigterm_mid_sweep_then_resume(calm, mlflow_server, tmp_path):
     assert parent.info.status == "FINISHED"
     assert not {"error", "veil.incomplete", "veil.stopped"} & set(parent.data.tags)
     assert_same_front(summary, next(iter(calm.values())))
+
+
+def test_tracking_server_killed_mid_sweep_then_restarted(calm, tmp_path):
+    """The sweep's own `mlflow server` is SIGKILLed while a trial trains, and started again on the same port and
+    store. The trials in flight finish into the local journal and trials about to start wait for the server;
+    the driver replays the journal before it reads the results. Nothing is lost: every trial recorded once and
+    FINISHED, none RUNNING, the front equal to the undisturbed sweeps', and the report names the late runs."""
+    from own_server import OwnServer
+
+    server = OwnServer(tmp_path)
+    server.start()
+    name, ray_dir = "server-drop", ray_tmp("vsd")
+    spec_file = write_spec(tmp_path, SPEC)
+    driver = start_sweep(spec_file, name, server.uri, tmp_path / "sweeps", tmp_path, ray_dir, subprocess.PIPE, "--json")
+    try:
+        wait_for(
+            "a trial training",
+            lambda: any(r.info.status == "RUNNING" for r in trial_runs(server.uri, name)),
+            240,
+            alive=lambda: None if driver.poll() is None else pytest.fail(driver.communicate()[0][-3000:]),
+        )
+        server.kill()
+        server.start()
+        out = run_to_end(driver, ray_dir)
+        summary = last_json(out)
+        assert summary["finished"] == TRIALS and summary["failed"] == 0
+        runs = assert_each_trial_once(server.uri, name, summary["parent_run_id"])
+        assert_same_front(summary, next(iter(calm.values())))
+        late = [r.info.run_id for r in runs if r.data.tags.get("veil.late") == "true"]
+        assert late and sorted(summary["late_runs"]) == sorted(late)
+        assert "late: " in out and all(rid in out for rid in late)
+        assert not list((tmp_path / ".veil" / "journal").glob("*/meta.json"))  # every journal replayed and removed
+    finally:
+        server.kill()

@@ -28,6 +28,7 @@ from veil.errors import VeilError
 from veil.sweeps.pareto import convex_hull_auc, hypervolume, pareto_front
 from veil.sweeps.spec import SweepSpec, decode_value, format_value, is_gap_metric, sweep_from_mapping
 from veil.tracking import PARENT_TAG, check_tracking, client
+from veil.tracking.journal import LATE_TAG
 
 TAG_ROLE = "veil.role"
 TAG_SWEEP = "veil.sweep"
@@ -276,11 +277,12 @@ def trials_frame(runs: list[Any], spec: SweepSpec) -> pd.DataFrame:
         row["seconds"] = (end - r.info.start_time) / 1000.0 if end and r.info.start_time else np.nan
         row["started"] = pd.Timestamp(r.info.start_time, unit="ms", tz="UTC") if r.info.start_time else pd.NaT
         row["error"] = t.get("error", "")
+        row["late"] = t.get(LATE_TAG) == "true"
         rows.append(row)
     cols = ["trial", "trial_id", "run_id", "status", *[sp.key for sp in spec.space], *metrics]
     if len(spec.seeds) > 1:
         cols += [STD_PREFIX + n for n in metrics]
-    cols += ["seeds", "seconds", "started", "error"]
+    cols += ["seeds", "seconds", "started", "error", "late"]
     return pd.DataFrame(rows, columns=cols).sort_values("trial", kind="stable", ignore_index=True)
 
 
@@ -338,6 +340,9 @@ class SweepResults:
             "chull_axes": list(self.axes or ()),
             "chull_leakage": chull_leakage_label(self.axes[0]) if self.axes else None,
             "chull_origin": self.spec.chull_origin,
+            "late_runs": [str(r) for r in self.trials.loc[self.trials["late"], "run_id"]]
+            if "late" in self.trials
+            else [],
             **self.counts,
             "superseded_attempts": self.superseded,
             "notes": self.notes,
@@ -503,6 +508,13 @@ def format_report(results: SweepResults) -> str:
         lines.append(
             f"convex-hull AUC {results.chull_auc:.4f} ({results.axes[1]} over {chull_leakage_label(results.axes[0])}, "
             f"origin {spec.chull_origin})"
+        )
+    late = results.trials[results.trials["late"]] if "late" in results.trials else results.trials.iloc[:0]
+    if len(late):
+        lines.append(
+            f"late: {len(late)} trial run(s) reached the tracking server from the local journal after it dropped "
+            f"(tag {LATE_TAG}=true): "
+            + ", ".join(f"trial {n} ({rid})" for n, rid in zip(late["trial"], late["run_id"]))
         )
     lines += [f"note: {n}" for n in results.notes]
     return "\n".join(lines)

@@ -24,7 +24,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from ray.tune import Callback
 from ray.tune.stopper import Stopper
@@ -124,6 +124,33 @@ def _failed_run(
     return run.run_id
 
 
+T = TypeVar("T")
+STORE_WAIT_S = 300.0
+"""How long a sweep waits for a tracking server that stopped answering (a restart takes ~20 s)."""
+
+
+def when_tracking_answers(call: Callable[[], T], uri: str) -> T:
+    """`call()`, retried every few seconds while the tracking server does not answer (connection refused, timeout,
+    5xx), for up to STORE_WAIT_S: a trial's bookkeeping and the sweep's final reading wait out a server restart
+    instead of failing. Other errors, and a server still away after that, propagate."""
+    from tenacity import retry, retry_if_exception, stop_after_delay, wait_fixed
+
+    from veil.tracking.journal import unavailable
+
+    def note(state: Any) -> None:
+        if state.attempt_number == 1:
+            print(f"[veil] the tracking server {uri} does not answer; waiting for it", file=sys.stderr, flush=True)
+
+    waiting = retry(
+        retry=retry_if_exception(unavailable),
+        stop=stop_after_delay(STORE_WAIT_S),
+        wait=wait_fixed(3),
+        before_sleep=note,
+        reraise=True,
+    )
+    return waiting(call)()
+
+
 def run_trial(
     spec: SweepSpec,
     values: Mapping[str, Any],
@@ -144,8 +171,8 @@ def run_trial(
     from veil.tracking.mlflow_run import TrackedRun, experiment_id
 
     t0 = time.time()
-    exp_id = experiment_id(tracking_uri, spec.experiment)
-    supersede_attempts(tracking_uri, exp_id, sweep, trial_id)
+    exp_id = when_tracking_answers(lambda: experiment_id(tracking_uri, spec.experiment), tracking_uri)
+    when_tracking_answers(lambda: supersede_attempts(tracking_uri, exp_id, sweep, trial_id), tracking_uri)
     tags = {
         TAG_SWEEP: sweep,
         TAG_TRIAL: trial_id,
@@ -732,8 +759,12 @@ def finish_sweep(
 ) -> SweepOutcome:
     """Reconcile orphaned child runs, read the trials back from MLflow, tag the front, log the report files
     and metrics to the parent, and write its description (the front, linked) and the trials' runs-table view."""
-    from veil.tracking.mlflow_run import TrackedRun
+    from veil.tracking.mlflow_run import TrackedRun, client
+    from veil.tracking.sync import sync
 
+    # Trial runs that lost the server mid-sweep finished into the local journal: once it answers, replay them.
+    when_tracking_answers(lambda: client(ref.tracking_uri).search_experiments(max_results=1), ref.tracking_uri)
+    sync(ref.tracking_uri, found_by="veil sweep")
     if known_trial_ids is not None:
         supersede_orphans(ref.tracking_uri, ref.experiment_id, ref.parent_run_id, known_trial_ids)
     interrupted = end_interrupted(ref.tracking_uri, ref.experiment_id, ref.name)
@@ -768,6 +799,9 @@ def finish_sweep(
     if incomplete:
         parent.set_tags({"veil.incomplete": "true"})
     parent.finish("KILLED" if incomplete else "FAILED" if stopped or c["finished"] == 0 else "FINISHED")
+    if parent.journal is not None:  # the server dropped while the parent was being closed
+        when_tracking_answers(lambda: client(ref.tracking_uri).search_experiments(max_results=1), ref.tracking_uri)
+        sync(ref.tracking_uri, found_by="veil sweep")
     return SweepOutcome(
         ref.name,
         ref.parent_run_id,

@@ -1,0 +1,54 @@
+"""A real `mlflow server` that a test owns: it can kill it (SIGKILL, as a crash) and start it again on the same
+port and stores (tests/tracking, tests/chaos). The session's `mlflow_server` fixture is shared and never killed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from veil.tracking.ui import free_port
+
+
+class OwnServer:
+    """`mlflow server` on 127.0.0.1:`port` with a sqlite store and a local artifact root under `root`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root, self.port = root, free_port()
+        self.uri = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 120.0) -> None:
+        exe = shutil.which("mlflow", path=str(Path(sys.executable).parent)) or "mlflow"
+        with open(self.root / "server.log", "a") as log:
+            self.proc = subprocess.Popen(
+                [exe, "server", "--backend-store-uri", f"sqlite:///{self.root / 'mlflow.db'}"]
+                + ["--default-artifact-root", str(self.root / "artifacts"), "--host", "127.0.0.1"]
+                + ["--port", str(self.port), "--workers", "1"],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: kill() reaches the workers too
+            )
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"mlflow server exited: {(self.root / 'server.log').read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.uri}/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.3)
+        raise RuntimeError(f"mlflow server did not answer /health within {timeout:g} s")
+
+    def kill(self) -> None:
+        """SIGKILL the server's process group (a crash: nothing is flushed or closed) and wait for it."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=20)
