@@ -5,10 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -41,52 +37,15 @@ def unused_port() -> int:
 
 @pytest.fixture(scope="session")
 def mlflow_server(tmp_path_factory: pytest.TempPathFactory):
-    """A real `mlflow server` bound to 127.0.0.1 with a sqlite store; yields its URI."""
-    root = tmp_path_factory.mktemp("mlflow-server")
-    port = free_port()
-    exe = shutil.which("mlflow", path=str(Path(sys.executable).parent)) or "mlflow"
-    log = open(root / "server.log", "w")
-    proc = subprocess.Popen(
-        [
-            exe,
-            "server",
-            "--backend-store-uri",
-            f"sqlite:///{root / 'mlflow.db'}",
-            "--default-artifact-root",
-            str(root / "artifacts"),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            "1",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    uri = f"http://127.0.0.1:{port}"
+    """A real `mlflow server` bound to 127.0.0.1 with a sqlite store, shared by the session; yields its URI."""
+    from own_server import OwnServer
+
+    server = OwnServer(tmp_path_factory.mktemp("mlflow-server"))
     try:
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(f"mlflow server exited: {(root / 'server.log').read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{uri}/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            raise RuntimeError("mlflow server did not answer /health within 120 s")
-        yield uri
+        server.start()
+        yield server.uri
     finally:
-        os.killpg(proc.pid, 15)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-        log.close()
+        server.stop()
 
 
 @pytest.fixture(scope="session")

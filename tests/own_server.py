@@ -52,3 +52,13 @@ class OwnServer:
             return
         os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(timeout=20)
+
+    def stop(self) -> None:
+        """SIGTERM the server's process group (SIGKILL after 20 s) and wait for it."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.kill()

@@ -86,8 +86,8 @@ def test_suite_validation_names_the_problem(tmp_path):
         load_suite(bad)
 
 
-def test_two_nightlies_compare_against_each_other(in_tmp, capsys):
-    suite = in_tmp / "suite.yaml"
+def write_suite(folder: Path, experiment: str) -> Path:
+    """A one-run suite (a tiny autoencoder, throughput never checked) into `experiment`."""
     run = {
         "method": "autoencoder",
         "dataset": "gaussian-quadrant",
@@ -95,9 +95,13 @@ def test_two_nightlies_compare_against_each_other(in_tmp, capsys):
         "params": {"epochs": 2, "d_z": 2},
         "audit": {"epochs": 2},
     }
-    suite.write_text(
-        yaml.safe_dump({"experiment": "nightly-test", "runs": {"ae": run}, "tolerances": {"throughput": 1.0}})
-    )
+    suite = folder / "suite.yaml"
+    suite.write_text(yaml.safe_dump({"experiment": experiment, "runs": {"ae": run}, "tolerances": {"throughput": 1.0}}))
+    return suite
+
+
+def test_two_nightlies_compare_against_each_other(in_tmp, capsys):
+    suite = write_suite(in_tmp, "nightly-test")
     assert main(["nightly", "--suite", str(suite)]) == 0
     first = capsys.readouterr().out
     assert "baseline: none" in first and "ae/utility_auc" in first and "| ae/privacy_gap |" in first
@@ -116,16 +120,8 @@ def test_nightly_against_a_server_fails_on_an_injected_regression_and_plots_the_
     """Two nightlies into a real MLflow server on 127.0.0.1; before the second, the first's recorded utility is
     raised by 0.2 (a better past: the same suite now does worse). The second exits 1 with the regression in its
     table and report, and each nightly stores its trend across nightlies as `nightly/trend.png` + `trend.json`."""
-    suite = in_tmp / "suite.yaml"
-    run = {
-        "method": "autoencoder",
-        "dataset": "gaussian-quadrant",
-        "dataset_params": {"n": 300},
-        "params": {"epochs": 2, "d_z": 2},
-        "audit": {"epochs": 2},
-    }
     experiment = f"nightly-server-{in_tmp.name}"
-    suite.write_text(yaml.safe_dump({"experiment": experiment, "runs": {"ae": run}, "tolerances": {"throughput": 1.0}}))
+    suite = write_suite(in_tmp, experiment)
     argv = ["nightly", "--suite", str(suite), "--tracking-uri", mlflow_server]
     assert main(argv) == 0
     capsys.readouterr()

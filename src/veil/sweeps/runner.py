@@ -791,8 +791,12 @@ def finish_sweep(
         parent.log_file(files[key], "plots")
     publish(results)
     # Interrupted (Ctrl-C: Tune stops gracefully and returns) when trials are missing or still running.
+    # A grid's trials all exist in Tune from the start, so trials that never ran count through their missing runs.
     incomplete = not stopped and (
-        (known_trial_ids is not None and len(known_trial_ids) < spec.trials) or c["running"] > 0 or interrupted > 0
+        (known_trial_ids is not None and len(known_trial_ids) < spec.trials)
+        or c["trials"] < spec.trials
+        or c["running"] > 0
+        or interrupted > 0
     )
     if stopped:
         parent.set_tags({"veil.stopped": "max_failures"})
