@@ -4,6 +4,7 @@ threshold (issue 11: such files ran to FINISHED with NaN metrics, or failed afte
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -92,14 +93,25 @@ def test_missing_and_duplicate_columns_files(in_tmp, capsys, mlflow_server):
         assert_nothing_started(mlflow_server, f"bad-{path.stem}", in_tmp)
 
 
+@pytest.fixture(autouse=True)
+def _ray_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whether Ray ran in this process before the test (the session's `ray_local` may have started it)."""
+    import ray
+
+    monkeypatch.setattr(sys.modules[__name__], "RAY_WAS_UP", ray.is_initialized())
+
+
+RAY_WAS_UP = False
+
+
 def assert_nothing_started(uri: str, experiment: str, cwd: Path) -> None:
-    """No MLflow run (not even the experiment) was created and Ray was not started."""
+    """No MLflow run (not even the experiment) was created and Ray was not started (nor its storage made)."""
     import ray
     from mlflow.tracking import MlflowClient
 
     exp = MlflowClient(uri).get_experiment_by_name(experiment)
     assert exp is None or not MlflowClient(uri).search_runs([exp.experiment_id]), "a run was created"
-    assert not ray.is_initialized() and not (cwd / ".veil" / "ray").exists()
+    assert ray.is_initialized() == RAY_WAS_UP and not (cwd / ".veil" / "ray").exists()
 
 
 def test_split_leaving_one_class_on_a_side(tmp_path, cache):

@@ -11,7 +11,8 @@ cannot satisfy (more CPUs than available, bundles below 0.05 CPU, more memory th
 has for (hosts + 1) actors of `actor_memory_mb`, or a placement group not ready within
 `ready_timeout_s`) is refused with a `ResourceError` before any actor starts, so nothing is left
 PENDING. Node host actors restart up to `max_restarts` times; a restarted host rejoins from the
-global state. The driver owns the node host actors (they outlive a coordinator's death) and keeps the
+global state. A 0-CPU `HostOwner` actor started by the driver owns the node host actors (they outlive a
+coordinator's death); the driver keeps the
 coordinator's checkpoint of the last completed round (returned with each round, so it lives in the
 driver's memory); the coordinator actor restarts up to `max_restarts` times too, the driver restores it
 from that checkpoint and asks again for the call under way (a node asked again for a round it already
@@ -211,6 +212,29 @@ class CoordinatorService(Coordinated):
         return self.pool.info()
 
 
+class HostOwner:
+    """A 0-CPU actor that starts and owns the federation's actors, the node hosts and then the coordinator (so the
+    hosts outlive a coordinator's death); Ray's start-up notes about restartable actors built from object-store
+    arguments go to this worker's log, not the driver's console."""
+
+    def start(self, layout: HostLayout, name: str, seed: int, tap: Tap | None, restarts: int) -> tuple[list[Any], Any]:
+        import ray
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        self.hosts = start_hosts(layout)
+        svc: Any = ray.remote(CoordinatorService)
+        self.coord = svc.options(
+            name=name,
+            num_cpus=layout.cpus_per_actor,
+            max_restarts=restarts,
+            max_task_retries=0,
+            scheduling_strategy=PlacementGroupSchedulingStrategy(
+                layout.pg, placement_group_bundle_index=layout.first_bundle
+            ),
+        ).remote(layout, self.hosts, seed=seed, tap=tap)
+        return self.hosts, self.coord
+
+
 def start_hosts(layout: HostLayout) -> list[Any]:
     """The node host actors (one per block of nodes, each in its own bundle of the placement group), started by
     the driver so they outlive the coordinator; returns once every host has built its nodes."""
@@ -370,7 +394,7 @@ class RayFederation:
                 f"{ray.available_resources().get('CPU', 0):g} CPUs available"
             ) from None
         by_id = {d.node: d for d in shards}
-        # The driver owns the shard objects and the host actors, so a restarted host or coordinator finds them.
+        # The driver owns the shard objects (and, through HostOwner, the hosts): a restarted host or coordinator finds them.
         self.shard_refs = [ray.put([by_id[k] for k in block]) for block in node_blocks]
         layout = HostLayout(
             method_name,
@@ -386,6 +410,7 @@ class RayFederation:
             first,
         )
         self.hosts: list[Any] = []
+        self.owner: Any = None
         self.max_restarts = max_restarts
         self.name = f"veil-coordinator-{self.pg.id.hex()[:12]}"
         self.coordinator_failures = 0
@@ -393,17 +418,15 @@ class RayFederation:
         self._pending: list[CoordinatorFailure] = []
         self._last: RoundRecord | None = None
         try:
-            self.hosts = start_hosts(layout)
-            svc: Any = ray.remote(CoordinatorService)
-            self.coord = svc.options(
-                name=self.name,
-                num_cpus=plan.cpus_per_actor,
-                max_restarts=max_restarts,
-                max_task_retries=0,
+            owner: Any = ray.remote(HostOwner)
+            self.owner = owner.options(
+                num_cpus=0,
+                max_restarts=0,
                 scheduling_strategy=PlacementGroupSchedulingStrategy(self.pg, placement_group_bundle_index=first),
-            ).remote(layout, self.hosts, seed=seed, tap=tap)
+            ).remote()
+            self.hosts, self.coord = ray.get(self.owner.start.remote(layout, self.name, seed, tap, max_restarts))
         except BaseException:
-            stop_actors(self.hosts)
+            stop_actors([*self.hosts, *([self.owner] if self.owner is not None else [])])
             self._remove(self.pg)
             raise
 
@@ -498,7 +521,7 @@ class RayFederation:
             ray.kill(self.coord, no_restart=True)
         except Exception:  # noqa: BLE001
             pass
-        stop_actors(self.hosts)
+        stop_actors([*self.hosts, self.owner])
         if self.plan.in_trial:
             return
         try:
