@@ -3,7 +3,7 @@ Ray) logs to a real MLflow server on 127.0.0.1; the pages `veil ui` links to are
 virtual-time budget: the UI is a React app fetching through MLflow's REST API) and their DOM must show the parent
 run in the model-training runs table, the child runs with the searched parameter and the objectives as columns,
 and the parent's description with the front as a table linking each front trial's run, and the front plot.
-Screenshots are kept under the test's tmp dir (their paths are printed).
+Screenshots are kept under the test's tmp dir, or in $VEIL_TEST_ARTIFACTS (.ci/run: ./test-artifacts); their paths are printed.
 
 Chromium is Debian's `chromium` package (.ci/run installs it); without it the test is skipped, except under CI
 (CI=true), where it fails."""
@@ -194,6 +194,10 @@ def test_the_ui_shows_the_sweep_parent_children_and_the_front(ray_local, mlflow_
     shots = [tmp_path / "ui-trials-view.png", tmp_path / "ui-parent-run.png"]
     render(exe, f"{mlflow_server}/{runs_path(eid, 'veil-ui-browser')}", tmp_path, screenshot=shots[0])
     render(exe, f"{mlflow_server}/{run_path(eid, pid)}", tmp_path, screenshot=shots[1], size="1400,2000")
+    keep = Path(os.environ.get("VEIL_TEST_ARTIFACTS", tmp_path))  # .ci/run keeps them in ./test-artifacts
+    keep.mkdir(parents=True, exist_ok=True)
     for shot in shots:
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-        print(f"screenshot: {shot}")
+        if keep != tmp_path:
+            shutil.copy(shot, keep / shot.name)
+        print(f"screenshot: {keep / shot.name}")
