@@ -164,18 +164,24 @@ def spec_from_mapping(data: Mapping[str, Any], where: str = "run spec") -> RunSp
     return spec
 
 
-def load_run_file(path: str | Path) -> RunSpec:
-    """Read a YAML run file (safe-loaded)."""
+def read_yaml_file(path: str | Path, field: str, missing: str = "an existing YAML file") -> Any:
+    """The safe-loaded content of a user's YAML file ({} when empty); a missing file, non-UTF-8 bytes or broken
+    YAML is a ConfigError naming `field` and the file."""
     p = Path(path)
     if not p.is_file():
-        raise ConfigError("run file", str(p), "an existing YAML file")
+        raise ConfigError(field, str(p), missing)
     try:
         data = yaml.safe_load(p.read_text(encoding="utf-8"))
     except UnicodeDecodeError as e:
-        raise ConfigError("run file", str(p), f"UTF-8 text (byte {e.start} is not)") from None
+        raise ConfigError(field, str(p), f"UTF-8 text (byte {e.start} is not)") from None
     except yaml.YAMLError as e:
-        raise ConfigError("run file", str(p), f"valid YAML: {yaml_problem(e)}") from None
-    return spec_from_mapping(data or {}, where=str(p))
+        raise ConfigError(field, str(p), f"valid YAML: {yaml_problem(e)}") from None
+    return {} if data is None else data
+
+
+def load_run_file(path: str | Path) -> RunSpec:
+    """Read a YAML run file (safe-loaded)."""
+    return spec_from_mapping(read_yaml_file(path, "run file") or {}, where=str(path))
 
 
 def yaml_problem(error: yaml.YAMLError) -> str:

@@ -36,7 +36,7 @@ from veil.audit.mi import MI_ESTIMATORS
 from veil.errors import ConfigError, UnknownNameError
 from veil.methods.registry import is_federated
 from veil.platform.executors import EXECUTOR_CHOICES
-from veil.runspec import KeyRouter, centralized_refusal, check_keys
+from veil.runspec import KeyRouter, centralized_refusal, check_keys, read_yaml_file
 from veil.sweeps.pareto import AUC_ORIGINS, DIRECTIONS
 from veil.sweeps.samplers import SAMPLER_OPTIONS, SAMPLERS
 
@@ -586,16 +586,8 @@ def format_value(v: Any) -> str:
 
 def load_sweep(path: str | Path, *, check_names: bool = True) -> SweepSpec:
     """Read and validate a YAML sweep spec (yaml.safe_load)."""
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError("sweep file", str(p), "an existing YAML file (see sweeps/*.yaml)")
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as e:
-        raise ConfigError("sweep file", str(p), f"UTF-8 text (byte {e.start} is not)") from None
-    except yaml.YAMLError as e:
-        raise ConfigError("sweep file", str(p), f"valid YAML ({e})") from None
-    return sweep_from_mapping(data if data is not None else {}, where=str(p), check_names=check_names)
+    data = read_yaml_file(path, "sweep file", "an existing YAML file (see sweeps/*.yaml)")
+    return sweep_from_mapping(data, where=str(path), check_names=check_names)
 
 
 def _num(v: Any, key: str, where: str, *, integer: bool = False) -> float | int:
