@@ -44,6 +44,8 @@ TAG_SUPERSEDED = "veil.superseded"
 TAG_STORAGE = "veil.storage"
 TAG_SPEC = "veil.spec_name"
 TAG_WARNINGS = "veil.warnings"
+TAG_POPULATION = "veil.population.trial"
+"""A population member's Tune trial (its own TAG_TRIAL is '<that id>.<member>')."""
 STD_PREFIX = "std/"
 SPEC_ARTIFACT = "sweep/spec.json"
 STATE_FILE = "veil-sweep.json"
@@ -116,7 +118,8 @@ def supersede_orphans(uri: str, experiment_id: str, parent_run_id: str, known_tr
     n = 0
     for r in search_child_runs(uri, parent_run_id, experiment_id):
         t = r.data.tags
-        if t.get(TAG_ROLE) != "trial" or t.get(TAG_SUPERSEDED) == "true" or t.get(TAG_TRIAL) in known:
+        tune_trial = t.get(TAG_POPULATION, t.get(TAG_TRIAL))
+        if t.get(TAG_ROLE) != "trial" or t.get(TAG_SUPERSEDED) == "true" or tune_trial in known:
             continue
         c.log_batch(
             r.info.run_id,

@@ -32,6 +32,7 @@ from ray.tune.stopper import Stopper
 from veil.errors import ConfigError, VeilError
 from veil.platform.cluster import ensure_ray
 from veil.sweeps.overview import publish
+from veil.sweeps.population import MEMBER_RESULTS, MEMBERS, grid_chunks, grid_points, member_values
 from veil.sweeps.report import write_report
 from veil.sweeps.results import (
     DEFAULT_ROOT,
@@ -40,6 +41,7 @@ from veil.sweeps.results import (
     TAG_CONFIG,
     TAG_NODE,
     TAG_NUMBER,
+    TAG_POPULATION,
     TAG_ROLE,
     TAG_SEED,
     TAG_SEEDS,
@@ -151,6 +153,80 @@ def when_tracking_answers(call: Callable[[], T], uri: str) -> T:
     return waiting(call)()
 
 
+def trial_tags(
+    values: Mapping[str, Any], trial_id: str, sweep: str, number: int | None, population: str | None = None
+) -> dict[str, str]:
+    """The tags every run of one trial carries (its seeds' runs too)."""
+    from veil.platform.cluster import ray_node_id
+
+    return {
+        TAG_SWEEP: sweep,
+        TAG_TRIAL: trial_id,
+        TAG_ROLE: "trial",
+        TAG_CONFIG: json.dumps({k: v for k, v in values.items()}, default=str),
+        **({TAG_NUMBER: str(number)} if number is not None else {}),
+        **({TAG_POPULATION: population} if population is not None else {}),
+        TAG_NODE: ray_node_id(),
+    }
+
+
+def trial_run_name(sweep: str, trial_id: str, values: Mapping[str, Any]) -> str:
+    label = " ".join(f"{k.split('.', 1)[1]}={format_value(v)}" for k, v in values.items())
+    return f"{sweep}/{trial_id} {label}"[:200]
+
+
+def start_seeds_run(
+    spec: SweepSpec,
+    values: Mapping[str, Any],
+    uri: str,
+    run_name: str,
+    parent_run_id: str | None,
+    tags: Mapping[str, str],
+) -> Any:
+    """The run of a multi-seed trial (its seeds' runs are its children), with the trial's params logged."""
+    from veil.tracking.mlflow_run import TrackedRun
+
+    seeds = list(spec.seeds)
+    run = TrackedRun.start(
+        uri, spec.experiment, run_name, parent_run_id=parent_run_id, tags={**tags, TAG_SEEDS: ",".join(map(str, seeds))}
+    )
+    try:
+        run.log_params(
+            {
+                **{k: json.dumps(v) if isinstance(v, list) else v for k, v in values.items()},
+                "seeds": seeds,
+                "method": spec.method,
+                "dataset": spec.dataset,
+            }
+        )
+    except BaseException as e:
+        run.fail(e)
+        raise
+    return run
+
+
+def trial_outcome(spec: SweepSpec, metrics: Mapping[str, float], run: Any, t0: float) -> dict[str, Any]:
+    """What a trial reports to Tune: objectives and tracked metrics (means, 'std/' stds), its run id and
+    seconds. Raises (and fails `run`) when an objective is not a finite number."""
+    bad = [m for m in spec.metrics if not math.isfinite(metrics.get(m, float("nan")))]
+    if bad:
+        err = ValueError(
+            f"objective {bad[0]!r} is {metrics.get(bad[0], 'missing')} (not a finite number); "
+            "the trial counts as failed"
+        )
+        run.fail(err)
+        raise err
+    out: dict[str, Any] = {}
+    for m in spec.tracked_metrics():
+        if m in metrics:
+            out[tune_key(m)] = metrics[m]
+        if STD_PREFIX + m in metrics:
+            out[tune_key(STD_PREFIX + m)] = metrics[STD_PREFIX + m]
+    out["mlflow_run_id"] = run.run_id
+    out["trial_seconds"] = time.time() - t0
+    return out
+
+
 def run_trial(
     spec: SweepSpec,
     values: Mapping[str, Any],
@@ -166,23 +242,14 @@ def run_trial(
     (means over seeds, 'std/<metric>' stds, 'mlflow_run_id'). Raises when a seed crashes or an objective
     is not a finite number; the child run is then FAILED with the error. `number` is the trial's number
     (`trial_number`), tagged so reports number trials as the progress lines do."""
-    from veil.platform.cluster import ray_node_id
     from veil.run import execute, validate
     from veil.tracking.mlflow_run import TrackedRun, experiment_id
 
     t0 = time.time()
     exp_id = when_tracking_answers(lambda: experiment_id(tracking_uri, spec.experiment), tracking_uri)
     when_tracking_answers(lambda: supersede_attempts(tracking_uri, exp_id, sweep, trial_id), tracking_uri)
-    tags = {
-        TAG_SWEEP: sweep,
-        TAG_TRIAL: trial_id,
-        TAG_ROLE: "trial",
-        TAG_CONFIG: json.dumps({k: v for k, v in values.items()}, default=str),
-        **({TAG_NUMBER: str(number)} if number is not None else {}),
-        TAG_NODE: ray_node_id(),
-    }
-    label = " ".join(f"{k.split('.', 1)[1]}={format_value(v)}" for k, v in values.items())
-    run_name = f"{sweep}/{trial_id} {label}"[:200]
+    tags = trial_tags(values, trial_id, sweep, number)
+    run_name = trial_run_name(sweep, trial_id, values)
     seeds = list(spec.seeds)
 
     if len(seeds) == 1:
@@ -197,22 +264,8 @@ def run_trial(
         run = TrackedRun(tracking_uri, res.run_id)
         metrics = _aggregate([res.metrics])
     else:
-        run = TrackedRun.start(
-            tracking_uri,
-            spec.experiment,
-            run_name,
-            parent_run_id=parent_run_id,
-            tags={**tags, TAG_SEEDS: ",".join(map(str, seeds))},
-        )
+        run = start_seeds_run(spec, values, tracking_uri, run_name, parent_run_id, tags)
         try:
-            run.log_params(
-                {
-                    **{k: json.dumps(v) if isinstance(v, list) else v for k, v in values.items()},
-                    "seeds": seeds,
-                    "method": spec.method,
-                    "dataset": spec.dataset,
-                }
-            )
             per_seed = []
             for s in seeds:
                 rs = spec.run_spec(
@@ -228,50 +281,135 @@ def run_trial(
         except BaseException as e:
             run.fail(e)
             raise
-    bad = [m for m in spec.metrics if not math.isfinite(metrics.get(m, float("nan")))]
-    if bad:
-        err = ValueError(
-            f"objective {bad[0]!r} is {metrics.get(bad[0], 'missing')} (not a finite number); "
-            "the trial counts as failed"
-        )
-        run.fail(err)
-        raise err
+    out = trial_outcome(spec, metrics, run, t0)
     if len(seeds) > 1:
         run.finish()
-    out: dict[str, Any] = {}
-    for m in spec.tracked_metrics():
-        if m in metrics:
-            out[tune_key(m)] = metrics[m]
-        if STD_PREFIX + m in metrics:
-            out[tune_key(STD_PREFIX + m)] = metrics[STD_PREFIX + m]
-    out["mlflow_run_id"] = run.run_id
-    out["trial_seconds"] = time.time() - t0
     return out
 
 
+def member_id(trial_id: str, index: int) -> str:
+    """The trial id of member `index` (0-based) of the population Tune runs as `trial_id`."""
+    return f"{trial_id}.{index + 1}"
+
+
+def member_number(number: int | None, index: int, population: int) -> int | None:
+    """Trial number of member `index` of population `number`: populations of P number their members
+    (number - 1) * P + 1 ... so trials keep one numbering whatever the population size."""
+    return None if number is None else (number - 1) * population + index + 1
+
+
+def run_population(
+    spec: SweepSpec,
+    members: Sequence[Mapping[str, Any]],
+    trial_id: str,
+    *,
+    sweep: str,
+    parent_run_id: str | None,
+    tracking_uri: str,
+    storage: Path | None = None,
+    number: int | None = None,
+) -> dict[str, Any]:
+    """Run a population of trials (`members`: each one's searched values) as one vectorised training per seed
+    (`veil.run.execute_population`), each member logged as its own trial run exactly as if it had run alone.
+    Returns {'members': [what `run_trial` reports, or None for a member that failed], 'trial_seconds'}; a
+    member that fails (invalid values, a non-finite objective) is recorded FAILED and the rest go on."""
+    from veil.run import execute_population, validate
+    from veil.tracking.mlflow_run import TrackedRun, experiment_id
+
+    t0 = time.time()
+    exp_id = when_tracking_answers(lambda: experiment_id(tracking_uri, spec.experiment), tracking_uri)
+    ids = [member_id(trial_id, i) for i in range(len(members))]
+    when_tracking_answers(lambda: [supersede_attempts(tracking_uri, exp_id, sweep, mid) for mid in ids], tracking_uri)
+    tags = [
+        trial_tags(v, ids[i], sweep, member_number(number, i, spec.population), trial_id) for i, v in enumerate(members)
+    ]
+    names = [trial_run_name(sweep, ids[i], v) for i, v in enumerate(members)]
+    seeds = list(spec.seeds)
+    label = f"population #{number}" if number is not None else f"population {trial_id}"
+
+    def note(text: str) -> None:
+        print(f"[veil] {label}: {text}", flush=True)
+
+    live = list(range(len(members)))
+    failed: dict[int, BaseException] = {}
+    runs: dict[int, Any] = {}
+    if len(seeds) > 1:
+        for i in live:
+            runs[i] = start_seeds_run(spec, members[i], tracking_uri, names[i], parent_run_id, tags[i])
+    per_seed: dict[int, list[dict[str, float]]] = {i: [] for i in live}
+    try:
+        for s in seeds:
+            batch: list[tuple[int, Any]] = []
+            for i in live:
+                rtags = {**tags[i], TAG_SEED: str(s)}
+                if len(seeds) > 1:
+                    rtags[TAG_ROLE] = "seed"
+                name = names[i] if len(seeds) == 1 else f"{names[i]} seed={s}"
+                rs = spec.run_spec(members[i], s, tracking_uri=tracking_uri, run_name=name, tags=rtags)
+                try:
+                    batch.append((i, validate(rs)))
+                except VeilError as e:
+                    if len(seeds) == 1:
+                        _failed_run(tracking_uri, spec, name, parent_run_id, rtags, members[i], e)
+                    else:
+                        runs[i].fail(e)
+                    failed[i] = e
+            parents = [parent_run_id if len(seeds) == 1 else runs[i].run_id for i, _ in batch]
+            results = execute_population([v for _, v in batch], parent_run_id=parents, storage=storage, note=note)
+            for (i, _), res in zip(batch, results):
+                per_seed[i].append(res.metrics)
+                if len(seeds) == 1:
+                    runs[i] = TrackedRun(tracking_uri, res.run_id)
+            live = [i for i in live if i not in failed]
+    except BaseException as e:
+        for i in live:
+            if len(seeds) > 1:
+                runs[i].fail(e)
+        raise
+    outcomes: list[dict[str, Any] | None] = [None] * len(members)
+    for i in live:
+        metrics = _aggregate(per_seed[i])
+        if len(seeds) > 1:
+            runs[i].log_metrics(metrics)
+        try:
+            outcomes[i] = trial_outcome(spec, metrics, runs[i], t0)
+        except ValueError as e:
+            note(f"member {ids[i]} failed: {e}")
+            continue
+        if len(seeds) > 1:
+            runs[i].finish()
+    for i, err in failed.items():
+        note(f"member {ids[i]} failed: {err}")
+    seconds = time.time() - t0
+    for o in outcomes:
+        if o is not None:  # each member's share, so summed trial seconds stay the work done
+            o["trial_seconds"] = seconds / len(members)
+    return {MEMBER_RESULTS: outcomes, "trial_seconds": seconds}
+
+
 def sweep_trial(config: dict[str, Any], spec: SweepSpec) -> None:
-    """The Tune function trainable: one configuration, all its seeds, one report. `spec` is the driver's
-    validated SweepSpec (shipped once through the object store by `tune.with_parameters`, never re-parsed)."""
+    """The Tune function trainable: one configuration (or a population of them), all its seeds, one report.
+    `spec` is the driver's validated SweepSpec (shipped once through the object store by
+    `tune.with_parameters`, never re-parsed)."""
     import torch
     from ray import tune
 
     ctx = config[CTX_KEY]
     torch.set_num_threads(int(ctx.get("threads", 1)))
-    values = {k: decode_value(v) for k, v in config.items() if k != CTX_KEY}
     context = tune.get_context()
-    trial_id = context.get_trial_id()
-    tune.report(
-        run_trial(
-            spec,
-            values,
-            trial_id,
-            sweep=ctx["sweep"],
-            parent_run_id=ctx["parent_run_id"],
-            tracking_uri=ctx["tracking_uri"],
-            storage=Path(ctx["storage"]) / "train",
-            number=number_from_name(context.get_trial_name()),
-        )
+    where = dict(
+        sweep=ctx["sweep"],
+        parent_run_id=ctx["parent_run_id"],
+        tracking_uri=ctx["tracking_uri"],
+        storage=Path(ctx["storage"]) / "train",
+        number=number_from_name(context.get_trial_name()),
     )
+    if MEMBERS in config:
+        members = [{k: decode_value(v) for k, v in m.items()} for m in config[MEMBERS]]
+        tune.report(run_population(spec, members, context.get_trial_id(), **where))
+        return
+    values = {k: decode_value(v) for k, v in config.items() if k != CTX_KEY}
+    tune.report(run_trial(spec, values, context.get_trial_id(), **where))
 
 
 def trial_dirname(trial: Any) -> str:
@@ -357,6 +495,8 @@ class SweepMonitor(Callback, Stopper):
         self.directions = list(spec.directions)
         self.keys = [(sp.canonical, sp.key) for sp in spec.space]
         self.grid = spec.sampler == "grid"
+        self.population = spec.population
+        self.member_failures = 0
         self.total = total
         self.max_failures = spec.max_failures
         self.quiet = quiet
@@ -370,26 +510,42 @@ class SweepMonitor(Callback, Stopper):
         if not self.quiet:
             print(text, flush=True)
 
-    def _label(self, trial: Any) -> str:
-        cfg = trial.config or {}
+    def _label(self, cfg: Mapping[str, Any]) -> str:
         return " ".join(f"{key}={format_value(cfg.get(canon))}" for canon, key in self.keys)
 
     def _name(self, trial: Any) -> str:
         number = trial_number(trial, self.grid)
         return f"#{number} {trial.trial_id}" if number is not None else trial.trial_id
 
-    def _objectives(self, trial: Any) -> list[float] | None:
-        r = trial.last_result or {}
-        raw = [r.get(tune_key(m)) for m in self.metrics]
-        return None if any(v is None for v in raw) else [float(v) for v in raw if v is not None]
+    def _entries(self, trial: Any) -> list[tuple[str, str, str, list[float] | None]]:
+        """(id, name, label, objectives or None) of each trial a Tune trial ran: itself, or its population's members."""
+        cfg, r = trial.config or {}, trial.last_result or {}
+        keys = [tune_key(m) for m in self.metrics]
+        if MEMBERS not in cfg:
+            return [(trial.trial_id, self._name(trial), self._label(cfg), member_values(r, keys))]
+        number = trial_number(trial, self.grid)
+        reported = r.get(MEMBER_RESULTS) or []
+        out = []
+        for i, m in enumerate(cfg[MEMBERS]):
+            mid = member_id(trial.trial_id, i)
+            n = member_number(number, i, self.population)
+            out.append(
+                (
+                    mid,
+                    f"#{n} {mid}" if n is not None else mid,
+                    self._label(m),
+                    member_values(reported[i] if i < len(reported) else None, keys),
+                )
+            )
+        return out
 
     def _absorb_finished(self, trials: list) -> None:
         """Count trials that finished before this process started (a resumed sweep), without printing them."""
         for t in trials:
-            if t.status == "TERMINATED" and t.trial_id not in self.done:
-                vals = self._objectives(t)
-                if vals is not None:
-                    self.done[t.trial_id] = (vals, self._label(t))
+            if t.status == "TERMINATED":
+                for mid, _, label, vals in self._entries(t):
+                    if vals is not None and mid not in self.done:
+                        self.done[mid] = (vals, label)
         self.front_ids = self._front()
 
     def _front(self) -> set[str]:
@@ -403,22 +559,40 @@ class SweepMonitor(Callback, Stopper):
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._absorb_finished(trials)
-        self._say(f"[{self._elapsed()}] start  {self._name(trial)}  {self._label(trial)}")
+        members = (trial.config or {}).get(MEMBERS)
+        if members is None:
+            self._say(f"[{self._elapsed()}] start  {self._name(trial)}  {self._label(trial.config or {})}")
+            return
+        first = member_number(trial_number(trial, self.grid), 0, self.population)
+        span = f"trials #{first}-#{first + len(members) - 1}" if first is not None else f"{len(members)} trials"
+        self._say(f"[{self._elapsed()}] start  population {self._name(trial)}  {span}, trained as one model")
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        vals = self._objectives(trial)
-        if vals is None:
+        entries = self._entries(trial)
+        if all(vals is None for *_, vals in entries) and MEMBERS not in (trial.config or {}):
             return
         self._absorb_finished([t for t in trials if t is not trial])
-        self.done[trial.trial_id] = (vals, self._label(trial))
+        population = MEMBERS in (trial.config or {})
+        for mid, name, label, vals in entries:
+            if vals is None:
+                self.member_failures += 1
+                self._say(f"[{self._elapsed()}] FAILED {name}  {label}  (see its MLflow run)")
+                continue
+            self.done[mid] = (vals, label)
         front = self._front()
-        cells = "  ".join(f"{m} {fmt_metric(v)}" for m, v in zip(self.metrics, vals))
-        star = "  * front" if trial.trial_id in front else ""
-        seconds = (trial.last_result or {}).get("trial_seconds", 0)
-        self._say(
-            f"[{self._elapsed()}] done   {self._name(trial)}  {self._label(trial)}  {cells}  "
-            f"({seconds:.1f} s){star}   [{len(self.done)}/{self.total} finished]"
-        )
+        r = trial.last_result or {}
+        reported = r.get(MEMBER_RESULTS) if population else [r]
+        for (mid, name, label, vals), rep in zip(entries, reported or [None] * len(entries)):
+            if vals is None:
+                continue
+            cells = "  ".join(f"{m} {fmt_metric(v)}" for m, v in zip(self.metrics, vals))
+            star = "  * front" if mid in front else ""
+            seconds = float((rep or {}).get("trial_seconds", 0))
+            self._say(
+                f"[{self._elapsed()}] done   {name}  {label}  {cells}  "
+                f"({seconds:.1f} s){star}   [{len(self.done)}/{self.total} finished]"
+            )
+        self._count_failures(trials)
         if front != self.front_ids:
             self.front_ids = front
             self._print_front()
@@ -433,7 +607,7 @@ class SweepMonitor(Callback, Stopper):
         self._say("\n".join(lines))
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self.failed = sum(1 for t in trials if t.status == "ERROR")
+        self._count_failures(trials)
         msg = ""
         try:
             if trial.error_file and os.path.exists(trial.error_file):
@@ -441,7 +615,8 @@ class SweepMonitor(Callback, Stopper):
                 msg = lines[-1][:200] if lines else ""
         except Exception:
             pass
-        self._say(f"[{self._elapsed()}] FAILED {self._name(trial)}  {self._label(trial)}  {msg}")
+        label = self._label(trial.config or {}) if MEMBERS not in (trial.config or {}) else "population"
+        self._say(f"[{self._elapsed()}] FAILED {self._name(trial)}  {label}  {msg}")
         if self.max_failures is not None and self.failed > self.max_failures:
             self.stopped_for_failures = True
             self._say(
@@ -449,8 +624,13 @@ class SweepMonitor(Callback, Stopper):
                 "stopping the sweep"
             )
 
+    def _count_failures(self, trials: list) -> None:
+        """Failed trials so far: every member of an errored Tune trial, and members that failed on their own."""
+        errored = sum(len((t.config or {}).get(MEMBERS) or [0]) for t in trials if t.status == "ERROR")
+        self.failed = errored + self.member_failures
+
     def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
-        self.failed = sum(1 for t in trials if t.status == "ERROR")
+        self._count_failures(trials)
 
     # Stopper
     def __call__(self, trial_id: str, result: dict) -> bool:
@@ -493,15 +673,24 @@ def search_algorithm(spec: SweepSpec) -> tuple[Any, Any]:
             dists[sp.canonical] = FloatDistribution(float(sp.low), float(sp.high), log=True)
         else:
             dists[sp.canonical] = FloatDistribution(float(sp.low), float(sp.high), step=sp.step)
-    searcher = OptunaSearch(
-        dists, metric=[tune_key(m) for m in spec.metrics], mode=list(spec.directions), sampler=sampler
-    )
+    keys: dict[str, Any] = dict(metric=[tune_key(m) for m in spec.metrics], mode=list(spec.directions), sampler=sampler)
+    if spec.population > 1:
+        from veil.sweeps.population import PopulationSearch
+
+        searcher: Any = PopulationSearch(dists, population=spec.population, total=spec.trials, **keys)
+    else:
+        searcher = OptunaSearch(dists, **keys)
     return ConcurrencyLimiter(searcher, max_concurrent=spec.concurrency), searcher
 
 
 def param_space(spec: SweepSpec, ctx: Mapping[str, Any]) -> dict[str, Any]:
     space: dict[str, Any] = {CTX_KEY: dict(ctx)}
-    if spec.sampler == "grid":
+    if spec.sampler == "grid" and spec.population > 1:
+        from ray import tune
+
+        axes = {sp.canonical: [encode_value(v) for v in sp.grid_values()] for sp in spec.space}
+        space[MEMBERS] = tune.grid_search(grid_chunks(grid_points(axes), spec.population))
+    elif spec.sampler == "grid":
         from ray import tune
 
         for sp in spec.space:
@@ -524,7 +713,7 @@ def build_tuner(spec: SweepSpec, ctx: Mapping[str, Any], exp_dir: Path, monitor:
     else:
         tune_cfg = tune.TuneConfig(
             search_alg=limiter,
-            num_samples=spec.trials,
+            num_samples=spec.tune_trials(),
             reuse_actors=True,
             trial_dirname_creator=trial_dirname,
             trial_name_creator=trial_namer(grid=False),
@@ -793,7 +982,7 @@ def finish_sweep(
     # Interrupted (Ctrl-C: Tune stops gracefully and returns) when trials are missing or still running.
     # A grid's trials all exist in Tune from the start, so trials that never ran count through their missing runs.
     incomplete = not stopped and (
-        (known_trial_ids is not None and len(known_trial_ids) < spec.trials)
+        (known_trial_ids is not None and len(known_trial_ids) < spec.tune_trials())
         or c["trials"] < spec.trials
         or c["running"] > 0
         or interrupted > 0
@@ -876,6 +1065,8 @@ def resume_sweep(
         monitor = _restored_monitor(tuner)
         if monitor is not None:  # it comes back as pickled at the start: this process's settings instead
             monitor.quiet, monitor.t0, monitor.grid = quiet, time.time(), spec.sampler == "grid"
+            monitor.population = spec.population
+            monitor.member_failures = getattr(monitor, "member_failures", 0)
         grid = tuner.fit()
         stopped = bool(getattr(monitor, "stopped_for_failures", False))
         return finish_sweep(spec, sref, exp_dir, stopped, time.time() - t0, tune_trial_ids(grid))

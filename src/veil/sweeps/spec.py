@@ -61,6 +61,7 @@ SPEC_KEYS = (
     "trials",
     "seeds",
     "concurrency",
+    "population",
     "resources",
     "reference",
     "constraints",
@@ -434,6 +435,8 @@ class SweepSpec:
     trials: int = 20
     seeds: tuple[int, ...] = (0,)
     concurrency: int = 2
+    population: int = 1
+    """Trials trained together as one vectorised model on one worker (1: every trial alone)."""
     resources: Resources = Resources()
     constraints: tuple[Constraint, ...] = ()
     max_failures: int | None = None
@@ -474,6 +477,10 @@ class SweepSpec:
             if m not in out:
                 out.append(m)
         return out
+
+    def tune_trials(self) -> int:
+        """How many Tune trials run the sweep's trials: one per population of up to `population` trials."""
+        return math.ceil(self.trials / self.population)
 
     def grid_size(self) -> int:
         return math.prod(len(p.grid_values()) for p in self.space)
@@ -529,6 +536,7 @@ class SweepSpec:
             "sweep.trials": self.trials,
             "sweep.seeds": list(self.seeds),
             "sweep.concurrency": self.concurrency,
+            "sweep.population": self.population,
             "sweep.objectives": [f"{o.metric}:{o.direction}" for o in self.objectives],
             "sweep.reference": list(self.reference),
             "sweep.executor": self.executor,
@@ -994,6 +1002,7 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
 
     seeds = _parse_seeds(data.get("seeds"), where)
     concurrency = _int(data, "concurrency", 2, where, 1)
+    population = _int(data, "population", 1, where, 1)
     resources = _parse_resources(data.get("resources"), where)
     max_failures = _int(data, "max_failures", None, where, 0)
     retries = _int(data, "retries", 0, where, 0)
@@ -1054,6 +1063,7 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
         trials=trials,
         seeds=seeds,
         concurrency=concurrency,
+        population=population,
         resources=resources,
         constraints=constraints,
         max_failures=max_failures,
@@ -1070,7 +1080,29 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
     )
     if check_names:
         _check_run(spec, where)
+        _check_population(spec, where)
     return spec
+
+
+def _check_population(spec: SweepSpec, where: str) -> None:
+    """A population (> 1) needs a centralized method with a population form, trained inline on one worker."""
+    if spec.population == 1:
+        return
+    from veil.methods.population import population_methods
+
+    names = population_methods()
+    if spec.federated or spec.method not in names:
+        raise ConfigError(
+            "population",
+            spec.population,
+            f"1 for method {spec.method!r}: populations train methods {', '.join(names)} (centralized, "
+            "vectorised on one worker)",
+            where,
+        )
+    if spec.executor != "inline":
+        raise ConfigError(
+            "population", spec.population, "1 unless executor is inline (one worker per population)", where
+        )
 
 
 def _check_run(spec: SweepSpec, where: str) -> None:

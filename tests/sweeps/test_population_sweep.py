@@ -1,0 +1,177 @@
+"""Population sweeps (`population: P`): the pure logic (PopulationSearch on a real Optuna study, grid chunks,
+member numbering), the spec's refusals, and real sweeps on a real local Ray into a real MLflow store: every
+member is one trial run with a solo run's params, and a population grid sweep gives the same results as the
+same grid run trial by trial."""
+
+from __future__ import annotations
+
+import math
+
+import optuna
+import pytest
+from optuna.distributions import FloatDistribution
+
+from veil.errors import ConfigError
+from veil.sweeps.population import (
+    MEMBER_RESULTS,
+    MEMBERS,
+    PopulationSearch,
+    grid_chunks,
+    grid_points,
+    member_values,
+)
+from veil.sweeps.results import TAG_NUMBER, TAG_POPULATION, TAG_ROLE, TAG_TRIAL, search_child_runs
+from veil.sweeps.runner import member_id, member_number
+from veil.sweeps.spec import sweep_from_mapping
+
+GRID = {
+    "method": "gpp",
+    "dataset": "gaussian-correlated",
+    "dataset_params": {"n": 300},
+    "params": {
+        "epochs": 2,
+        "lr": 1.0e-3,
+        "encoder_hidden": [16],
+        "head_hidden": [8],
+        "d_z": 4,
+        "release_seed": 5,  # releases drawn from a fixed stream: solo and population audits see the same z
+    },
+    "audit": {"epochs": 2, "hidden": [16]},
+    "space": {"beta": {"type": "categorical", "values": [0.1, 1.0, 4.0]}},
+    "objectives": [{"metric": "utility_auc", "direction": "max"}, {"metric": "privacy_gap", "direction": "min"}],
+    "reference": {"utility_auc": 0.5, "privacy_gap": 0.5},
+    "sampler": "grid",
+    "seeds": 1,
+    "concurrency": 1,
+    "resources": {"cpus": 1},
+}
+
+
+# -- pure logic ----------------------------------------------------------------------------------
+def _search(population: int, total: int) -> PopulationSearch:
+    s = PopulationSearch(
+        {"method.beta": FloatDistribution(0.1, 4.0, log=True)},
+        population=population,
+        total=total,
+        metric=["utility_auc", "privacy_gap"],
+        mode=["max", "min"],
+        sampler=optuna.samplers.RandomSampler(seed=0),
+    )
+    return s
+
+
+def test_population_search_asks_a_population_and_tells_each_member_its_own_values():
+    s = _search(population=3, total=5)
+    first, second = s.suggest("a"), s.suggest("b")
+    assert [len(first[MEMBERS]), len(second[MEMBERS])] == [3, 2]  # 5 trials: 3 + 2, never more
+    assert s.suggest("c") is None
+    s.on_trial_complete(
+        "a",
+        {MEMBER_RESULTS: [{"utility_auc": 0.9, "privacy_gap": 0.1}, None, {"utility_auc": 0.7, "privacy_gap": 0.05}]},
+    )
+    s.on_trial_complete("b", None, error=True)
+    trials = s._ot_study.trials
+    states = [t.state.name for t in trials]
+    assert states == ["COMPLETE", "FAIL", "COMPLETE", "FAIL", "FAIL"]
+    assert trials[0].values == [0.9, 0.1] and trials[2].values == [0.7, 0.05]
+    assert trials[0].params["method.beta"] == first[MEMBERS][0]["method.beta"]
+
+
+def test_member_values_need_every_objective():
+    assert member_values({"a": 1, "b": 2.5}, ["b", "a"]) == [2.5, 1.0]
+    assert member_values({"a": 1}, ["a", "b"]) is None and member_values(None, ["a"]) is None
+
+
+def test_grid_chunks_keep_every_point_once_in_order():
+    points = grid_points({"x": [1, 2, 3], "y": ["a", "b"]})
+    assert points[:3] == [{"x": 1, "y": "a"}, {"x": 1, "y": "b"}, {"x": 2, "y": "a"}] and len(points) == 6
+    chunks = grid_chunks(points, 4)
+    assert [len(c) for c in chunks] == [4, 2] and [p for c in chunks for p in c] == points
+
+
+def test_members_are_numbered_as_if_each_were_a_trial():
+    assert [member_number(2, i, 4) for i in range(4)] == [5, 6, 7, 8]
+    assert member_number(None, 0, 4) is None and member_id("abc_00001", 0) == "abc_00001.1"
+
+
+# -- the spec ---------------------------------------------------------------------------------------
+def test_spec_takes_population_and_counts_tune_trials():
+    spec = sweep_from_mapping({**GRID, "population": 2})
+    assert spec.population == 2 and spec.trials == 3 and spec.tune_trials() == 2
+    assert spec.flat_params()["sweep.population"] == 2
+    assert sweep_from_mapping(GRID).population == 1
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"population": 0}, ">= 1"),
+        ({"population": "four"}, "integer"),
+        ({"population": 2, "executor": "ray-train"}, "1 unless executor is inline"),
+        (
+            {
+                "population": 2,
+                "method": "autoencoder",
+                "params": {"epochs": 1},
+                "space": {"lr": {"type": "categorical", "values": [0.001, 0.01]}},
+            },
+            "populations train methods",
+        ),
+    ],
+)
+def test_spec_refuses_populations_it_cannot_run(change, says):
+    with pytest.raises(ConfigError) as e:
+        sweep_from_mapping({**GRID, **change})
+    assert e.value.field == "population" and says in str(e.value)
+
+
+# -- real sweeps ----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def grid_pair(ray_local, tmp_path_factory):
+    """The same 3-point grid run trial by trial and as populations of 2 (a population of 2, then one of 1)."""
+    from veil.sweeps.runner import run_sweep
+
+    root = tmp_path_factory.mktemp("pop")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    solo = run_sweep(sweep_from_mapping(GRID), name="solo", tracking_uri=uri, storage_root=root / "s", quiet=True)
+    pop = run_sweep(
+        sweep_from_mapping({**GRID, "population": 2}),
+        name="pop",
+        tracking_uri=uri,
+        storage_root=root / "s",
+        quiet=True,
+    )
+    return uri, solo, pop
+
+
+@pytest.mark.ray
+def test_every_member_is_its_own_trial_run_with_a_solo_runs_params(grid_pair):
+    from mlflow.tracking import MlflowClient
+
+    uri, solo, pop = grid_pair
+    assert not pop.incomplete and pop.results.counts["finished"] == 3
+    kids = {k.data.tags[TAG_TRIAL]: k for k in search_child_runs(uri, pop.parent_run_id)}
+    assert len(kids) == 3 and all(k.data.tags[TAG_ROLE] == "trial" for k in kids.values())
+    populations = {k.data.tags[TAG_POPULATION] for k in kids.values()}
+    assert len(populations) == 2 and all(tid.rsplit(".", 1)[0] in populations for tid in kids)
+    assert sorted(int(k.data.tags[TAG_NUMBER]) for k in kids.values()) == [1, 2, 3]
+    solo_kids = search_child_runs(uri, solo.parent_run_id)
+    c = MlflowClient(uri)
+    solo_keys = set(c.get_run(solo_kids[0].info.run_id).data.params)
+    for k in kids.values():
+        params = c.get_run(k.info.run_id).data.params
+        assert set(params) == solo_keys  # the same params a solo run records, nothing population-specific
+        assert k.data.tags["veil.population.size"] in ("1", "2")
+
+
+@pytest.mark.ray
+def test_population_results_match_the_same_trials_run_alone(grid_pair):
+    _, solo, pop = grid_pair
+    cols = ["utility_auc", "privacy_gap", "adversary_auc"]
+    a = solo.results.trials.set_index("beta")[cols].sort_index()
+    b = pop.results.trials.set_index("beta")[cols].sort_index()
+    assert list(a.index) == list(b.index) == [0.1, 1.0, 4.0]
+    diff = (a - b).abs().to_numpy()
+    # Same seed, data order, noise and release stream: only float order in the batched kernels differs.
+    assert diff.max() <= 1e-3, f"population vs solo, per trial and metric:\n{a}\n{b}"
+    assert math.isclose(solo.results.hypervolume, pop.results.hypervolume, abs_tol=1e-3)
