@@ -63,6 +63,13 @@ def _finish(outcome, args: argparse.Namespace) -> int:
     print(
         f"took {outcome.seconds:.1f} s; MLflow parent run {outcome.parent_run_id} at {outcome.tracking_uri}", file=out
     )
+    t = getattr(outcome, "timings", None) or {}
+    if t:
+        print(
+            f"time: Ray start {t['ray_start']:.1f} s, trials {t['tune']:.1f} s ({t['trials']:.1f} s of trial "
+            f"work), report {t['finish']:.1f} s; orchestration {100 * t['orchestration']:.0f}% of the wall time",
+            file=out,
+        )
     _print_files(outcome.files, out)
     if args.json:
         print(
@@ -70,6 +77,7 @@ def _finish(outcome, args: argparse.Namespace) -> int:
                 {
                     **outcome.results.summary(),
                     "seconds": outcome.seconds,
+                    "timings": getattr(outcome, "timings", {}),
                     "files": {k: str(v) for k, v in outcome.files.items()},
                 },
                 default=str,

@@ -22,7 +22,7 @@ import os
 import re
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
@@ -817,6 +817,27 @@ class SweepOutcome:
     """Interrupted before every trial ran (continue it with `veil resume`)."""
     searcher: Any = None
     """The OptunaSearch object (its `_ot_study` is the Optuna study), None for grid sweeps."""
+    timings: dict[str, float] = field(default_factory=dict)
+    """Where the sweep's wall time went (`sweep_timings`), logged to the parent as time/* metrics."""
+
+
+def sweep_timings(
+    wall: float, ray_start: float, tune: float, finish: float, grid: Any, concurrency: int
+) -> dict[str, float]:
+    """Wall time split into Ray start-up, Tune (trials and their scheduling), and the final report; `trials`
+    is the trials' own seconds (each trial's report) and `orchestration` the share of the wall time not
+    explained by trials running `concurrency` at a time: 1 - (trials / concurrency) / wall."""
+    trials = 0.0
+    for r in grid:
+        trials += float((r.metrics or {}).get("trial_seconds") or 0.0)
+    return {
+        "wall": wall,
+        "ray_start": ray_start,
+        "tune": tune,
+        "finish": finish,
+        "trials": trials,
+        "orchestration": max(0.0, 1.0 - (trials / max(1, concurrency)) / wall) if wall > 0 else 0.0,
+    }
 
 
 def run_sweep(
@@ -858,6 +879,7 @@ def run_sweep(
     t0 = time.time()
     tune_defaults()
     started = ensure_ray(address)
+    t_ray = time.time()
     try:
         spec = fit_to_cluster(spec)
     except BaseException:
@@ -906,7 +928,9 @@ def run_sweep(
                 flush=True,
             )
         tuner, searcher = build_tuner(spec, ctx, exp_dir, monitor)
+        t_tune = time.time()
         grid = tuner.fit()
+        t_fit = time.time()
         outcome = finish_sweep(
             spec,
             SweepRef(name, parent.run_id, parent.experiment_id, uri, str(exp_dir), "RUNNING"),
@@ -916,6 +940,14 @@ def run_sweep(
             tune_trial_ids(grid),
         )
         outcome.searcher = searcher
+        wall = time.time() - t0
+        outcome.timings = sweep_timings(wall, t_ray - t0, t_fit - t_tune, time.time() - t_fit, grid, spec.concurrency)
+        when_tracking_answers(
+            lambda: TrackedRun(uri, parent.run_id).log_metrics(
+                {f"time/{k}" if k != "orchestration" else "orchestration_share": v for k, v in outcome.timings.items()}
+            ),
+            uri,
+        )
         return outcome
     except BaseException as e:
         parent.fail(e)
