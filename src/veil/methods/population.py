@@ -1,0 +1,148 @@
+"""Population trials: P runs of one method that differ only in the method's continuous knobs (GPP's beta,
+lambda_kl and lr, say) trained as ONE vectorised model, then handed back as P ordinary fitted `Method`s.
+
+A method offers a population form by registering a trainer under its name, with the knobs its members may
+differ in (`register_population`). Members share everything else -- widths, d_z, k, epochs, batch size, seed,
+the preset's choices -- and so share their initialisation, minibatch order and training noise: each member
+sees exactly what it would have seen alone, and matches a separately trained run within floating-point
+tolerance. `plan_population` splits a list of configs into such groups and says why every run that cannot
+join the largest one trains apart; `fit_population` trains one group."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Callable, Protocol, Sequence
+
+from veil.datasets.base import Split, TaskSpec
+from veil.methods.base import Method, MethodConfig, TrainContext, show
+
+#: each member's fitted method and its per-epoch loss rows (the rows `Method.fit` returns)
+Fitted = list[tuple[Method, list[dict[str, float]]]]
+
+#: fields that never touch training (`Method.fit` does not read them): members may differ in them
+RELEASE_ONLY = ("release_seed",)
+
+
+class PopulationTrainer(Protocol):
+    def __call__(self, configs: Sequence[MethodConfig], task: TaskSpec, train: Split, ctx: TrainContext) -> Fitted:
+        """Train configs (one group: equal but for the knobs) as one model; each member's method and history."""
+        ...
+
+
+@dataclass(frozen=True)
+class PopulationForm:
+    """A method's population trainer and the continuous knobs its members may differ in."""
+
+    method: str
+    knobs: tuple[str, ...]
+    train: PopulationTrainer
+
+    def __call__(self, configs: Sequence[MethodConfig], task: TaskSpec, train: Split, ctx: TrainContext) -> Fitted:
+        return self.train(configs, task, train, ctx)
+
+
+POPULATIONS: dict[str, PopulationForm] = {}
+
+
+def register_population(method_name: str, knobs: Sequence[str]) -> Callable[[PopulationTrainer], PopulationTrainer]:
+    """Decorator registering the population trainer of method `method_name`, whose members may differ in `knobs`."""
+
+    def deco(fn: PopulationTrainer) -> PopulationTrainer:
+        if method_name in POPULATIONS:
+            raise ValueError(f"population form of {method_name!r} registered twice")
+        POPULATIONS[method_name] = PopulationForm(method_name, tuple(knobs), fn)
+        return fn
+
+    return deco
+
+
+def population_form(name: str) -> PopulationForm | None:
+    """The population trainer of method `name`, or None when it has none (its runs train one by one)."""
+    return POPULATIONS.get(name)
+
+
+def structural_differences(a: MethodConfig, b: MethodConfig, knobs: Sequence[str], of_b: str = "") -> list[str]:
+    """What keeps configs a and b apart, as 'd_z differs (8 vs 16<of_b>)'; empty when they may train together."""
+    if type(a) is not type(b):
+        return [f"config type differs ({type(a).__name__} vs {type(b).__name__})"]
+    out = []
+    for f in dataclasses.fields(a):
+        if f.name in knobs or f.name in RELEASE_ONLY:
+            continue
+        va, vb = getattr(a, f.name), getattr(b, f.name)
+        if va != vb:
+            out.append(f"{f.name} differs ({show(va)} vs {show(vb)}{of_b})")
+    return out
+
+
+@dataclass(frozen=True)
+class PopulationPlan:
+    """Groups of run indices that train together, and why each run outside the largest group trains apart."""
+
+    groups: list[list[int]]
+    reasons: list[str]
+
+
+def _runs(group: Sequence[int]) -> str:
+    return ("run " if len(group) == 1 else "runs ") + ", ".join(str(i) for i in group)
+
+
+def plan_population(configs: Sequence[MethodConfig], method: str) -> PopulationPlan:
+    """Group `configs` (runs of `method`, in order) into populations; every group apart from the largest one
+    comes with the reason it is apart ("run 2 trains alone: d_z differs (8 vs 16 in run 0)")."""
+    form = population_form(method)
+    if form is None:
+        reasons = [f"method {method!r} has no population form: {len(configs)} run(s) train one by one"]
+        return PopulationPlan([[i] for i in range(len(configs))], reasons if configs else [])
+    groups: list[list[int]] = []
+    for i, c in enumerate(configs):
+        home = next((g for g in groups if not structural_differences(configs[g[0]], c, form.knobs)), None)
+        if home is None:
+            groups.append([i])
+        else:
+            home.append(i)
+    if not groups:
+        return PopulationPlan([], [])
+    main = max(groups, key=len)
+    reasons = []
+    for g in groups:
+        if g is main and len(g) > 1:
+            continue
+        if g is main:
+            reasons.append(f"{_runs(g)} trains alone: no other run differs from it only in {', '.join(form.knobs)}")
+            continue
+        why = ", ".join(structural_differences(configs[g[0]], configs[main[0]], form.knobs, f" in run {main[0]}"))
+        verb = "trains alone" if len(g) == 1 else "train as a separate population"
+        reasons.append(f"{_runs(g)} {verb}: {why}")
+    return PopulationPlan(groups, reasons)
+
+
+def population_groups(configs: Sequence[MethodConfig], method: str) -> list[list[int]]:
+    """Indices of `configs` grouped into populations: members differ only in `method`'s continuous knobs (and
+    release_seed); a method without a population form gives one group per run."""
+    return plan_population(configs, method).groups
+
+
+def fit_population(
+    method_name: str,
+    configs: Sequence[MethodConfig],
+    task: TaskSpec,
+    train_split: Split,
+    ctx: TrainContext | None = None,
+) -> Fitted:
+    """Train `configs` (one population of `method_name`) as one vectorised model on `train_split`; each member's
+    ordinary fitted `Method` (on the CPU, as the inline executor leaves it) and per-epoch loss rows. `ctx.on_epoch`
+    is not called: the rows come back with each member."""
+    form = population_form(method_name)
+    if form is None:
+        raise ValueError(f"method {method_name!r} has no population form (methods with one: {sorted(POPULATIONS)})")
+    if not configs:
+        return []
+    plan = plan_population(configs, method_name)
+    if len(plan.groups) != 1:
+        raise ValueError(f"configs of {method_name!r} are not one population: " + "; ".join(plan.reasons))
+    ctx = ctx or TrainContext()
+    if ctx.world_size != 1:
+        raise ValueError(f"a population trains on one worker, not {ctx.world_size} (TrainContext.world_size)")
+    return form(configs, task, train_split, ctx)
