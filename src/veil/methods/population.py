@@ -84,17 +84,18 @@ class PopulationPlan:
     reasons: list[str]
 
 
-def _runs(group: Sequence[int]) -> str:
-    return ("run " if len(group) == 1 else "runs ") + ", ".join(str(i) for i in group)
-
-
-def plan_population(configs: Sequence[MethodConfig], method: str) -> PopulationPlan:
+def plan_population(
+    configs: Sequence[MethodConfig], method: str, labels: Sequence[str] | None = None
+) -> PopulationPlan:
     """Group `configs` (runs of `method`, in order) into populations; every group apart from the largest one
-    comes with the reason it is apart ("run 2 trains alone: d_z differs (8 vs 16 in run 0)")."""
+    comes with the reason it is apart ("run 2 trains alone: d_z differs (8 vs 16 in run 0)"). `labels` name
+    the runs in those reasons (default 'run <index>')."""
+    names = list(labels) if labels is not None else [f"run {i}" for i in range(len(configs))]
     form = population_form(method)
     if form is None:
-        reasons = [f"method {method!r} has no population form: {len(configs)} run(s) train one by one"]
-        return PopulationPlan([[i] for i in range(len(configs))], reasons if configs else [])
+        verb = "trains alone" if len(names) == 1 else "train one by one"
+        why = f"method {method!r} has no population form: {', '.join(names)} {verb}"
+        return PopulationPlan([[i] for i in range(len(configs))], [why] if configs else [])
     groups: list[list[int]] = []
     for i, c in enumerate(configs):
         home = next((g for g in groups if not structural_differences(configs[g[0]], c, form.knobs)), None)
@@ -107,14 +108,13 @@ def plan_population(configs: Sequence[MethodConfig], method: str) -> PopulationP
     main = max(groups, key=len)
     reasons = []
     for g in groups:
-        if g is main and len(g) > 1:
-            continue
-        if g is main:
-            reasons.append(f"{_runs(g)} trains alone: no other run differs from it only in {', '.join(form.knobs)}")
-            continue
-        why = ", ".join(structural_differences(configs[g[0]], configs[main[0]], form.knobs, f" in run {main[0]}"))
-        verb = "trains alone" if len(g) == 1 else "train as a separate population"
-        reasons.append(f"{_runs(g)} {verb}: {why}")
+        who = ", ".join(names[i] for i in g)
+        if g is main and len(g) == 1:
+            reasons.append(f"{who} trains alone: no other run differs from it only in {', '.join(form.knobs)}")
+        elif g is not main:
+            diffs = structural_differences(configs[g[0]], configs[main[0]], form.knobs, f" in {names[main[0]]}")
+            verb = "trains alone" if len(g) == 1 else "train as a separate population"
+            reasons.append(f"{who} {verb}: {', '.join(diffs)}")
     return PopulationPlan(groups, reasons)
 
 
