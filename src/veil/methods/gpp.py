@@ -185,8 +185,8 @@ def fit_gpp_population(configs: Sequence[MethodConfig], task: TaskSpec, train: S
     c, dev, n = cs[0], ctx.device, len(cs)
     for m in members:
         m.to(dev)
-    g = cast(GPP, members[0])
-    encoder = Stack([cast(GPP, m).encoder for m in members])
+    g = members[0]
+    encoder = Stack([m.encoder for m in members])
     utility, adversaries = stack_bank(members, "utility"), stack_bank(members, "adversaries")
     tensors = {
         "e": encoder.tensors(),
