@@ -1,7 +1,7 @@
 """Population trials: the grouping rule (members differ only in the method's continuous knobs, every other run
-is said to train apart, with the reason), and GPP's vectorised population matching separately trained runs
-within floating-point tolerance at a fixed seed (weights, per-epoch losses and releases at a fixed
-release_seed)."""
+is said to train apart, with the reason), and GPP's and EIGAN's vectorised populations matching separately
+trained runs within floating-point tolerance at a fixed seed (weights, per-epoch losses and releases at a
+fixed release_seed)."""
 
 from __future__ import annotations
 
@@ -80,19 +80,14 @@ def test_fit_population_refuses_runs_that_are_not_one_population(data):
         fit_population("gpp", [gpp(), gpp(d_z=8)], data.task(), data.train)
 
 
-@pytest.mark.parametrize("privacy_loss", ["uniform", "neg-ce"])
-def test_gpp_population_matches_separate_runs(data, privacy_loss: str):
-    """Each member against `GPP(config).fit` at the same seed: weights within 1e-5 after 2 epochs (measured:
-    ~3e-7), the same history keys with losses within 1e-5, and the same z at a fixed release_seed."""
-    configs = [
-        gpp(beta=0.1, privacy_loss=privacy_loss, release_seed=5),
-        gpp(beta=1.0, lambda_kl=0.5, privacy_loss=privacy_loss, release_seed=5),
-        gpp(beta=3.0, lr=1e-3, privacy_loss=privacy_loss, release_seed=9),
-    ]
-    fitted = fit_population("gpp", configs, data.task(), data.train)
+def assert_members_match_solo(method: str, configs: list, data) -> None:
+    """Each member against `create_method(method, config).fit` at the same seed: weights within 1e-5 after 2
+    epochs (measured: ~1e-6 at most), the same history keys with losses within 1e-5, and the same z (a fixed
+    release_seed where the release is random)."""
+    fitted = fit_population(method, configs, data.task(), data.train)
     assert len(fitted) == len(configs)
     for config, (member, history) in zip(configs, fitted):
-        solo = create_method("gpp", config, data.task())
+        solo = create_method(method, config, data.task())
         solo_history = solo.fit(data.train)
         assert type(member) is type(solo) and member.config == config
         mine, theirs = member.state(), solo.state()
@@ -104,6 +99,28 @@ def test_gpp_population_matches_separate_runs(data, privacy_loss: str):
             assert list(row) == list(solo_row)
             assert row == pytest.approx(solo_row, abs=1e-5)
         np.testing.assert_allclose(member.encode(data.test.x), solo.encode(data.test.x), atol=1e-5)
+
+
+@pytest.mark.parametrize("privacy_loss", ["uniform", "neg-ce"])
+def test_gpp_population_matches_separate_runs(data, privacy_loss: str):
+    configs = [
+        gpp(beta=0.1, privacy_loss=privacy_loss, release_seed=5),
+        gpp(beta=1.0, lambda_kl=0.5, privacy_loss=privacy_loss, release_seed=5),
+        gpp(beta=3.0, lr=1e-3, privacy_loss=privacy_loss, release_seed=9),
+    ]
+    assert_members_match_solo("gpp", configs, data)
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_eigan_population_matches_separate_runs(data, optimizer: str):
+    base = {"epochs": 2, "encoder_hidden": (16,), "head_hidden": (8,), "seed": 3, "optimizer": optimizer}
+    knobs = [
+        {"alpha": 0.2},
+        {"alpha": 0.5, "lr_encoder": 1e-2},
+        {"alpha": 0.8, "lr_ally": 1e-2, "lr_adversary": 3e-3},
+    ]
+    assert population_form("eigan").knobs == ("alpha", "lr_encoder", "lr_ally", "lr_adversary")  # type: ignore[union-attr]
+    assert_members_match_solo("eigan", [method_config("eigan", {**base, **k}) for k in knobs], data)
 
 
 def test_members_train_with_their_own_learning_rate(data):

@@ -11,7 +11,7 @@ Its population form trains P runs that differ only in beta, lambda_kl and lr as 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence, cast
+from typing import Sequence, cast
 
 import torch
 from torch import nn
@@ -23,7 +23,16 @@ from veil.methods.deviations import WHY_UNIFORM, privacy_loss_deviation, release
 from veil.methods.ensemble_ops import copy_ces, pair, privacy_term
 from veil.methods.federated.ensemble import Stack, StackedOptimizer, step_all
 from veil.methods.nets import ClassifierBank, gaussian_kl, gaussian_kl_rows, loss_row, loss_sum, make_optimizer, mlp
-from veil.methods.population import Fitted, register_population
+from veil.methods.population import (
+    Fitted,
+    bank_stacks,
+    load_members,
+    member_lr,
+    per_member,
+    register_population,
+    shared,
+    train_members,
+)
 from veil.methods.randomness import gaussian_like
 from veil.methods.registry import register_method
 
@@ -141,40 +150,6 @@ class GPP(Method):
 
 
 # -- population form ---------------------------------------------------------------------------------
-def per_member(configs: Sequence[MethodConfig], key: str, device: torch.device) -> torch.Tensor:
-    """The (P,) tensor of every member's value of config field `key`."""
-    return torch.tensor([float(getattr(c, key)) for c in configs], dtype=torch.float32, device=device)
-
-
-def member_lr(configs: Sequence[MethodConfig], key: str, device: torch.device) -> float | torch.Tensor:
-    """One learning rate when every member has the same (StackedOptimizer's plain path), else one per member."""
-    values = {float(getattr(c, key)) for c in configs}
-    return values.pop() if len(values) == 1 else per_member(configs, key, device)
-
-
-def stack_bank(members: Sequence[Method], role: str) -> list[Stack]:
-    """One stack per head of every member's ClassifierBank `role` (head h of member p is copy p of stack h)."""
-    banks = [cast(ClassifierBank, m.modules()[role]) for m in members]
-    return [Stack([b.heads[h] for b in banks]) for h in range(len(banks[0].heads))]
-
-
-def bank_state(role: str, stacks: Sequence[Stack], member: int) -> dict[str, torch.Tensor]:
-    """Member `member`'s weights of ClassifierBank `role`, keyed as `Method.state` keys them."""
-    return {f"{role}.heads.{h}.{k}": v for h, s in enumerate(stacks) for k, v in s.state_dict(member).items()}
-
-
-def shared(labels: Mapping[str, torch.Tensor], copies: int) -> dict[str, torch.Tensor]:
-    """Every member's labels: the batch's own (b,), viewed as (P, b)."""
-    return {k: v.expand(copies, -1) for k, v in labels.items()}
-
-
-def sum_rows(sums: list[dict[str, float]], row: Mapping[str, torch.Tensor]) -> None:
-    """Add a step's (P,) losses to every member's running sums (as `Method.fit` adds its float(v))."""
-    for k, v in row.items():
-        for p, x in enumerate(v.tolist()):
-            sums[p][k] = sums[p].get(k, 0.0) + float(x)
-
-
 @register_population("gpp", knobs=("beta", "lambda_kl", "lr"))
 def fit_gpp_population(configs: Sequence[MethodConfig], task: TaskSpec, train: Split, ctx: TrainContext) -> Fitted:
     """GPP runs equal in all but beta, lambda_kl and lr, trained as one vectorised model: the members share
@@ -185,19 +160,20 @@ def fit_gpp_population(configs: Sequence[MethodConfig], task: TaskSpec, train: S
     c, dev, n = cs[0], ctx.device, len(cs)
     for m in members:
         m.to(dev)
-    g = members[0]
+    names_u, names_s = members[0].utility.names, members[0].adversaries.names
     encoder = Stack([m.encoder for m in members])
-    utility, adversaries = stack_bank(members, "utility"), stack_bank(members, "adversaries")
+    utility, adversaries = bank_stacks(members, "utility"), bank_stacks(members, "adversaries")
     tensors = {
         "e": encoder.tensors(),
-        "u": [p for s in utility for p in s.tensors()],
-        "s": [p for s in adversaries for p in s.tensors()],
+        "u": [p for s in utility.values() for p in s.tensors()],
+        "s": [p for s in adversaries.values() for p in s.tensors()],
     }
     opt = {k: StackedOptimizer(t, member_lr(cs, "lr", dev)) for k, t in tensors.items()}
     beta, lam = per_member(cs, "beta", dev), per_member(cs, "lambda_kl", dev)
     everyone = torch.ones(n, dtype=torch.bool, device=dev)
     sampler = BatchSampler(train, c.batch_size, dev, c.seed + 1000 * ctx.rank, rows=ctx.rows(len(train)))
     w = torch.ones(n, sampler.batch_size, device=dev)
+    heads_u, heads_s = list(utility.values()), list(adversaries.values())
 
     def encode(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         mu, logvar = pair(encoder, x.expand(n, -1, -1))
@@ -208,36 +184,24 @@ def fit_gpp_population(configs: Sequence[MethodConfig], task: TaskSpec, train: S
             b = sampler.sample()
             with torch.no_grad():
                 z = encode(b.x)[2]
-            lu = loss_sum(copy_ces(utility, g.utility.names, z, shared(b.utility, n), w))
+            lu = loss_sum(copy_ces(heads_u, names_u, z, shared(b.utility, n), w))
             step_all(lu.sum(), tensors["u"], opt["u"], everyone)
-            ls = loss_sum(copy_ces(adversaries, g.adversaries.names, z, shared(b.sensitive, n), w))
+            ls = loss_sum(copy_ces(heads_s, names_s, z, shared(b.sensitive, n), w))
             step_all(ls.sum(), tensors["s"], opt["s"], everyone)
         mu, logvar, z = encode(batch.x)
-        lu_heads = list(copy_ces(utility, g.utility.names, z, shared(batch.utility, n), w))
-        ls_heads = list(copy_ces(adversaries, g.adversaries.names, z, shared(batch.sensitive, n), w))
+        lu_heads = list(copy_ces(heads_u, names_u, z, shared(batch.utility, n), w))
+        ls_heads = list(copy_ces(heads_s, names_s, z, shared(batch.sensitive, n), w))
         kl = gaussian_kl_rows(mu, logvar).mean(dim=-1)
-        privacy = privacy_term(c.privacy_loss, adversaries, z, w, ls_heads)
+        privacy = privacy_term(c.privacy_loss, heads_s, z, w, ls_heads)
         loss = beta * loss_sum(lu_heads) + privacy + lam * kl
         step_all(loss.sum(), tensors["e"], opt["e"], everyone)
         return {
             "loss/encoder": loss.detach(),
             "loss/kl": kl.detach(),
-            **{f"loss/utility/{k}": v.detach() for k, v in zip(g.utility.names, lu_heads)},
-            **{f"loss/adversary/{k}": v.detach() for k, v in zip(g.adversaries.names, ls_heads)},
+            **{f"loss/utility/{k}": v.detach() for k, v in zip(names_u, lu_heads)},
+            **{f"loss/adversary/{k}": v.detach() for k, v in zip(names_s, ls_heads)},
         }
 
-    histories: list[list[dict[str, float]]] = [[] for _ in members]
-    for _ in range(c.epochs):
-        sums: list[dict[str, float]] = [{} for _ in members]
-        steps = 0
-        for batch in sampler.epoch():
-            sum_rows(sums, train_step(batch))
-            steps += 1
-        for p in range(n):
-            histories[p].append({k: v / steps for k, v in sums[p].items()})
-    for p, m in enumerate(members):
-        state = {f"encoder.{k}": v for k, v in encoder.state_dict(p).items()}
-        state.update({**bank_state("utility", utility, p), **bank_state("adversaries", adversaries, p)})
-        m.load_state(state)
-        m.to("cpu")
+    histories = train_members(sampler, c.epochs, n, train_step)
+    load_members(members, {"encoder": encoder, **utility, **adversaries})
     return list(zip(members, histories))

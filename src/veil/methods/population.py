@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Mapping, Protocol, Sequence, cast
+
+import torch
 
 from veil.datasets.base import Split, TaskSpec
-from veil.methods.base import Method, MethodConfig, TrainContext, show
+from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext, show
+from veil.methods.federated.ensemble import Stack
+from veil.methods.nets import ClassifierBank
 
 #: each member's fitted method and its per-epoch loss rows (the rows `Method.fit` returns)
 Fitted = list[tuple[Method, list[dict[str, float]]]]
@@ -146,3 +150,53 @@ def fit_population(
     if ctx.world_size != 1:
         raise ValueError(f"a population trains on one worker, not {ctx.world_size} (TrainContext.world_size)")
     return form(configs, task, train_split, ctx)
+
+
+# -- what every population trainer does alike ------------------------------------------------------
+def per_member(configs: Sequence[MethodConfig], key: str, device: torch.device) -> torch.Tensor:
+    """The (P,) tensor of every member's value of config field `key`."""
+    return torch.tensor([float(getattr(c, key)) for c in configs], dtype=torch.float32, device=device)
+
+
+def member_lr(configs: Sequence[MethodConfig], key: str, device: torch.device) -> float | torch.Tensor:
+    """One learning rate when every member has the same (StackedOptimizer's plain path), else one per member."""
+    values = {float(getattr(c, key)) for c in configs}
+    return values.pop() if len(values) == 1 else per_member(configs, key, device)
+
+
+def bank_stacks(members: Sequence[Method], role: str) -> dict[str, Stack]:
+    """One stack per head of every member's ClassifierBank `role` (copy p is member p's head), keyed by the
+    head's prefix in `Method.state` ('<role>.heads.<h>')."""
+    banks = [cast(ClassifierBank, m.modules()[role]) for m in members]
+    return {f"{role}.heads.{h}": Stack([b.heads[h] for b in banks]) for h in range(len(banks[0].heads))}
+
+
+def shared(labels: Mapping[str, torch.Tensor], copies: int) -> dict[str, torch.Tensor]:
+    """Every member's labels: the batch's own (b,), viewed as (P, b)."""
+    return {k: v.expand(copies, -1) for k, v in labels.items()}
+
+
+def train_members(
+    sampler: BatchSampler, epochs: int, copies: int, train_step: Callable[[Batch], Mapping[str, torch.Tensor]]
+) -> list[list[dict[str, float]]]:
+    """`epochs` passes of `sampler` as `Method.fit` makes them; `train_step` returns each loss as a (P,) tensor.
+    Every member's per-epoch mean loss rows."""
+    histories: list[list[dict[str, float]]] = [[] for _ in range(copies)]
+    for _ in range(epochs):
+        sums: list[dict[str, float]] = [{} for _ in range(copies)]
+        steps = 0
+        for batch in sampler.epoch():
+            for k, v in train_step(batch).items():
+                for p, x in enumerate(v.tolist()):
+                    sums[p][k] = sums[p].get(k, 0.0) + float(x)
+            steps += 1
+        for p in range(copies):
+            histories[p].append({k: v / steps for k, v in sums[p].items()})
+    return histories
+
+
+def load_members(members: Sequence[Method], stacks: Mapping[str, Stack]) -> None:
+    """Load copy p of every stack (keyed by its prefix in `Method.state`) into member p, then move it to the CPU."""
+    for p, m in enumerate(members):
+        m.load_state({f"{prefix}.{k}": v for prefix, s in stacks.items() for k, v in s.state_dict(p).items()})
+        m.to("cpu")
