@@ -11,7 +11,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from veil import __version__
 from veil.audit.probes import AuditConfig, AuditReport
@@ -190,15 +190,45 @@ def execute(
     given a validated run), load the data, let the executor check and plan it, then track: train, audit, log.
     Everything refusable is refused before the MLflow run starts; a crash after that leaves the run FAILED
     with everything logged before it."""
-    from veil.platform.executors import get_executor
-    from veil.tracking.mlflow_run import TrackedRun
-
     v = run if isinstance(run, ValidatedRun) else validate(run)
-    spec = v.spec
-    ds = load_dataset(spec.dataset, v.dataset_config)
+    ds = load_dataset(v.spec.dataset, v.dataset_config)
+    return execute_loaded(v, ds, on_epoch=on_epoch, parent_run_id=parent_run_id, storage=storage)
+
+
+def execute_loaded(
+    v: ValidatedRun,
+    ds: Dataset,
+    *,
+    on_epoch: Callable[[int, dict[str, float]], None] | None = None,
+    parent_run_id: str | None = None,
+    storage: Path | None = None,
+) -> RunResult:
+    """`execute` on data already loaded for `v`: check, plan with the run's executor, track."""
+    from veil.platform.executors import get_executor
+
     check_release(v, ds)
     job = get_executor(v.executor)(v, ds, storage or Path(".veil") / "ray")
-    t0 = time.time()
+    return track(v, ds, job, on_epoch=on_epoch, parent_run_id=parent_run_id)
+
+
+def track(
+    v: ValidatedRun,
+    ds: Dataset,
+    job: Job,
+    *,
+    on_epoch: Callable[[int, dict[str, float]], None] | None = None,
+    parent_run_id: str | None = None,
+    tags: Mapping[str, str] | None = None,
+    audited: AuditOutcome | None = None,
+    spent: float = 0.0,
+) -> RunResult:
+    """One planned run in its own MLflow run: params, `job.train` (its rows as per-epoch metrics), the audit
+    (`audited` when done already), metrics and artifacts. `tags` are added to the run's own; `spent`: seconds
+    spent on it before (a population member's share of training and audit), counted in total_seconds."""
+    from veil.tracking.mlflow_run import TrackedRun
+
+    spec = v.spec
+    t0 = time.time() - spent
     tracker = TrackedRun.start(
         spec.tracking_uri,
         spec.experiment,
@@ -210,6 +240,7 @@ def execute(
             **({"veil.federated": "true"} if job.federation is not None else {}),
             **({"veil.device": job.device} if job.device else {}),
             **spec.tags,
+            **(tags or {}),
         },
     )
     with tracker:
@@ -229,7 +260,8 @@ def execute(
 
         outcome = job.train(log_epoch, tracker)
         tracker.set_tags({"veil.device": outcome.device, **job.tags})
-        audited = audit_release(outcome.method, ds, v.audit_config, federation=job.federation)
+        if audited is None:
+            audited = audit_release(outcome.method, ds, v.audit_config, federation=job.federation)
         if audited.tags:
             tracker.set_tags(audited.tags)
         metrics = audited.metrics
@@ -264,6 +296,139 @@ def execute(
     )
 
 
+# -- population trials -----------------------------------------------------------------------------------
+def audit_members(members: Sequence[TrainOutcome], ds: Dataset, configs: Sequence[AuditConfig]) -> list[AuditOutcome]:
+    """Every population member's audit, as `execute` audits a solo run (one `audit_release` each)."""
+    return [audit_release(o.method, ds, c) for o, c in zip(members, configs)]
+
+
+def replayed(job: Job, outcome: TrainOutcome) -> Job:
+    """`job` with its training already done (a population member): `train` hands its rows to the epoch hook,
+    one call per epoch as `Method.fit` does, and returns `outcome`."""
+
+    def train(on_epoch: Callable[[int, dict[str, float]], None] | None, tracker: Any) -> TrainOutcome:
+        for epoch, row in enumerate(outcome.history):
+            if on_epoch:
+                on_epoch(epoch, row)
+        return outcome
+
+    return dataclasses.replace(job, train=train)
+
+
+def run_label(i: int, v: ValidatedRun) -> str:
+    """How a population's notes name run i ('run 3 (trial-3)')."""
+    return f"run {i}" + (f" ({v.spec.run_name})" if v.spec.run_name else "")
+
+
+def population_key(v: ValidatedRun) -> tuple[Any, ...] | None:
+    """What runs of one population must share beyond the method's config; None: the run cannot join one."""
+    if v.executor != "inline":
+        return None
+    return (v.spec.dataset, v.dataset_config, v.spec.method, v.spec.use_gpu)
+
+
+def train_population(
+    runs: Sequence[ValidatedRun],
+    ds: Dataset,
+    storage: Path,
+    parent_run_id: str | None,
+) -> list[RunResult]:
+    """Train `runs` (one population) as one model, audit each member, and track each in its own MLflow run
+    exactly as `execute` would (tags veil.population.* added)."""
+    from veil.methods.base import TrainContext
+    from veil.methods.population import fit_population
+    from veil.platform.executors import TrainOutcome, get_executor
+
+    for v in runs:
+        check_release(v, ds)
+    jobs = [get_executor("inline")(v, ds, storage) for v in runs]
+    device = jobs[0].device or "cpu"
+    size = len(runs)
+    t0 = time.time()
+    fitted = fit_population(
+        runs[0].spec.method, [v.method_config for v in runs], ds.task(), ds.train, TrainContext(device)
+    )
+    train_seconds = time.time() - t0
+    outcomes = [TrainOutcome(m, h, "inline", device, train_seconds / size) for m, h in fitted]
+    t1 = time.time()
+    audits = audit_members(outcomes, ds, [v.audit_config for v in runs])
+    audit_share = (time.time() - t1) / size
+    results = []
+    for p, (v, job, outcome, audited) in enumerate(zip(runs, jobs, outcomes, audits)):
+        tags = {
+            "veil.population.size": str(size),
+            "veil.population.member": str(p),
+            "veil.population.train_seconds": f"{train_seconds:.3f}",
+        }
+        results.append(
+            track(
+                v,
+                ds,
+                replayed(job, outcome),
+                parent_run_id=parent_run_id,
+                tags=tags,
+                audited=audited,
+                spent=outcome.seconds + audit_share,
+            )
+        )
+    return results
+
+
+def execute_population(
+    runs: Sequence[ValidatedRun],
+    *,
+    parent_run_id: str | None = None,
+    storage: Path | None = None,
+    note: Callable[[str], None] | None = None,
+) -> list[RunResult]:
+    """Execute `runs` (results in their order), training those that differ only in their method's continuous
+    knobs as one vectorised population per group (`veil.methods.population`) on data loaded once; each member
+    is audited and logged as its own MLflow run, exactly as a solo `execute` logs it, plus tags
+    veil.population.size / .member / .train_seconds (train_seconds: the group's time / its size). Runs that
+    cannot join a population (another executor or dataset, a method without a population form, a structural
+    difference) run through `execute` one by one, and `note` hears why."""
+    from veil.methods.population import plan_population
+
+    say = note or (lambda _: None)
+    storage = storage or Path(".veil") / "ray"
+    keys = [population_key(v) for v in runs]
+    home = next((k for k in keys if k is not None), None)  # populations train on the first inline run's data
+    ds = load_dataset(home[0], home[1]) if home is not None else None
+    results: dict[int, RunResult] = {}
+    groups: list[tuple[tuple[Any, ...], list[int]]] = []  # by population_key (compared, not hashed)
+    for i, (v, key) in enumerate(zip(runs, keys)):
+        if key is None or home is None or key[:2] != home[:2]:
+            why = f"executor {v.executor_label}: populations train inline" if key is None else data_difference(v, home)
+            say(f"{run_label(i, v)} trains alone: {why}")
+            results[i] = execute(v, parent_run_id=parent_run_id, storage=storage)
+        else:
+            found = next((idx for k, idx in groups if k == key), None)
+            groups.append((key, [i])) if found is None else found.append(i)
+    for _, idx in groups:
+        assert ds is not None  # grouped runs share the data loaded above
+        configs = [runs[i].method_config for i in idx]
+        plan = plan_population(configs, runs[idx[0]].spec.method, [run_label(i, runs[i]) for i in idx])
+        for reason in plan.reasons:
+            say(reason)
+        for group in plan.groups:
+            members = [idx[j] for j in group]
+            if len(members) == 1:
+                results[members[0]] = execute_loaded(runs[members[0]], ds, parent_run_id=parent_run_id, storage=storage)
+                continue
+            trained = train_population([runs[i] for i in members], ds, storage, parent_run_id)
+            results.update(zip(members, trained))
+    return [results[i] for i in range(len(runs))]
+
+
+def data_difference(v: ValidatedRun, home: tuple[Any, ...] | None) -> str:
+    """How run v's dataset differs from the population's (`population_key`'s first two entries)."""
+    if home is None or v.spec.dataset != home[0]:
+        return f"dataset differs ({v.spec.dataset} vs {home[0] if home else None})"
+    mine, theirs = as_params(v.dataset_config), as_params(home[1])
+    diff = ", ".join(f"{k} {mine.get(k)} vs {theirs.get(k)}" for k in mine if mine.get(k) != theirs.get(k))
+    return f"dataset {v.spec.dataset} params differ ({diff})"
+
+
 def load_method(state_file: str | Path, method: str, config: Mapping[str, Any], task: Any):
     """Rebuild a trained method from a `model/state.pt` artifact (loaded with weights_only=True)."""
     import torch
@@ -282,6 +447,7 @@ __all__ = [
     "ValidatedRun",
     "code_version",
     "execute",
+    "execute_population",
     "load_method",
     "load_run_file",
     "run_params",

@@ -2,7 +2,10 @@
 
 Per minibatch: one encoder step on
     L_E = (alpha/n) * sum_i CE(A_i) - ((1-alpha)/m) * sum_j CE(V_j)      (eq. 4)
-then one step of every ally and adversary on its own cross-entropy, with separate learning rates."""
+then one step of every ally and adversary on its own cross-entropy, with separate learning rates.
+
+Its population form trains P runs that differ only in alpha and the three learning rates as one vectorised
+model (`veil.methods.population`)."""
 
 from __future__ import annotations
 
@@ -13,10 +16,22 @@ import torch
 from torch import nn
 
 from veil.config import param
-from veil.datasets.base import TaskSpec
+from veil.datasets.base import Split, TaskSpec
 from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, PaperValue, TrainContext, step
 from veil.methods.deviations import WHY_ADAM, WHY_UNIFORM, optimizer_deviation, privacy_loss_deviation
+from veil.methods.ensemble_ops import copy_ces, privacy_term, single
+from veil.methods.federated.ensemble import Stack, StackedOptimizer, step_all
 from veil.methods.nets import ClassifierBank, loss_row, loss_sum, make_optimizer, mlp
+from veil.methods.population import (
+    Fitted,
+    bank_stacks,
+    load_members,
+    member_lr,
+    per_member,
+    register_population,
+    shared,
+    train_members,
+)
 from veil.methods.registry import register_method
 
 #: EIGAN's and D-EIGAN's `preset: paper`
@@ -77,10 +92,10 @@ def z_width(d_z: int, utility: Mapping[str, int]) -> int:
 
 
 def encoder_objective(
-    alpha: float, ally_losses: Sequence[torch.Tensor], adversaries: int, privacy: torch.Tensor
+    alpha: float | torch.Tensor, ally_losses: Sequence[torch.Tensor], adversaries: int, privacy: torch.Tensor
 ) -> torch.Tensor:
     """Eq. 4 with alpha_A = alpha/n and alpha_V = (1-alpha)/m: the n allies' losses, and the privacy term
-    against the m adversaries (-sum CE(V), or the uniform alternative)."""
+    against the m adversaries (-sum CE(V), or the uniform alternative); a (P,) alpha weighs P members' losses."""
     return (alpha / len(ally_losses)) * loss_sum(ally_losses) + ((1 - alpha) / adversaries) * privacy
 
 
@@ -138,3 +153,53 @@ class EIGAN(Method):
         step(loss_sum(la.values()), self.opt_a, ctx, list(self.allies.parameters()))
         step(loss_sum(lv.values()), self.opt_v, ctx, list(self.adversaries.parameters()))
         return {"loss/encoder": loss_e.item(), **loss_row("loss/ally", la), **loss_row("loss/adversary", lv)}
+
+
+@register_population("eigan", knobs=("alpha", "lr_encoder", "lr_ally", "lr_adversary"))
+def fit_eigan_population(configs: Sequence[MethodConfig], task: TaskSpec, train: Split, ctx: TrainContext) -> Fitted:
+    """EIGAN runs equal in all but alpha and the learning rates, trained as one vectorised model: the members
+    share their seed, hence initialisation and minibatches; each member's loss is summed into one scalar
+    before differentiating, so each gets its own gradient and optimizer state, as alone."""
+    cs = [cast(EIGANConfig, c) for c in configs]
+    members = [EIGAN(c, task) for c in cs]
+    c, dev, n = cs[0], ctx.device, len(cs)
+    for m in members:
+        m.to(dev)
+    names_a, names_v = members[0].allies.names, members[0].adversaries.names
+    encoder = Stack([m.encoder for m in members])
+    allies, adversaries = bank_stacks(members, "allies"), bank_stacks(members, "adversaries")
+    heads_a, heads_v = list(allies.values()), list(adversaries.values())
+    tensors = {
+        "e": encoder.tensors(),
+        "a": [p for s in heads_a for p in s.tensors()],
+        "v": [p for s in heads_v for p in s.tensors()],
+    }
+    lrs = {"e": "lr_encoder", "a": "lr_ally", "v": "lr_adversary"}
+    opt = {k: StackedOptimizer(t, member_lr(cs, lrs[k], dev), c.optimizer) for k, t in tensors.items()}
+    alpha = per_member(cs, "alpha", dev)
+    everyone = torch.ones(n, dtype=torch.bool, device=dev)
+    sampler = BatchSampler(train, c.batch_size, dev, c.seed + 1000 * ctx.rank, rows=ctx.rows(len(train)))
+    w = torch.ones(n, sampler.batch_size, device=dev)
+
+    def train_step(batch: Batch) -> dict[str, torch.Tensor]:
+        x, ya, yv = batch.x.expand(n, -1, -1), shared(batch.utility, n), shared(batch.sensitive, n)
+        z = single(encoder, x)
+        la = list(copy_ces(heads_a, names_a, z, ya, w))
+        lv = list(copy_ces(heads_v, names_v, z, yv, w))
+        loss_e = encoder_objective(alpha, la, len(lv), privacy_term(c.privacy_loss, heads_v, z, w, lv))
+        step_all(loss_e.sum(), tensors["e"], opt["e"], everyone)
+        with torch.no_grad():
+            z = single(encoder, x)
+        la = list(copy_ces(heads_a, names_a, z, ya, w))
+        lv = list(copy_ces(heads_v, names_v, z, yv, w))
+        step_all(loss_sum(la).sum(), tensors["a"], opt["a"], everyone)
+        step_all(loss_sum(lv).sum(), tensors["v"], opt["v"], everyone)
+        return {
+            "loss/encoder": loss_e.detach(),
+            **{f"loss/ally/{k}": v.detach() for k, v in zip(names_a, la)},
+            **{f"loss/adversary/{k}": v.detach() for k, v in zip(names_v, lv)},
+        }
+
+    histories = train_members(sampler, c.epochs, n, train_step)
+    load_members(members, {"encoder": encoder, **allies, **adversaries})
+    return list(zip(members, histories))

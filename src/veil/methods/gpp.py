@@ -3,20 +3,36 @@
 The encoder outputs the mean and diagonal std of a Gaussian; z = mu + sigma * eps. Each iteration
 takes k steps of every utility classifier and adversary (fresh minibatches, z detached), then one
 encoder step on
-    beta * sum_j CE(u_j) - sum_j CE(s_j) + lambda_kl * KL(N(mu, sigma^2) || N(0, I))      (eq. 39)."""
+    beta * sum_j CE(u_j) - sum_j CE(s_j) + lambda_kl * KL(N(mu, sigma^2) || N(0, I))      (eq. 39).
+
+Its population form trains P runs that differ only in beta, lambda_kl and lr as one vectorised model
+(`veil.methods.population`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
+from typing import Sequence, cast
 
 import torch
 from torch import nn
 
 from veil.config import param
+from veil.datasets.base import Split, TaskSpec
 from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, PaperValue, TrainContext, step
 from veil.methods.deviations import WHY_UNIFORM, privacy_loss_deviation, release_deviation
-from veil.methods.nets import ClassifierBank, gaussian_kl, loss_row, loss_sum, make_optimizer, mlp
+from veil.methods.ensemble_ops import copy_ces, pair, privacy_term
+from veil.methods.federated.ensemble import Stack, StackedOptimizer, step_all
+from veil.methods.nets import ClassifierBank, gaussian_kl, gaussian_kl_rows, loss_row, loss_sum, make_optimizer, mlp
+from veil.methods.population import (
+    Fitted,
+    bank_stacks,
+    load_members,
+    member_lr,
+    per_member,
+    register_population,
+    shared,
+    train_members,
+)
 from veil.methods.randomness import gaussian_like
 from veil.methods.registry import register_method
 
@@ -131,3 +147,61 @@ class GPP(Method):
             **loss_row("loss/utility", lu),
             **loss_row("loss/adversary", ls),
         }
+
+
+# -- population form ---------------------------------------------------------------------------------
+@register_population("gpp", knobs=("beta", "lambda_kl", "lr"))
+def fit_gpp_population(configs: Sequence[MethodConfig], task: TaskSpec, train: Split, ctx: TrainContext) -> Fitted:
+    """GPP runs equal in all but beta, lambda_kl and lr, trained as one vectorised model: the members share
+    their seed, hence initialisation, minibatches and training noise; each member's loss is summed into one
+    scalar before differentiating, so each gets its own gradient and Adam state, as alone."""
+    cs = [cast(GPPConfig, c) for c in configs]
+    members = [GPP(c, task) for c in cs]  # each seeds the global RNG; it is left where one solo run leaves it
+    c, dev, n = cs[0], ctx.device, len(cs)
+    for m in members:
+        m.to(dev)
+    names_u, names_s = members[0].utility.names, members[0].adversaries.names
+    encoder = Stack([m.encoder for m in members])
+    utility, adversaries = bank_stacks(members, "utility"), bank_stacks(members, "adversaries")
+    tensors = {
+        "e": encoder.tensors(),
+        "u": [p for s in utility.values() for p in s.tensors()],
+        "s": [p for s in adversaries.values() for p in s.tensors()],
+    }
+    opt = {k: StackedOptimizer(t, member_lr(cs, "lr", dev)) for k, t in tensors.items()}
+    beta, lam = per_member(cs, "beta", dev), per_member(cs, "lambda_kl", dev)
+    everyone = torch.ones(n, dtype=torch.bool, device=dev)
+    sampler = BatchSampler(train, c.batch_size, dev, c.seed + 1000 * ctx.rank, rows=ctx.rows(len(train)))
+    w = torch.ones(n, sampler.batch_size, device=dev)
+    heads_u, heads_s = list(utility.values()), list(adversaries.values())
+
+    def encode(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        mu, logvar = pair(encoder, x.expand(n, -1, -1))
+        return mu, logvar, reparameterize(mu, logvar, torch.randn_like(mu[0]))  # the solo run's one draw, shared
+
+    def train_step(batch: Batch) -> dict[str, torch.Tensor]:
+        for _ in range(c.k):
+            b = sampler.sample()
+            with torch.no_grad():
+                z = encode(b.x)[2]
+            lu = loss_sum(copy_ces(heads_u, names_u, z, shared(b.utility, n), w))
+            step_all(lu.sum(), tensors["u"], opt["u"], everyone)
+            ls = loss_sum(copy_ces(heads_s, names_s, z, shared(b.sensitive, n), w))
+            step_all(ls.sum(), tensors["s"], opt["s"], everyone)
+        mu, logvar, z = encode(batch.x)
+        lu_heads = list(copy_ces(heads_u, names_u, z, shared(batch.utility, n), w))
+        ls_heads = list(copy_ces(heads_s, names_s, z, shared(batch.sensitive, n), w))
+        kl = gaussian_kl_rows(mu, logvar).mean(dim=-1)
+        privacy = privacy_term(c.privacy_loss, heads_s, z, w, ls_heads)
+        loss = beta * loss_sum(lu_heads) + privacy + lam * kl
+        step_all(loss.sum(), tensors["e"], opt["e"], everyone)
+        return {
+            "loss/encoder": loss.detach(),
+            "loss/kl": kl.detach(),
+            **{f"loss/utility/{k}": v.detach() for k, v in zip(names_u, lu_heads)},
+            **{f"loss/adversary/{k}": v.detach() for k, v in zip(names_s, ls_heads)},
+        }
+
+    histories = train_members(sampler, c.epochs, n, train_step)
+    load_members(members, {"encoder": encoder, **utility, **adversaries})
+    return list(zip(members, histories))

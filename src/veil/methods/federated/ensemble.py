@@ -133,28 +133,34 @@ def load_flat_module(module: nn.Module, vec: torch.Tensor | np.ndarray) -> None:
 
 
 class StackedOptimizer:
-    """Adam (torch's update rule) or plain SGD over stacked tensors, stepping only the copies in `active`."""
+    """Adam (torch's update rule) or plain SGD over stacked tensors, stepping only the copies in `active`;
+    one learning rate for all copies or one per copy."""
 
     def __init__(
         self,
         tensors: Sequence[torch.Tensor],
-        lr: float,
+        lr: float | torch.Tensor,
         kind: str = "adam",
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
     ) -> None:
+        """`lr`: one learning rate for every copy, or a (P,) tensor of one per copy."""
         if kind not in ("adam", "sgd"):
             raise ValueError(f"unknown optimizer {kind!r}; use 'adam' or 'sgd'")
         self.tensors = list(tensors)
-        self.lr, self.kind, self.betas, self.eps = float(lr), kind, betas, eps
         p0 = self.tensors[0]
-        self.t = torch.zeros(p0.shape[0], dtype=p0.dtype)
+        if isinstance(lr, torch.Tensor) and lr.shape != (p0.shape[0],):
+            raise ValueError(f"per-copy lr must have shape ({p0.shape[0]},), got {tuple(lr.shape)}")
+        self.lr = lr.to(p0.device, p0.dtype) if isinstance(lr, torch.Tensor) else float(lr)
+        self.kind, self.betas, self.eps = kind, betas, eps
+        self.t = torch.zeros(p0.shape[0], dtype=p0.dtype, device=p0.device)
         self.m = [torch.zeros_like(p) for p in self.tensors] if kind == "adam" else []
         self.v = [torch.zeros_like(p) for p in self.tensors] if kind == "adam" else []
 
     def take(self, members: torch.Tensor, tensors: Sequence[torch.Tensor]) -> "StackedOptimizer":
         sub = StackedOptimizer.__new__(StackedOptimizer)
-        sub.tensors, sub.lr, sub.kind, sub.betas, sub.eps = list(tensors), self.lr, self.kind, self.betas, self.eps
+        sub.tensors, sub.kind, sub.betas, sub.eps = list(tensors), self.kind, self.betas, self.eps
+        sub.lr = self.lr[members].clone() if isinstance(self.lr, torch.Tensor) else self.lr
         sub.t = self.t[members].clone()
         sub.m = [m[members].clone() for m in self.m]
         sub.v = [v[members].clone() for v in self.v]
@@ -178,8 +184,9 @@ class StackedOptimizer:
                 g = torch.zeros_like(p)
             shape = (p.shape[0],) + (1,) * (p.dim() - 1)
             act = active.view(shape)
+            lr = self.lr.view(shape) if isinstance(self.lr, torch.Tensor) else self.lr
             if self.kind == "sgd":
-                p.copy_(torch.where(act, p - self.lr * g, p))
+                p.copy_(torch.where(act, p - lr * g, p))
                 continue
             m, v = self.m[i], self.v[i]
             m.copy_(torch.where(act, m + (g - m) * (1 - b1), m))
@@ -187,7 +194,7 @@ class StackedOptimizer:
             t = self.t.clamp(min=1).view(shape)
             bc1 = 1 - b1**t
             bc2_sqrt = (1 - b2**t).sqrt()
-            upd = (self.lr / bc1) * m / (v.sqrt() / bc2_sqrt + self.eps)
+            upd = (lr / bc1) * m / (v.sqrt() / bc2_sqrt + self.eps)
             p.copy_(torch.where(act, p - upd, p))
 
 
