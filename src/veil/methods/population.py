@@ -66,6 +66,11 @@ def population_form(name: str) -> PopulationForm | None:
     return POPULATIONS.get(name)
 
 
+def population_methods() -> list[str]:
+    """Names of the methods with a population form, sorted."""
+    return sorted(POPULATIONS)
+
+
 def structural_differences(a: MethodConfig, b: MethodConfig, knobs: Sequence[str], of_b: str = "") -> list[str]:
     """What keeps configs a and b apart, as 'd_z differs (8 vs 16<of_b>)'; empty when they may train together."""
     if type(a) is not type(b):

@@ -76,6 +76,7 @@ from veil.sweeps.spec import (
     spec_yaml,
     sweep_from_mapping,
 )
+from veil.tracking import PARENT_TAG
 
 CTX_KEY = "_veil"
 
@@ -343,7 +344,7 @@ def run_population(
             for i in live:
                 rtags = {**tags[i], TAG_SEED: str(s)}
                 if len(seeds) > 1:
-                    rtags[TAG_ROLE] = "seed"
+                    rtags.update({TAG_ROLE: "seed", PARENT_TAG: runs[i].run_id})
                 name = names[i] if len(seeds) == 1 else f"{names[i]} seed={s}"
                 rs = spec.run_spec(members[i], s, tracking_uri=tracking_uri, run_name=name, tags=rtags)
                 try:
@@ -354,8 +355,13 @@ def run_population(
                     else:
                         runs[i].fail(e)
                     failed[i] = e
-            parents = [parent_run_id if len(seeds) == 1 else runs[i].run_id for i, _ in batch]
-            results = execute_population([v for _, v in batch], parent_run_id=parents, storage=storage, note=note)
+            # several seeds: each seed's run is a child of its member's trial run (set through the parent tag)
+            results = execute_population(
+                [v for _, v in batch],
+                parent_run_id=parent_run_id if len(seeds) == 1 else None,
+                storage=storage,
+                note=note,
+            )
             for (i, _), res in zip(batch, results):
                 per_seed[i].append(res.metrics)
                 if len(seeds) == 1:
