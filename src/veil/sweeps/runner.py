@@ -746,6 +746,9 @@ def tune_defaults() -> None:
     # Tune snapshots the experiment every 10 s or more by default; trials here take seconds, so snapshot
     # every 2 s: after a driver kill fewer finished trials have to run again.
     os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "2")
+    # Trials report to MLflow: Tune's own CSV / JSON / TensorBoard result files would be a second, unread copy
+    # written on every report (and TensorBoard cannot take a population's per-member list).
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
 
 
 # ----------------------------------------------------------------------------------------------
