@@ -20,10 +20,11 @@ from veil.datasets.base import Split, TaskSpec
 from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, PaperValue, TrainContext, step
 from veil.methods.deviations import WHY_ADAM, WHY_UNIFORM, optimizer_deviation, privacy_loss_deviation
 from veil.methods.ensemble_ops import copy_ces, privacy_term, single
-from veil.methods.federated.ensemble import Stack, StackedOptimizer, step_all
+from veil.methods.federated.ensemble import Stack, step_all
 from veil.methods.nets import ClassifierBank, loss_row, loss_sum, make_optimizer, mlp
 from veil.methods.population import (
     Fitted,
+    LoneAdam,
     bank_stacks,
     load_members,
     member_lr,
@@ -175,7 +176,7 @@ def fit_eigan_population(configs: Sequence[MethodConfig], task: TaskSpec, train:
         "v": [p for s in heads_v for p in s.tensors()],
     }
     lrs = {"e": "lr_encoder", "a": "lr_ally", "v": "lr_adversary"}
-    opt = {k: StackedOptimizer(t, member_lr(cs, lrs[k], dev), c.optimizer) for k, t in tensors.items()}
+    opt = {k: LoneAdam(t, member_lr(cs, lrs[k]), c.optimizer) for k, t in tensors.items()}
     alpha = per_member(cs, "alpha", dev)
     everyone = torch.ones(n, dtype=torch.bool, device=dev)
     sampler = BatchSampler(train, c.batch_size, dev, c.seed + 1000 * ctx.rank, rows=ctx.rows(len(train)))

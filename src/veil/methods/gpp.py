@@ -21,10 +21,11 @@ from veil.datasets.base import Split, TaskSpec
 from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, PaperValue, TrainContext, step
 from veil.methods.deviations import WHY_UNIFORM, privacy_loss_deviation, release_deviation
 from veil.methods.ensemble_ops import copy_ces, pair, privacy_term
-from veil.methods.federated.ensemble import Stack, StackedOptimizer, step_all
+from veil.methods.federated.ensemble import Stack, step_all
 from veil.methods.nets import ClassifierBank, gaussian_kl, gaussian_kl_rows, loss_row, loss_sum, make_optimizer, mlp
 from veil.methods.population import (
     Fitted,
+    LoneAdam,
     bank_stacks,
     load_members,
     member_lr,
@@ -168,7 +169,7 @@ def fit_gpp_population(configs: Sequence[MethodConfig], task: TaskSpec, train: S
         "u": [p for s in utility.values() for p in s.tensors()],
         "s": [p for s in adversaries.values() for p in s.tensors()],
     }
-    opt = {k: StackedOptimizer(t, member_lr(cs, "lr", dev)) for k, t in tensors.items()}
+    opt = {k: LoneAdam(t, member_lr(cs, "lr")) for k, t in tensors.items()}
     beta, lam = per_member(cs, "beta", dev), per_member(cs, "lambda_kl", dev)
     everyone = torch.ones(n, dtype=torch.bool, device=dev)
     sampler = BatchSampler(train, c.batch_size, dev, c.seed + 1000 * ctx.rank, rows=ctx.rows(len(train)))

@@ -18,7 +18,7 @@ import torch
 
 from veil.datasets.base import Split, TaskSpec
 from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext, show
-from veil.methods.federated.ensemble import Stack
+from veil.methods.federated.ensemble import Stack, StackedOptimizer
 from veil.methods.nets import ClassifierBank
 
 #: each member's fitted method and its per-epoch loss rows (the rows `Method.fit` returns)
@@ -163,10 +163,55 @@ def per_member(configs: Sequence[MethodConfig], key: str, device: torch.device) 
     return torch.tensor([float(getattr(c, key)) for c in configs], dtype=torch.float32, device=device)
 
 
-def member_lr(configs: Sequence[MethodConfig], key: str, device: torch.device) -> float | torch.Tensor:
-    """One learning rate when every member has the same (StackedOptimizer's plain path), else one per member."""
-    values = {float(getattr(c, key)) for c in configs}
-    return values.pop() if len(values) == 1 else per_member(configs, key, device)
+def member_lr(configs: Sequence[MethodConfig], key: str) -> float | torch.Tensor:
+    """One learning rate when every member has the same, else a float64 (P,) tensor of each member's."""
+    values = [float(getattr(c, key)) for c in configs]
+    return values[0] if len(set(values)) == 1 else torch.tensor(values, dtype=torch.float64)
+
+
+def per_copy(values: Sequence[float], like: torch.Tensor) -> torch.Tensor:
+    """One scalar per copy of stacked tensor `like`, in its dtype, shaped to broadcast over each copy."""
+    shape = (like.shape[0],) + (1,) * (like.dim() - 1)
+    return torch.tensor(values, dtype=like.dtype, device=like.device).view(shape)
+
+
+class LoneAdam(StackedOptimizer):
+    """A StackedOptimizer that steps each copy op for op as a lone `torch.optim.Adam` (or SGD) steps its own
+    model on the CPU, so the optimizer adds no rounding difference of its own: bias corrections and step sizes
+    per copy in double precision, rounded to the weights' dtype as torch rounds its Python scalars. (Batched
+    matmuls still round a few gradient entries differently from a lone model's, ~1e-9; adversarial training
+    amplifies that over epochs, so long populations match solo runs in distribution, not bit for bit.) Every
+    copy steps at every call."""
+
+    @torch.no_grad()
+    def step(self, grads: Sequence[torch.Tensor | None], active: torch.Tensor | None = None) -> None:
+        if active is not None and not bool(active.all()):
+            raise ValueError("LoneAdam steps every copy at every call (a population has no idle members)")
+        p0 = self.tensors[0]
+        self.t += 1
+        lrs = self.lr.tolist() if isinstance(self.lr, torch.Tensor) else [self.lr] * p0.shape[0]
+        b1, b2 = self.betas
+        steps = self.t.tolist()
+        bc2_sqrt = [(1 - b2**t) ** 0.5 for t in steps]
+        step_size = [-(lr / (1 - b1**t)) for lr, t in zip(lrs, steps)]
+        for i, (p, g) in enumerate(zip(self.tensors, grads)):
+            g = torch.zeros_like(p) if g is None else g
+            if self.kind == "sgd":
+                self._sgd(p, g, lrs)
+                continue
+            m, v = self.m[i], self.v[i]
+            m.lerp_(g, 1 - b1)
+            v.mul_(b2).addcmul_(g, g, value=1 - b2)
+            denom = (v.sqrt() / per_copy(bc2_sqrt, p)).add_(self.eps)
+            p.add_(per_copy(step_size, p) * m / denom)  # addcdiv_(m, denom, value=step_size)'s order
+
+    @staticmethod
+    def _sgd(p: torch.Tensor, g: torch.Tensor, lrs: list[float]) -> None:
+        if len(set(lrs)) == 1:
+            p.add_(g, alpha=-lrs[0])
+            return
+        for c, lr in enumerate(lrs):  # add_ with alpha fuses the multiply: per copy, as SGD does it
+            p[c].add_(g[c], alpha=-lr)
 
 
 def bank_stacks(members: Sequence[Method], role: str) -> dict[str, Stack]:

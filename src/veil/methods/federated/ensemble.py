@@ -151,7 +151,7 @@ class StackedOptimizer:
         p0 = self.tensors[0]
         if isinstance(lr, torch.Tensor) and lr.shape != (p0.shape[0],):
             raise ValueError(f"per-copy lr must have shape ({p0.shape[0]},), got {tuple(lr.shape)}")
-        self.lr = lr.to(p0.device, p0.dtype) if isinstance(lr, torch.Tensor) else float(lr)
+        self.lr = lr.to(p0.device) if isinstance(lr, torch.Tensor) else float(lr)  # as given: float64 stays
         self.kind, self.betas, self.eps = kind, betas, eps
         self.t = torch.zeros(p0.shape[0], dtype=p0.dtype, device=p0.device)
         self.m = [torch.zeros_like(p) for p in self.tensors] if kind == "adam" else []
@@ -184,7 +184,7 @@ class StackedOptimizer:
                 g = torch.zeros_like(p)
             shape = (p.shape[0],) + (1,) * (p.dim() - 1)
             act = active.view(shape)
-            lr = self.lr.view(shape) if isinstance(self.lr, torch.Tensor) else self.lr
+            lr = self.lr.to(p.dtype).view(shape) if isinstance(self.lr, torch.Tensor) else self.lr
             if self.kind == "sgd":
                 p.copy_(torch.where(act, p - lr * g, p))
                 continue
