@@ -180,8 +180,9 @@ class Method(ABC):
         """Every network of the method by role; the encoder must be under 'encoder'."""
         raise NotImplementedError
 
-    def train_step(self, batch: Batch, sampler: BatchSampler, ctx: TrainContext) -> dict[str, float]:
-        """One iteration of the method's algorithm on `batch`; returns scalar losses by name."""
+    def train_step(self, batch: Batch, sampler: BatchSampler, ctx: TrainContext) -> Mapping[str, float | torch.Tensor]:
+        """One iteration of the method's algorithm on `batch`; returns scalar losses by name, as floats or as
+        0-d tensors (which `fit` sums without a host sync, reading them once per epoch)."""
         raise NotImplementedError
 
     def fit_closed_form(self, train: Split) -> None:
@@ -254,13 +255,14 @@ class Method(ABC):
         for epoch in range(self.config.epochs):
             for m in self.modules().values():
                 m.train()
-            sums: dict[str, float] = {}
+            sums: dict[str, float | torch.Tensor] = {}
             steps = 0
             for batch in sampler.epoch():
                 for k, v in self.train_step(batch, sampler, ctx).items():
-                    sums[k] = sums.get(k, 0.0) + float(v)
+                    # a loss tensor is summed on its device (no host sync per step), in float64 as floats are
+                    sums[k] = sums.get(k, 0.0) + (v.detach().double() if isinstance(v, torch.Tensor) else float(v))
                 steps += 1
-            row = {k: v / steps for k, v in sums.items()}
+            row = {k: float(v) / steps for k, v in sums.items()}
             history.append(row)
             ctx.report(epoch, row)
         return history

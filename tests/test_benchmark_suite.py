@@ -1,0 +1,71 @@
+"""The benchmark suite's quick GPP benchmark writes a row whose figures agree with each other, and the
+README's Targets block is made from the results file."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_suite() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_suite", ROOT / "benchmarks" / "suite.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def gpp_row(tmp_path_factory: pytest.TempPathFactory) -> tuple[ModuleType, Path, dict]:
+    suite = load_suite()
+    results = tmp_path_factory.mktemp("bench") / "suite.jsonl"
+    assert suite.main(["--quick", "--only", "gpp", "--results", str(results), "--no-readme"]) == 0
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    assert len(rows) == 1
+    return suite, results, rows[0]
+
+
+def test_quick_gpp_row_is_consistent(gpp_row: tuple[ModuleType, Path, dict]) -> None:
+    suite, _, row = gpp_row
+    assert row["benchmark"] == "gpp" and row["quick"] is True
+    suite, results, row = gpp_row
+    assert row["command"] == f"python benchmarks/suite.py --quick --only gpp --results {results} --no-readme"
+    assert set(row["machine"]) == {"cpus", "arch", "torch", "threads", "gpu"}
+    assert row["load_avg"] >= 0 and row["params"]["batch_size"] == 64
+    veil, base = row["samples_per_s"], row["baseline_samples_per_s"]
+    assert veil > 0 and base > 0
+    # the ratio is Veil's samples/s over the paper-style loop's, as recorded (both rounded to 0.1)
+    assert row["ratio"] == pytest.approx(veil / base, abs=2e-3)
+    # % of limit = samples/s x FLOPs per sample / limit
+    assert row["pct_of_limit"] == pytest.approx(
+        100 * veil * row["flops_per_sample"] / (row["limit_gflops"] * 1e9), abs=0.1
+    )
+    # GPP's defaults: encoder 102-512-256-(mu, logvar 8), heads 8-128-2, k = 2, privacy term 'uniform'
+    enc, head = 2 * (102 * 512 + 512 * 256 + 2 * 256 * 8), 2 * (8 * 128 + 128 * 2)
+    phase1 = 2 * (enc + 2 * (3 * head - 2 * 8 * 128))  # no-grad encoder; heads train, z needs no gradient
+    phase2 = (3 * enc - 2 * 102 * 512) + 3 * head + head + 3 * head  # x needs none; utility, logged CE(s), uniform
+    assert row["flops_per_sample"] == phase1 + phase2
+    assert sum(row["profile"].values()) == pytest.approx(1.0, abs=0.01)
+
+
+def test_readme_block_is_made_from_the_results_file(gpp_row: tuple[ModuleType, Path, dict], tmp_path: Path) -> None:
+    suite, results, row = gpp_row
+    readme = tmp_path / "README.md"
+    shutil.copy(ROOT / "benchmarks" / "README.md", readme)
+    suite.rewrite_readme(results, readme)
+    text = readme.read_text()
+    block = text[text.index(suite.BEGIN) : text.index(suite.END)]
+    assert (
+        f"| gpp (batch 64) | {row['samples_per_s']:.0f} | {row['baseline_samples_per_s']:.0f} | {row['ratio']:.2f}x |"
+        in block
+    )
+    assert text.endswith(suite.END + "\n")
