@@ -176,8 +176,8 @@ def per_copy(values: Sequence[float], like: torch.Tensor) -> torch.Tensor:
 
 
 class LoneAdam(StackedOptimizer):
-    """A StackedOptimizer that steps each copy op for op as a lone `torch.optim.Adam` (or SGD) steps its own
-    model on the CPU, so the optimizer adds no rounding difference of its own: bias corrections and step sizes
+    """A StackedOptimizer that steps each copy op for op as a lone single-tensor `torch.optim.Adam` (or SGD) steps
+    its own model on the CPU (solo runs use the fused kernel, ~1e-8 apart), so the optimizer adds no rounding difference of its own: bias corrections and step sizes
     per copy in double precision, rounded to the weights' dtype as torch rounds its Python scalars. (Batched
     matmuls still round a few gradient entries differently from a lone model's, ~1e-9; adversarial training
     amplifies that over epochs, so long populations match solo runs in distribution, not bit for bit.) Every
