@@ -23,7 +23,7 @@ RESULTS = Path(__file__).with_name("RESULTS.md")
 SECTION = "## Federation"
 
 
-def run_one(k: int, runtime: str, args: argparse.Namespace) -> dict:
+def run_one(k: int, runtime: str, args: argparse.Namespace, nodes_per_host: int = 0) -> dict:
     from veil.datasets import load_dataset
     from veil.errors import VeilError
     from veil.methods import create_method
@@ -43,7 +43,7 @@ def run_one(k: int, runtime: str, args: argparse.Namespace) -> dict:
         "head_hidden": [32],
         "seed": 0,
     }
-    opts = {"hosts": args.hosts} if runtime == "virtual" else {}
+    opts = {"hosts": args.hosts} if runtime == "virtual" else {"nodes_per_host": nodes_per_host}
     row = {"K": k, "runtime": runtime}
     m = create_method("d-eigan", params, ds.task())
     try:

@@ -230,6 +230,9 @@ def run_d_eigan(quick: bool) -> Row:
     try:
         for k in ks:
             got = {rt: run_one(k, rt, ns) for rt in ("virtual", "in-process")}
+            # in-process already runs all K nodes as one vectorised ensemble; one node per host is the loop
+            # over nodes a per-node implementation runs (the baseline the target's 5x was written against)
+            got["per-node"] = run_one(k, "in-process", ns, nodes_per_host=1)
             per_k[str(k)] = {
                 rt: {
                     key: (round(r[key], 3) if isinstance(r[key], float) else r[key])
@@ -238,8 +241,9 @@ def run_d_eigan(quick: bool) -> Row:
                 }
                 for rt, r in got.items()
             }
-            v, i = (got[rt].get("rounds_per_s") for rt in ("virtual", "in-process"))
+            v, i, loop = (got[rt].get("rounds_per_s") for rt in ("virtual", "in-process", "per-node"))
             per_k[str(k)]["ratio"] = round(v / i, 3) if v and i else None
+            per_k[str(k)]["ratio_per_node"] = round(v / loop, 3) if v and loop else None
     finally:
         torch.set_num_threads(threads)
         ray.shutdown()
@@ -308,7 +312,7 @@ def clean_env() -> dict[str, str]:
 
 
 # -- the quickstart sweep with and without populations ---------------------------------------------------------
-POPULATION = 16
+POPULATION = 7  # the quickstart's 14 trials / concurrency 2: one population per worker
 NO_POPULATION = "population not supported by this veil"
 
 
@@ -329,7 +333,7 @@ def quickstart_spec(work: Path, quick: bool, population: int | None) -> Path:
 
 
 def run_quickstart(quick: bool) -> Row:
-    """`veil sweep` of the quickstart spec as 14 separate trials, then with `population: 16` (if this veil's spec
+    """`veil sweep` of the quickstart spec as 14 separate trials, then with `population: 7` (if this veil's spec
     validator takes the key): wall time, sweep seconds, hypervolume and peak RSS of each."""
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -351,6 +355,7 @@ def run_quickstart(quick: bool) -> Row:
                 "hypervolume": summary["hypervolume"],
                 "peak_rss_mb": r["peak_rss_mb"],
                 "trials_per_hour": round(3600 * summary["trials"] / r["wall_s"], 1),
+                "timings": {k: round(v, 3) for k, v in summary.get("timings", {}).items()},
             }
     if check.returncode:
         last = (check.stderr.strip().splitlines() or ["(no message)"])[-1]
@@ -361,6 +366,77 @@ def run_quickstart(quick: bool) -> Row:
     out["ratio"] = round(out["separate"]["wall_s"] / out["population"]["wall_s"], 3)
     out["ratio_of"] = "wall of separate trials / wall with population"
     return out
+
+
+# -- a population of 16 quickstart-size GPP trials against the same 16 trained one by one --------------------------
+def population_runs(uri: str, quick: bool, members: int = 16) -> list[Any]:
+    """`members` quickstart-size GPP runs (sweeps/quickstart.yaml's fixed params, beta log-spaced over its range),
+    validated; a fixed release_seed so both sides audit the same release stream."""
+    import numpy as np
+    import yaml
+
+    from veil.run import RunSpec, validate
+
+    q = yaml.safe_load((ROOT / "sweeps" / "quickstart.yaml").read_text())
+    params, data, audit = dict(q["params"]), dict(q["dataset_params"]), dict(q["audit"])
+    if quick:
+        params["epochs"], data["n"], audit["epochs"] = 3, 1000, 5
+    return [
+        validate(
+            RunSpec(
+                "gpp",
+                q["dataset"],
+                {**params, "beta": float(b), "release_seed": 0},
+                data,
+                audit,
+                seed=0,
+                executor="inline",
+                tracking_uri=uri,
+                run_name=f"beta={b:.4g}",
+            )
+        )
+        for b in np.geomspace(0.04, 4, members)
+    ]
+
+
+def run_population(quick: bool) -> Row:
+    """16 quickstart-size GPP trials as one population (`execute_population`) against the same 16 through
+    `execute` one by one, in this process, one torch thread: trials/hour of each and how far members land."""
+    from veil.run import execute, execute_population
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            uri = f"sqlite:///{tmp}/mlflow.db"
+            runs = population_runs(uri, quick)
+            execute(population_runs(uri, True, 1)[0])  # warm-up: imports and the store's schema
+            t0 = time.perf_counter()
+            solo = [execute(r) for r in runs]
+            solo_s = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            pop = execute_population(runs)
+            pop_s = time.perf_counter() - t0
+    finally:
+        torch.set_num_threads(threads)
+    diffs = {
+        m: round(max(abs(a.metrics[m] - b.metrics[m]) for a, b in zip(solo, pop)), 4)
+        for m in ("utility_auc", "privacy_gap")
+    }
+    return {
+        "members": len(runs),
+        "separate_s": round(solo_s, 2),
+        "population_s": round(pop_s, 2),
+        "separate_train_s": round(sum(r.metrics["train_seconds"] for r in solo), 2),
+        "population_train_s": round(sum(r.metrics["train_seconds"] for r in pop), 2),
+        "trials_per_hour": {
+            "separate": round(3600 * len(runs) / solo_s),
+            "population": round(3600 * len(runs) / pop_s),
+        },
+        "ratio": round(solo_s / pop_s, 3),
+        "ratio_of": "trials/hour of the population / of separate trials",
+        "max_member_difference": diffs,
+    }
 
 
 # -- scale curves ------------------------------------------------------------------------------------------------
@@ -438,6 +514,7 @@ BENCHMARKS: dict[str, Callable[[bool], Row]] = {
     **{name: (lambda quick, name=name: run_centralized(name, quick)) for name in CENTRALIZED},
     "d-eigan": run_d_eigan,
     "quickstart": run_quickstart,
+    "population": run_population,
     "scale": run_scale,
 }
 
@@ -500,13 +577,19 @@ def targets(rows: dict[str, Row]) -> list[str]:
         )
     d = rows.get("d-eigan")
     if d:
-        r = d["ratio"]
+        r, k100 = d["ratio"], d["per_k"]["100"]
+        loop = k100.get("ratio_per_node")
+        rps = {rt: (k100.get(rt) or {}).get("rounds_per_s") or 0 for rt in ("virtual", "in-process", "per-node")}
         lines.append(
-            f"| D-EIGAN K=100 virtual >= 5x in-process rounds/s | {r:.2f}x ({_when(d)}) | {'yes' if r and r >= 5 else 'no'} | "
+            f"| D-EIGAN K=100 virtual >= 5x in-process rounds/s | {r:.2f}x in-process; {loop or 0:.2f}x the per-node "
+            f"loop ({_when(d)}) | {'yes' if r and r >= 5 else 'no'} | "
             + (
                 "-"
                 if r and r >= 5
-                else f"{5 - (r or 0):.2f}x short; virtual {d['per_k']['100']['virtual'].get('rounds_per_s', 0):.1f} vs in-process {d['per_k']['100']['in-process'].get('rounds_per_s', 0):.1f} rounds/s"
+                else f"virtual {rps['virtual']:.1f}, in-process {rps['in-process']:.1f}, per-node loop "
+                f"{rps['per-node']:.1f} rounds/s: Veil's in-process runtime is not a per-node loop, it runs all K nodes "
+                "as one vectorised ensemble, the same code a virtual host runs, so virtual can only add transport to it; "
+                "against one node per host (the loop the target assumed) virtual is the ratio after the semicolon"
             )
             + " |"
         )
@@ -535,22 +618,61 @@ def targets(rows: dict[str, Row]) -> list[str]:
             lines.append(
                 f"| quickstart with populations >= 3x faster end to end, hypervolume not worse | {fig} | no | {q['skipped']} |"
             )
-            lines.append(f"| population of 16 >= 4x trials/hour of separate trials | {fig} | no | {q['skipped']} |")
         else:
             pop = q["population"]
             ok = q["ratio"] >= 3 and pop["hypervolume"] >= sep["hypervolume"]
             lines.append(
                 f"| quickstart with populations >= 3x faster end to end, hypervolume not worse | {q['ratio']:.2f}x "
                 f"({sep['wall_s']:.0f} s -> {pop['wall_s']:.0f} s), hypervolume {sep['hypervolume']:.4f} -> {pop['hypervolume']:.4f} "
-                f"({_when(q)}) | {'yes' if ok else 'no'} | {'-' if ok else 'see the row in benchmarks/results/suite.jsonl'} |"
+                f"({_when(q)}) | {'yes' if ok else 'no'} | {'-' if ok else quickstart_gap(q)} |"
             )
-            tr = pop["trials_per_hour"] / sep["trials_per_hour"]
+    p = rows.get("population")
+    if p:
+        ok = p["ratio"] >= 4
+        diff = p["max_member_difference"]
+        lines.append(
+            f"| population of 16 quickstart-size GPP trials >= 4x the trials/hour of 16 separate trials, same results "
+            f"| {p['ratio']:.2f}x ({p['trials_per_hour']['separate']} -> {p['trials_per_hour']['population']} trials/h; "
+            f"members within {diff['utility_auc']} utility AUC, {diff['privacy_gap']} privacy gap of their solo runs; "
+            f"{_when(p)}) | {'yes' if ok else 'no'} | "
+            + (
+                "-"
+                if ok
+                else f"training {p['separate_train_s']:.0f} s -> {p['population_train_s']:.0f} s; the rest is the "
+                "16 audits and their MLflow runs"
+            )
+            + " |"
+        )
+    if q and "skipped" not in q:
+        for label in ("separate", "population"):
+            t = q[label].get("timings") or {}
+            if not t:
+                continue
+            ok = t["orchestration"] <= 0.10
             lines.append(
-                f"| population of 16 >= 4x trials/hour of separate trials | {tr:.2f}x ({sep['trials_per_hour']:.0f} -> "
-                f"{pop['trials_per_hour']:.0f} trials/h, {_when(q)}) | {'yes' if tr >= 4 else 'no'} | {'-' if tr >= 4 else f'{4 - tr:.2f}x short'} |"
+                f"| orchestration <= 10% of sweep wall time ({'separate trials' if label == 'separate' else 'populations'}) "
+                f"| {100 * t['orchestration']:.0f}% of {t['wall']:.0f} s ({_when(q)}) | {'yes' if ok else 'no'} | "
+                + (
+                    "-"
+                    if ok
+                    else f"Ray start {t['ray_start']:.1f} s, Tune {t['tune']:.1f} s for {t['trials']:.1f} s of trial work "
+                    f"at concurrency 2, final report {t['finish']:.1f} s"
+                )
+                + " |"
             )
-    lines.append("| orchestration <= 10% of sweep wall time | not measured by this suite | - | - |")
     return lines
+
+
+def quickstart_gap(q: Row) -> str:
+    """Why the quickstart with populations is not 3x faster: where each sweep's wall time went."""
+    parts = []
+    for label in ("separate", "population"):
+        t = q[label].get("timings") or {}
+        if t:
+            parts.append(
+                f"{label}: Ray start {t['ray_start']:.1f} s, trials {t['tune']:.1f} s, report {t['finish']:.1f} s"
+            )
+    return "; ".join(parts) or "see the row in benchmarks/results/suite.jsonl"
 
 
 def others(rows: dict[str, Row]) -> list[str]:
