@@ -10,7 +10,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from veil.audit.probes import AuditConfig, AuditReport, audit
+from veil.audit.probes import AuditConfig, AuditReport, audit, audit_many
 from veil.datasets.base import Dataset, Split
 from veil.methods.federated.core import Objective
 from veil.methods.federated.method import FederatedMethod
@@ -91,32 +91,52 @@ def audit_final(
     z_train = release(method, ds.train.x, plan.parts)
     z_test = release(method, ds.test.x, plan.test_parts)
     report = audit(z_train, ds.train, z_test, ds.test, ds.num_classes, cfg)
+    rows = per_node_audit(plan, ds, z_train, z_test, cfg) if plan.options.per_node_audit else []
+    return report, rows, z_train, z_test
+
+
+def per_node_audit(
+    plan: FederationPlan, ds: Dataset, z_train: np.ndarray, z_test: np.ndarray, cfg: AuditConfig
+) -> list[dict[str, Any]]:
+    """One row per node: its fresh-probe audit on its own train/test rows with its own objective's labels (NaN
+    metrics for a node with fewer than 2 train or test rows). Every node's probes train as stacked models
+    (`audit_many`), each equal up to floating-point order to the node's own `audit`."""
     rows: list[dict[str, Any]] = []
-    if plan.options.per_node_audit:
-        for k, obj in enumerate(plan.objectives):
-            tr = plan.parts[k]
-            te = plan.test_parts[k] if plan.test_parts is not None else np.empty(0, np.int64)
-            row: dict[str, Any] = {
+    audited: list[int] = []
+    trains: list[Split] = []
+    tests: list[Split] = []
+    for k, obj in enumerate(plan.objectives):
+        tr = plan.parts[k]
+        te = plan.test_parts[k] if plan.test_parts is not None else np.empty(0, np.int64)
+        rows.append(
+            {
                 "node": k,
                 "train_rows": int(len(tr)),
                 "test_rows": int(len(te)),
                 "utility": "+".join(obj.utility),
                 "sensitive": "+".join(obj.sensitive),
+                **{c: float("nan") for c in PER_NODE_COLUMNS[5:]},
             }
-            if len(te) >= 2 and len(tr) >= 2:
-                m = audit(
-                    z_train[tr],
-                    role_split(ds.train.take(tr), obj),
-                    z_test[te],
-                    role_split(ds.test.take(te), obj),
-                    ds.num_classes,
-                    cfg,
-                ).metrics()
-                row.update({c: m.get(c, float("nan")) for c in PER_NODE_COLUMNS[5:]})
-            else:
-                row.update({c: float("nan") for c in PER_NODE_COLUMNS[5:]})
-            rows.append(row)
-    return report, rows, z_train, z_test
+        )
+        if len(te) >= 2 and len(tr) >= 2:
+            audited.append(k)
+            trains.append(role_split(ds.train.take(tr), obj))
+            tests.append(role_split(ds.test.take(te), obj))
+    if not audited:
+        return rows
+    assert plan.test_parts is not None  # a node is audited only with test rows
+    reports = audit_many(
+        [z_train[plan.parts[k]] for k in audited],
+        trains,
+        [z_test[plan.test_parts[k]] for k in audited],
+        tests,
+        ds.num_classes,
+        cfg,
+    )
+    for k, report in zip(audited, reports):
+        m = report.metrics()
+        rows[k].update({c: m.get(c, float("nan")) for c in PER_NODE_COLUMNS[5:]})
+    return rows
 
 
 def per_node_csv(rows: Sequence[Mapping[str, Any]]) -> str:

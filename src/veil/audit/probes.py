@@ -5,15 +5,16 @@ sensitive label. The training-time adversary never grades itself."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterator, Mapping, NamedTuple
+from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from veil.audit.mi import MI_ESTIMATORS
-from veil.audit.train import Standardizer, train_classifier
+from veil.audit.train import Classifier, Standardizer, train_classifier, train_classifiers_stacked
 from veil.config import as_params, param
 from veil.datasets.base import Split
+from veil.errors import DataError
 
 __all__ = [
     "AuditConfig",
@@ -25,6 +26,7 @@ __all__ = [
     "ProbeMetrics",
     "accuracy_auc",
     "audit",
+    "audit_many",
     "auc_gap",
     "auc_score",
     "class_aucs",
@@ -32,6 +34,7 @@ __all__ = [
     "label_tasks",
     "prepare",
     "probe_metrics",
+    "probe_score",
     "score_label",
     "standardize",
 ]
@@ -204,6 +207,13 @@ def score_label(
 ) -> LabelScore:
     """Train a fresh probe for one label and score it on the test representation."""
     probe = train_classifier(z_tr, y_tr, n_classes, seed=seed, **cfg.probe_settings())
+    return probe_score(label, role, probe, z_te, y_te, n_classes)
+
+
+def probe_score(
+    label: str, role: str, probe: Classifier, z_te: np.ndarray, y_te: np.ndarray, n_classes: int
+) -> LabelScore:
+    """A trained probe's score on one label of the test representation."""
     m = probe_metrics(y_te, probe.predict_proba(z_te), n_classes)
     majority = float(np.bincount(y_te, minlength=n_classes).max() / len(y_te))
     return LabelScore(label, role, m.accuracy, m.auc, m.gap, majority, n_classes)
@@ -274,3 +284,45 @@ def audit(
         for t in label_tasks(train, test, num_classes)
     ]
     return AuditReport(scores, as_params(cfg))
+
+
+def audit_many(
+    z_trains: Sequence[np.ndarray],
+    trains: Sequence[Split],
+    z_tests: Sequence[np.ndarray],
+    tests: Sequence[Split],
+    num_classes: Mapping[str, int],
+    config: AuditConfig | None = None,
+) -> list[AuditReport]:
+    """`[audit(z_trains[i], trains[i], z_tests[i], tests[i], num_classes, config) ...]` (equal up to floating-point
+    order), with the probes of all members trained as stacked models.
+
+    Probes that share a class count train together (`train_classifiers_stacked`), whatever their label or role:
+    each keeps the seed `audit` gives it (cfg.seed + its label's offset), so members may name different labels.
+    Like `audit`, this trains probes only: cfg.mi and cfg.capacity are the run's extra audits (`extra_audits`)."""
+    cfg = config or AuditConfig()
+    count = len(z_trains)
+    if not len(trains) == len(z_tests) == len(tests) == count:
+        raise DataError(
+            f"audit_many: {count} z_trains, {len(trains)} trains, {len(z_tests)} z_tests and {len(tests)} tests; "
+            "every member needs all four"
+        )
+    prepared = [prepare(z_trains[i], z_tests[i], cfg.standardize) for i in range(count)]
+    tasks = [list(label_tasks(trains[i], tests[i], num_classes)) for i in range(count)]
+    groups: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for i, member_tasks in enumerate(tasks):
+        for j, t in enumerate(member_tasks):
+            groups.setdefault((prepared[i][0].shape[1], t.n_classes), []).append((i, j))
+    scores: dict[tuple[int, int], LabelScore] = {}
+    for (_, n_classes), keys in groups.items():
+        probes = train_classifiers_stacked(
+            [prepared[i][0] for i, _ in keys],
+            [tasks[i][j].y_train for i, j in keys],
+            n_classes,
+            seed=[cfg.seed + tasks[i][j].offset for i, j in keys],
+            **cfg.probe_settings(),
+        )
+        for (i, j), probe in zip(keys, probes):
+            t = tasks[i][j]
+            scores[i, j] = probe_score(t.name, t.role, probe, prepared[i][1], t.y_test, n_classes)
+    return [AuditReport([scores[i, j] for j in range(len(tasks[i]))], as_params(cfg)) for i in range(count)]

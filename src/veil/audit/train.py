@@ -4,19 +4,26 @@ The fresh-probe audit, the adversary-capacity sweep, the obfuscation audit and t
 bound all fit a classifier ``q(label | z)`` on a released train representation and read its class
 probabilities on a test representation. They do it with `train_classifier`: seeded, Adam on softmax
 cross-entropy, fixed epochs of shuffled minibatches, optional z-scoring with training statistics. Training leaves torch's global RNG as it found it.
+
+`train_classifiers_stacked` trains many such probes as ONE stacked model (torch.func: parameters stacked on a
+leading axis, `vmap(functional_call)`, Adam over the stacked tensors), each member exactly as
+`train_classifier` would train it alone (same initialisation, minibatch order and update rule) up to
+floating-point order: the per-node audit of a federation fits a thousand small probes in a few batched steps.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 import numpy as np
 import torch
+from torch.func import functional_call, vmap
 from torch.nn import functional as F
 
-from veil.errors import ConfigError
+from veil.errors import ConfigError, DataError
 from veil.methods.nets import mlp
 
 __all__ = [
@@ -27,10 +34,14 @@ __all__ = [
     "sklearn_proba",
     "torch_threads",
     "train_classifier",
+    "train_classifiers_stacked",
 ]
 
 #: columns whose standard deviation is at most this are left unscaled (only centred) by `Standardizer`
 MIN_SCALE = 1e-8
+
+#: at most this many stacked parameters (all members together) train at once; more members train in chunks
+STACK_PARAMS = 1 << 24
 
 
 @dataclass(frozen=True)
@@ -151,6 +162,184 @@ def train_classifier(
                 loss.backward()
                 opt.step()
     return Classifier(net.eval(), n_classes, scaler)
+
+
+def _batch_starts(n: int, batch_size: int, drop_last: bool) -> range:
+    """Start offsets of one pass's minibatches over n rows, as `train_classifier` walks them."""
+    bs = min(batch_size, n)
+    return range(0, n - bs + 1 if drop_last else n, bs)
+
+
+def _batch_plan(n: int, seed: int, epochs: int, batch_size: int, drop_last: bool) -> torch.Tensor:
+    """Row indices (steps, min(batch_size, n)) of every minibatch a solo probe on n rows draws (-1 pads a short
+    last batch): one permutation per epoch from a generator seeded with `seed`."""
+    gen = torch.Generator().manual_seed(seed)
+    bs = min(batch_size, n)
+    starts = _batch_starts(n, batch_size, drop_last)
+    out = torch.full((epochs * len(starts), bs), -1, dtype=torch.long)
+    for e in range(epochs):
+        perm = torch.randperm(n, generator=gen)
+        for j, i in enumerate(starts):
+            rows = perm[i : i + bs]
+            out[e * len(starts) + j, : len(rows)] = rows
+    return out
+
+
+class _StackedAdam:
+    """torch.optim.Adam's (single-tensor) update over stacked tensors, applied to the first `active` members.
+
+    Members train in order of decreasing step count, so those still stepping at step t are a prefix and have all
+    taken exactly t steps: one step count serves them all and members that are done are left untouched."""
+
+    def __init__(self, params: list[torch.Tensor], lr: float, weight_decay: float) -> None:
+        self.params, self.lr, self.weight_decay = params, lr, weight_decay
+        self.m = [torch.zeros_like(p) for p in params]
+        self.v = [torch.zeros_like(p) for p in params]
+        self.t = 0
+
+    @torch.no_grad()
+    def step(self, grads: Sequence[torch.Tensor], active: int, betas: tuple[float, float] = (0.9, 0.999)) -> None:
+        b1, b2 = betas
+        self.t += 1
+        step_size = self.lr / (1 - b1**self.t)
+        bc2_sqrt = (1 - b2**self.t) ** 0.5
+        for p, m, v, g in zip(self.params, self.m, self.v, grads):
+            p, m, v = p[:active], m[:active], v[:active]
+            if self.weight_decay:
+                g = g.add(p, alpha=self.weight_decay)
+            m.lerp_(g, 1 - b1)
+            v.mul_(b2).addcmul_(g, g, value=1 - b2)
+            p.addcdiv_(m, (v.sqrt() / bc2_sqrt).add_(1e-8), value=-step_size)
+
+
+def _train_chunk(
+    base: torch.nn.Module,
+    params: dict[str, torch.Tensor],
+    z: torch.Tensor,
+    y: torch.Tensor,
+    plan: torch.Tensor,
+    steps: torch.Tensor,
+    lr: float,
+    weight_decay: float,
+) -> None:
+    """Train stacked `params` in place: member i takes its first steps[i] minibatches of plan (P, T, b); members
+    are sorted by decreasing steps. Per-member mean cross-entropies are summed, so each member's gradient is
+    its own loss's (a mean over members would rescale Adam's eps)."""
+    names = list(params)
+    opt = _StackedAdam([params[n] for n in names], lr, weight_decay)
+
+    def one(p: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        return functional_call(base, p, (x,))
+
+    for t in range(int(steps[0]) if len(steps) else 0):
+        active = int((steps > t).sum())
+        idx = plan[:active, t]
+        w = (idx >= 0).to(torch.float32)
+        safe = idx.clamp(min=0)
+        rows = torch.arange(active).unsqueeze(1)
+        sub = {n: params[n][:active].detach().requires_grad_(True) for n in names}
+        logits = vmap(one)(sub, z[rows, safe])
+        ce = F.cross_entropy(logits.flatten(0, 1), y[rows, safe].flatten(), reduction="none").view(w.shape)
+        loss = ((ce * w).sum(1) / w.sum(1)).sum()
+        opt.step(torch.autograd.grad(loss, [sub[n] for n in names]), active)
+
+
+def train_classifiers_stacked(
+    zs: Sequence[np.ndarray],
+    ys: Sequence[np.ndarray],
+    n_classes: int,
+    *,
+    hidden: Sequence[int],
+    epochs: int,
+    lr: float,
+    batch_size: int,
+    seed: int | Sequence[int],
+    weight_decay: float = 0.0,
+    standardize: bool = False,
+    drop_last: bool = True,
+    num_threads: int | None = None,
+) -> list[Classifier]:
+    """Member i is `train_classifier(zs[i], ys[i], n_classes, ...)` with the same settings, all trained as one
+    stacked model; `seed` is one seed for every member or one per member.
+
+    Same initialisation (each member's net built right after seeding with its seed), same minibatch order
+    (the permutations a solo probe on that many rows draws) and the same Adam update; only floating-point
+    order differs. Members may have different row counts (padded; a member with fewer minibatches stops
+    stepping when it has none left) but must share the column count. Returns ordinary Classifiers."""
+    count = len(zs)
+    if len(ys) != count:
+        raise DataError(f"train_classifiers_stacked: {count} representations (zs) but {len(ys)} label arrays (ys)")
+    seeds = [int(seed)] * count if isinstance(seed, (int, np.integer)) else [int(s) for s in seed]
+    if len(seeds) != count:
+        raise ConfigError("seed", f"{len(seeds)} seeds", f"one seed, or one per member ({count})")
+    if count == 0:
+        return []
+    widths = {int(np.shape(z)[1]) for z in zs}
+    if len(widths) > 1:
+        raise DataError(f"train_classifiers_stacked: every member needs the same column count; got {sorted(widths)}")
+    empty = [i for i, z in enumerate(zs) if len(z) == 0]
+    if empty:
+        raise DataError(f"train_classifiers_stacked: members {empty[:5]} have no training rows")
+    d = widths.pop()
+    scalers = [Standardizer.fit(z) if standardize else None for z in zs]
+    sizes = [len(z) for z in zs]
+    with torch.random.fork_rng(devices=[]), torch_threads(num_threads):
+        inits: dict[int, torch.nn.Module] = {}
+        for s in dict.fromkeys(seeds):
+            torch.manual_seed(s)
+            inits[s] = mlp(d, [int(h) for h in hidden], n_classes)
+        plans = {
+            key: _batch_plan(key[0], key[1], epochs, batch_size, drop_last) for key in dict.fromkeys(zip(sizes, seeds))
+        }
+        order = sorted(range(count), key=lambda i: -len(plans[sizes[i], seeds[i]]))
+        per_member = sum(p.numel() for p in inits[seeds[0]].parameters())
+        chunk = max(1, STACK_PARAMS // per_member)
+        trained: dict[int, dict[str, torch.Tensor]] = {}
+        for lo in range(0, count, chunk):
+            members = order[lo : lo + chunk]
+            params = _train_members(members, zs, ys, scalers, seeds, inits, plans, lr, weight_decay)
+            for j, i in enumerate(members):
+                trained[i] = {n: p[j] for n, p in params.items()}
+    out = []
+    for i in range(count):
+        net = copy.deepcopy(inits[seeds[i]])
+        net.load_state_dict(trained[i])
+        out.append(Classifier(net.eval(), n_classes, scalers[i]))
+    return out
+
+
+def _train_members(
+    members: Sequence[int],
+    zs: Sequence[np.ndarray],
+    ys: Sequence[np.ndarray],
+    scalers: Sequence[Standardizer | None],
+    seeds: Sequence[int],
+    inits: dict[int, torch.nn.Module],
+    plans: dict[tuple[int, int], torch.Tensor],
+    lr: float,
+    weight_decay: float,
+) -> dict[str, torch.Tensor]:
+    """Pad members' rows and minibatch plans into stacked tensors, train them together, return the stacked
+    parameters (members in the given order, which must be by decreasing step count)."""
+    n_max = max(len(zs[i]) for i in members)
+    d = int(np.shape(zs[members[0]])[1])
+    z = torch.zeros(len(members), n_max, d)
+    y = torch.zeros(len(members), n_max, dtype=torch.long)
+    member_plans = [plans[len(zs[i]), seeds[i]] for i in members]
+    t_max, b_max = max(len(p) for p in member_plans), max(p.shape[1] for p in member_plans)
+    plan = torch.full((len(members), t_max, b_max), -1, dtype=torch.long)
+    for j, i in enumerate(members):
+        zi, scaler = zs[i], scalers[i]
+        z[j, : len(zi)] = _tensor(scaler(zi) if scaler is not None else zi)
+        y[j, : len(zi)] = torch.as_tensor(ys[i], dtype=torch.long)
+        p = member_plans[j]
+        plan[j, : len(p), : p.shape[1]] = p
+    states = [dict(inits[seeds[i]].named_parameters()) for i in members]
+    params = {n: torch.stack([s[n].detach() for s in states]) for n in states[0]}
+    base = copy.deepcopy(inits[seeds[members[0]]]).to("meta")
+    steps = torch.tensor([len(p) for p in member_plans])
+    _train_chunk(base, params, z, y, plan, steps, lr, weight_decay)
+    return params
 
 
 def sklearn_proba(model: Any, z: np.ndarray, n_classes: int) -> np.ndarray:
