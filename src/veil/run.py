@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from veil import __version__
 from veil.audit.probes import AuditConfig, AuditReport
-from veil.audit.release import AuditOutcome, audit_release, check_mi_case
+from veil.audit.release import AuditOutcome, audit_release, audit_releases, check_mi_case
 from veil.config import as_params, build
 from veil.datasets.base import Dataset
 from veil.datasets.partition import parse_scheme
@@ -298,8 +298,9 @@ def track(
 
 # -- population trials -----------------------------------------------------------------------------------
 def audit_members(members: Sequence[TrainOutcome], ds: Dataset, configs: Sequence[AuditConfig]) -> list[AuditOutcome]:
-    """Every population member's audit, as `execute` audits a solo run (one `audit_release` each)."""
-    return [audit_release(o.method, ds, c) for o, c in zip(members, configs)]
+    """Every population member's audit, as `execute` audits a solo run, the members' probes trained as stacked
+    models (`audit_releases`)."""
+    return audit_releases([o.method for o in members], ds, configs)
 
 
 def replayed(job: Job, outcome: TrainOutcome) -> Job:

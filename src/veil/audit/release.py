@@ -7,11 +7,11 @@ top of the report); it logs nothing itself."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
-from veil.audit.probes import AuditConfig, AuditReport, audit, label_tasks
+from veil.audit.probes import AuditConfig, AuditReport, audit, audit_many, label_tasks
 from veil.config import build
 from veil.datasets.base import Dataset
 from veil.methods.base import Method
@@ -106,3 +106,28 @@ def audit_release(
         out.artifacts["audit/per_node.csv"] = per_node_csv(per_node)
         out.artifacts["audit/per_node.json"] = per_node
     return out
+
+
+def audit_releases(methods: Sequence[Method], ds: Dataset, cfgs: Sequence[AuditConfig]) -> list[AuditOutcome]:
+    """`[audit_release(m, ds, c) ...]` for centralized methods trained together (a population), with every
+    member's fresh probes trained as stacked models (`audit_many`) when the members share one audit config."""
+    if len(methods) != len(cfgs):
+        raise ValueError(f"audit_releases: {len(methods)} methods and {len(cfgs)} audit configs")
+    if len(methods) < 2 or any(c != cfgs[0] for c in cfgs):
+        return [audit_release(m, ds, c) for m, c in zip(methods, cfgs)]
+    released = [(m.encode(ds.train.x), m.encode(ds.test.x)) for m in methods]
+    reports = audit_many(
+        [zt for zt, _ in released],
+        [ds.train] * len(methods),
+        [ze for _, ze in released],
+        [ds.test] * len(methods),
+        ds.num_classes,
+        cfgs[0],
+    )
+    outs = []
+    for m, (z_train, z_test), report in zip(methods, released, reports):
+        out = AuditOutcome(report, report.metrics(), z_train, z_test)
+        flag_reproducible_release(m, out)
+        extra_audits(cfgs[0], ds, z_train, z_test, m.releases_input_format, out)
+        outs.append(out)
+    return outs
