@@ -225,7 +225,7 @@ def track(
     """One planned run in its own MLflow run: params, `job.train` (its rows as per-epoch metrics), the audit
     (`audited` when done already), metrics and artifacts. `tags` are added to the run's own; `spent`: seconds
     spent on it before (a population member's share of training and audit), counted in total_seconds."""
-    from veil.tracking.mlflow_run import TrackedRun
+    from veil.tracking.mlflow_run import MetricBuffer, TrackedRun
 
     spec = v.spec
     t0 = time.time() - spent
@@ -248,17 +248,20 @@ def track(
         tracker.log_params(params)
         federated = job.federation is not None
 
+        curves = MetricBuffer(tracker)
+
         def log_epoch(epoch: int, row: dict[str, float]) -> None:
             if federated:  # one row per round, stepped from 1
-                tracker.log_metrics(
-                    {k: x for k, x in row.items() if k not in ("round", "rounds_total")}, step=epoch + 1
-                )
+                curves.add({k: x for k, x in row.items() if k not in ("round", "rounds_total")}, epoch + 1)
             else:
-                tracker.log_metrics(row, step=epoch)
+                curves.add(row, epoch)
             if on_epoch:
                 on_epoch(epoch, row)
 
-        outcome = job.train(log_epoch, tracker)
+        try:
+            outcome = job.train(log_epoch, tracker)
+        finally:
+            curves.flush()  # a crash keeps the curves up to it
         tracker.set_tags({"veil.device": outcome.device, **job.tags})
         if audited is None:
             audited = audit_release(outcome.method, ds, v.audit_config, federation=job.federation)

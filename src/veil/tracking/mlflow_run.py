@@ -16,7 +16,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence
 from urllib.parse import urlsplit
 
 from veil.errors import ConfigError, TrackingUnavailable
@@ -355,6 +355,15 @@ class TrackedRun:
         if items:
             self._record({"op": "metrics", "metrics": items})
 
+    def log_metric_rows(self, rows: Sequence[tuple[Mapping[str, Any], int]]) -> None:
+        """Several steps' metrics, (row, step) each, in one call."""
+        now = int(time.time() * 1000)
+        items = [
+            [k, val, now, step] for row, step in rows for k, v in row.items() if (val := _metric_value(v)) is not None
+        ]
+        if items:
+            self._record({"op": "metrics", "metrics": items})
+
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         self._record({"op": "tags", "tags": {k: str(v) for k, v in tags.items()}})
 
@@ -399,3 +408,25 @@ class TrackedRun:
             self.set_tags({"error": f"{type(error).__name__}: {error}"[:5000]})
         finally:
             self.finish("KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED")
+
+
+class MetricBuffer:
+    """Per-step metric rows sent to a run in batches: at most one call every `every_s` seconds, and whatever is
+    left at `flush()`. Short runs (a sweep's trials) then cost one call for all their epochs, and a long run's
+    curves still reach the UI within seconds."""
+
+    def __init__(self, run: TrackedRun, every_s: float = 2.0) -> None:
+        self.run, self.every_s = run, every_s
+        self.rows: list[tuple[Mapping[str, Any], int]] = []
+        self.last = time.monotonic()
+
+    def add(self, row: Mapping[str, Any], step: int) -> None:
+        self.rows.append((dict(row), step))
+        if time.monotonic() - self.last >= self.every_s:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.rows:
+            self.run.log_metric_rows(self.rows)
+            self.rows = []
+        self.last = time.monotonic()
