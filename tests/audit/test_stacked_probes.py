@@ -129,3 +129,15 @@ def test_per_node_audit_equals_the_node_by_node_loop() -> None:
         ).metrics()  # fmt: skip
         assert_same_report({c: row[c] for c in PER_NODE_COLUMNS[5:]}, {c: want[c] for c in PER_NODE_COLUMNS[5:]})
     assert_same_report(report.metrics(), audit(z_train, ds.train, z_test, ds.test, ds.num_classes, CFG).metrics())
+
+
+def test_roc_auc_equals_sklearn_with_ties() -> None:
+    from sklearn.metrics import roc_auc_score
+
+    from veil.audit.probes import roc_auc
+
+    rng = np.random.default_rng(0)
+    for decimals in (1, 2, 6):
+        y = rng.integers(0, 2, 40)
+        s = np.round(rng.random(40), decimals).astype(np.float32)
+        assert math.isclose(roc_auc(y == 1, s), roc_auc_score(y, s), abs_tol=1e-12)

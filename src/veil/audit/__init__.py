@@ -3,9 +3,9 @@ step every run goes through (`audit_release`), per-node and live audits of feder
 sweeps, seed 003's obfuscation audit and MI estimators (by registry)."""
 
 from veil.audit.mi import MI_ESTIMATORS, MIEstimate, estimate_mi, get_estimator, register_estimator
-from veil.audit.probes import AuditConfig, AuditReport, LabelScore, audit, label_tasks
+from veil.audit.probes import AuditConfig, AuditReport, LabelScore, audit, audit_many, label_tasks
 from veil.audit.release import AuditOutcome, audit_release, check_mi_case
-from veil.audit.train import Classifier, train_classifier
+from veil.audit.train import Classifier, train_classifier, train_classifiers_stacked
 
 __all__ = [
     "MI_ESTIMATORS",
@@ -16,6 +16,7 @@ __all__ = [
     "LabelScore",
     "MIEstimate",
     "audit",
+    "audit_many",
     "audit_release",
     "check_mi_case",
     "estimate_mi",
@@ -23,4 +24,5 @@ __all__ = [
     "label_tasks",
     "register_estimator",
     "train_classifier",
+    "train_classifiers_stacked",
 ]

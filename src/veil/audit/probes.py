@@ -8,10 +8,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 
 import numpy as np
-from sklearn.metrics import roc_auc_score
+from scipy.stats import rankdata
 
 from veil.audit.mi import MI_ESTIMATORS
-from veil.audit.train import Classifier, Standardizer, train_classifier, train_classifiers_stacked
+from veil.audit.train import Classifier, Standardizer, torch_threads, train_classifier, train_classifiers_stacked
 from veil.config import as_params, param
 from veil.datasets.base import Split
 from veil.errors import DataError
@@ -35,6 +35,7 @@ __all__ = [
     "prepare",
     "probe_metrics",
     "probe_score",
+    "roc_auc",
     "score_label",
     "standardize",
 ]
@@ -148,8 +149,18 @@ def class_aucs(y: np.ndarray, proba: np.ndarray, n_classes: int) -> list[float]:
     if len(present) < 2:
         return []
     if n_classes == 2:
-        return [float(roc_auc_score(y, proba[:, 1]))]
-    return [float(roc_auc_score(y == c, proba[:, c])) for c in range(n_classes) if c in present]
+        return [roc_auc(y == 1, proba[:, 1])]
+    return [roc_auc(y == c, proba[:, c]) for c in range(n_classes) if c in present]
+
+
+def roc_auc(positive: np.ndarray, score: np.ndarray) -> float:
+    """ROC-AUC of `score` for the boolean labels `positive` (both present), as the Mann-Whitney statistic: the
+    chance a positive outscores a negative, ties counting half. Equals sklearn's roc_auc_score, whose input
+    validation costs ~2 ms a call (4 s of the 2,000 probes of a K=1000 per-node audit)."""
+    ranks = rankdata(score)
+    n_pos = int(positive.sum())
+    n_neg = len(positive) - n_pos
+    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
 def _mean_or_nan(values: list[float]) -> float:
@@ -293,13 +304,17 @@ def audit_many(
     tests: Sequence[Split],
     num_classes: Mapping[str, int],
     config: AuditConfig | None = None,
+    *,
+    num_threads: int | None = 1,
 ) -> list[AuditReport]:
     """`[audit(z_trains[i], trains[i], z_tests[i], tests[i], num_classes, config) ...]` (equal up to floating-point
     order), with the probes of all members trained as stacked models.
 
     Probes that share a class count train together (`train_classifiers_stacked`), whatever their label or role:
     each keeps the seed `audit` gives it (cfg.seed + its label's offset), so members may name different labels.
-    Like `audit`, this trains probes only: cfg.mi and cfg.capacity are the run's extra audits (`extra_audits`)."""
+    Like `audit`, this trains probes only: cfg.mi and cfg.capacity are the run's extra audits (`extra_audits`).
+    `num_threads`: torch intra-op threads while training (None: torch's setting). One by default: on 2 busy
+    shared cores, 120 stacked probes took 7.1 s on one thread and 41 s on two (load average ~5)."""
     cfg = config or AuditConfig()
     count = len(z_trains)
     if not len(trains) == len(z_tests) == len(tests) == count:
@@ -314,15 +329,17 @@ def audit_many(
         for j, t in enumerate(member_tasks):
             groups.setdefault((prepared[i][0].shape[1], t.n_classes), []).append((i, j))
     scores: dict[tuple[int, int], LabelScore] = {}
-    for (_, n_classes), keys in groups.items():
+    for (_, n_classes), keys in groups.items():  # predicting on torch's default threads costs ~1 ms a probe
         probes = train_classifiers_stacked(
             [prepared[i][0] for i, _ in keys],
             [tasks[i][j].y_train for i, j in keys],
             n_classes,
             seed=[cfg.seed + tasks[i][j].offset for i, j in keys],
+            num_threads=num_threads,
             **cfg.probe_settings(),
         )
-        for (i, j), probe in zip(keys, probes):
-            t = tasks[i][j]
-            scores[i, j] = probe_score(t.name, t.role, probe, prepared[i][1], t.y_test, n_classes)
+        with torch_threads(num_threads):
+            for (i, j), probe in zip(keys, probes):
+                t = tasks[i][j]
+                scores[i, j] = probe_score(t.name, t.role, probe, prepared[i][1], t.y_test, n_classes)
     return [AuditReport([scores[i, j] for j in range(len(tasks[i]))], as_params(cfg)) for i in range(count)]

@@ -40,8 +40,9 @@ __all__ = [
 #: columns whose standard deviation is at most this are left unscaled (only centred) by `Standardizer`
 MIN_SCALE = 1e-8
 
-#: at most this many stacked parameters (all members together) train at once; more members train in chunks
-STACK_PARAMS = 1 << 24
+#: at most this many stacked parameters (all members together) train at once, more in chunks: a chunk's
+#: parameters, gradients and Adam moments then stay in cache (measured: ~30 members of a 256-128 probe beat 8 or 135)
+STACK_PARAMS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -195,6 +196,7 @@ class _StackedAdam:
         self.params, self.lr, self.weight_decay = params, lr, weight_decay
         self.m = [torch.zeros_like(p) for p in params]
         self.v = [torch.zeros_like(p) for p in params]
+        self.denom = [torch.empty_like(p) for p in params]  # reused, so no step allocates a parameter-sized tensor
         self.t = 0
 
     @torch.no_grad()
@@ -203,13 +205,14 @@ class _StackedAdam:
         self.t += 1
         step_size = self.lr / (1 - b1**self.t)
         bc2_sqrt = (1 - b2**self.t) ** 0.5
-        for p, m, v, g in zip(self.params, self.m, self.v, grads):
-            p, m, v = p[:active], m[:active], v[:active]
+        for p, m, v, denom, g in zip(self.params, self.m, self.v, self.denom, grads):
+            p, m, v, denom = p[:active], m[:active], v[:active], denom[:active]
             if self.weight_decay:
                 g = g.add(p, alpha=self.weight_decay)
             m.lerp_(g, 1 - b1)
             v.mul_(b2).addcmul_(g, g, value=1 - b2)
-            p.addcdiv_(m, (v.sqrt() / bc2_sqrt).add_(1e-8), value=-step_size)
+            torch.sqrt(v, out=denom).div_(bc2_sqrt).add_(1e-8)
+            p.addcdiv_(m, denom, value=-step_size)
 
 
 def _train_chunk(
