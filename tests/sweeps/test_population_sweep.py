@@ -176,3 +176,29 @@ def test_population_results_match_the_same_trials_run_alone(grid_pair):
     # Same seed, data order, noise and release stream: only float order in the batched kernels differs.
     assert diff.max() <= 1e-3, f"population vs solo, per trial and metric:\n{a}\n{b}"
     assert math.isclose(solo.results.hypervolume, pop.results.hypervolume, abs_tol=1e-3)
+
+
+@pytest.mark.ray
+def test_a_tpe_population_sweep_asks_optuna_for_populations(ray_local, tmp_path):
+    """Optuna (TPE) through Tune: 5 trials as populations of 3 and 2, each member told to the study."""
+    from veil.sweeps.runner import run_sweep
+
+    spec = sweep_from_mapping(
+        {
+            **GRID,
+            "space": {"beta": {"type": "log", "low": 0.05, "high": 8}},
+            "sampler": "tpe",
+            "trials": 5,
+            "population": 3,
+        }
+    )
+    out = run_sweep(
+        spec, name="tpe-pop", tracking_uri=f"sqlite:///{tmp_path / 'm.db'}", storage_root=tmp_path, quiet=True
+    )
+    assert not out.incomplete and out.results.counts["finished"] == 5
+    study = out.searcher._ot_study
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 5
+    by_beta = out.results.trials.set_index("beta")
+    for t in study.trials:  # the study holds each member's own objectives, as its MLflow run does
+        row = by_beta.loc[t.params["method.beta"]]
+        assert t.values == pytest.approx([row["utility_auc"], row["privacy_gap"]], abs=1e-9)

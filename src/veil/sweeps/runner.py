@@ -386,11 +386,16 @@ def run_population(
             runs[i].finish()
     for i, err in failed.items():
         note(f"member {ids[i]} failed: {err}")
+    done = [o for o in outcomes if o is not None]
+    if not done:
+        raise RuntimeError(f"every member of {label} failed (see their MLflow runs)")
     seconds = time.time() - t0
-    for o in outcomes:
-        if o is not None:  # each member's share, so summed trial seconds stay the work done
-            o["trial_seconds"] = seconds / len(members)
-    return {MEMBER_RESULTS: outcomes, "trial_seconds": seconds}
+    for o in done:  # each member's share, so summed trial seconds stay the work done
+        o["trial_seconds"] = seconds / len(members)
+    # Tune insists on the searcher's metrics in every result: the members' mean, for its bookkeeping only (the
+    # searcher tells Optuna each member's own values, and MLflow holds each member's run).
+    means = {k: sum(float(o[k]) for o in done) / len(done) for k in (tune_key(m) for m in spec.metrics)}
+    return {MEMBER_RESULTS: outcomes, **means, "trial_seconds": seconds}
 
 
 def sweep_trial(config: dict[str, Any], spec: SweepSpec) -> None:
