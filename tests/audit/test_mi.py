@@ -407,13 +407,14 @@ def test_release_width_check_names_the_estimators_that_cope() -> None:
 
 
 def test_variational_mlp_reproduces_the_bound_recorded_before_the_trainer_refactor() -> None:
-    # Recorded with the estimator's own MLP loop, before it used veil.audit.train.train_classifier.
+    # Recorded with the estimator's own MLP loop, before it used veil.audit.train.train_classifier. Since then the
+    # trainer steps with torch's fused Adam, which rounds differently (here by 1.3e-9): hence 1e-8, not exact.
     from veil.datasets import load_dataset
 
     ds = load_dataset("gaussian-correlated", {"n": 600, "seed": 3}, use_cache=False)
     est = variational_mi(ds.train.x, ds.train.sensitive["s"], ds.test.x, ds.test.sensitive["s"], epochs=5, seed=3)
-    assert est.value == pytest.approx(0.20917382234662302, abs=1e-9, rel=0)
-    assert est.details["cross_entropy"] == pytest.approx(0.48393385152022045, abs=1e-9, rel=0)
+    assert est.value == pytest.approx(0.20917382234662302, abs=1e-8, rel=0)
+    assert est.details["cross_entropy"] == pytest.approx(0.48393385152022045, abs=1e-8, rel=0)
 
 
 def test_mi_estimate_is_frozen_and_reports_nats() -> None:
