@@ -16,7 +16,7 @@ plan from every node's own generator (same draws whatever else the host holds)."
 from __future__ import annotations
 
 import copy
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -63,6 +63,7 @@ class Stack:
         self.sizes = [int(self.params[n][0].numel()) for n in self.names]
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
         self.size = int(self.offsets[-1])
+        self.chain = linear_chain(base)
 
     @property
     def copies(self) -> int:
@@ -73,6 +74,8 @@ class Stack:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
         """Run every copy on its own input: x has shape (P, ...)."""
+        if self.chain is not None and x.dim() == 3:
+            return run_chain(self.chain, self.params, x)
         base = self.base
 
         def one(p, b, xi):
@@ -119,6 +122,45 @@ class Stack:
         out = {n: self.params[n][copy_index].detach().clone() for n in self.names}
         out.update({n: b[copy_index].clone() for n, b in self.buffers.items()})
         return out
+
+
+#: one step of a stacked MLP: ("linear", weight name, bias name or None) or ("act", elementwise function)
+ChainStep = tuple[str, Any, Any]
+ACTIVATIONS: dict[type, Callable[[torch.Tensor], torch.Tensor]] = {
+    nn.ReLU: torch.relu,
+    nn.Tanh: torch.tanh,
+    nn.Sigmoid: torch.sigmoid,
+}
+
+
+def linear_chain(base: nn.Module) -> list[ChainStep] | None:
+    """`base` as a chain of Linear layers and elementwise activations (an `nn.Sequential` MLP), or None when it is
+    anything else. Stacks of such chains run as batched matmuls: the same arithmetic as vmap(functional_call),
+    without its per-call dispatch (about half the time of a small MLP's step)."""
+    if not isinstance(base, nn.Sequential):
+        return None
+    chain: list[ChainStep] = []
+    for name, child in base.named_children():
+        if type(child) is nn.Linear:
+            chain.append(("linear", f"{name}.weight", f"{name}.bias" if child.bias is not None else None))
+        elif type(child) in ACTIVATIONS:
+            chain.append(("act", ACTIVATIONS[type(child)], None))
+        else:
+            return None
+    return chain
+
+
+def run_chain(chain: Sequence[ChainStep], params: Mapping[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    """Every copy's MLP on its own rows: x (P, b, d_in) -> (P, b, d_out), one batched matmul per layer."""
+    h = x
+    for kind, a, b in chain:
+        if kind == "act":
+            h = a(h)
+        elif b is None:
+            h = torch.bmm(h, params[a].transpose(1, 2))
+        else:
+            h = torch.baddbmm(params[b].unsqueeze(1), h, params[a].transpose(1, 2))
+    return h
 
 
 def flat_module(module: nn.Module) -> torch.Tensor:
