@@ -274,8 +274,16 @@ def label_tasks(train: Split, test: Split, num_classes: Mapping[str, int]) -> It
 
 
 def prepare(z_train: np.ndarray, z_test: np.ndarray, do_standardize: bool) -> tuple[np.ndarray, np.ndarray]:
-    """float32 copies of the released representations, z-scored with train statistics if asked."""
+    """float32 copies of the released representations, z-scored with train statistics if asked. A release with
+    NaN or inf values (training diverged) is refused: no probe can score it."""
     z_tr, z_te = np.asarray(z_train, np.float32), np.asarray(z_test, np.float32)
+    for name, z in (("train", z_tr), ("test", z_te)):
+        bad = int((~np.isfinite(z)).any(axis=1).sum()) if z.ndim == 2 else int((~np.isfinite(z)).sum())
+        if bad:
+            raise DataError(
+                f"the released z of the {name} rows holds NaN or inf values in {bad} of {len(z)} rows: training "
+                "diverged (try a smaller lr or fewer epochs)"
+            )
     return standardize(z_tr, z_te) if do_standardize else (z_tr, z_te)
 
 
