@@ -411,14 +411,14 @@ class TrackedRun:
 
 
 class MetricBuffer:
-    """Per-step metric rows sent to a run in batches: at most one call every `every_s` seconds, and whatever is
-    left at `flush()`. Short runs (a sweep's trials) then cost one call for all their epochs, and a long run's
+    """Per-step metric rows sent to a run in batches: the first row at once, then at most one call every `every_s`
+    seconds, and whatever is left at `flush()`. Short runs (a sweep's trials) then cost one call for all their epochs, and a long run's
     curves still reach the UI within seconds."""
 
     def __init__(self, run: TrackedRun, every_s: float = 2.0) -> None:
         self.run, self.every_s = run, every_s
         self.rows: list[tuple[Mapping[str, Any], int]] = []
-        self.last = time.monotonic()
+        self.last = -math.inf  # the first row goes out at once: the UI shows the run is training
 
     def add(self, row: Mapping[str, Any], step: int) -> None:
         self.rows.append((dict(row), step))
