@@ -24,6 +24,7 @@ from torch.func import functional_call, vmap
 from torch.nn import functional as F
 
 from veil.errors import ConfigError, DataError
+from veil.methods.federated.ensemble import linear_chain, run_chain
 from veil.methods.nets import mlp
 
 __all__ = [
@@ -232,8 +233,13 @@ def _train_chunk(
     names = list(params)
     opt = _StackedAdam([params[n] for n in names], lr, weight_decay)
 
+    chain = linear_chain(base)  # an MLP: batched matmuls, no vmap dispatch
+
     def one(p: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         return functional_call(base, p, (x,))
+
+    def forward(p: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        return run_chain(chain, p, x) if chain is not None else vmap(one)(p, x)
 
     for t in range(int(steps[0]) if len(steps) else 0):
         active = int((steps > t).sum())
@@ -242,7 +248,7 @@ def _train_chunk(
         safe = idx.clamp(min=0)
         rows = torch.arange(active).unsqueeze(1)
         sub = {n: params[n][:active].detach().requires_grad_(True) for n in names}
-        logits = vmap(one)(sub, z[rows, safe])
+        logits = forward(sub, z[rows, safe])
         ce = F.cross_entropy(logits.flatten(0, 1), y[rows, safe].flatten(), reduction="none").view(w.shape)
         loss = ((ce * w).sum(1) / w.sum(1)).sum()
         opt.step(torch.autograd.grad(loss, [sub[n] for n in names]), active)
