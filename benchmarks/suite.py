@@ -602,7 +602,7 @@ def targets(rows: dict[str, Row]) -> list[str]:
                 + (
                     "-"
                     if ok
-                    else f"needs <= 15 s; training {k['train_s'] or 0:.1f} s of {k['wall_s']:.1f} s (the rest: start-up and the per-node audit)"
+                    else f"needs <= 15 s; training {k['train_s'] or 0:.1f} s of {k['wall_s']:.1f} s (the rest: imports, actor start-up, the global and the per-node audits: see 'Where the gaps come from')"
                 )
                 + " |"
             )
