@@ -111,6 +111,19 @@ def test_gpp_population_matches_separate_runs(data, privacy_loss: str):
     assert_members_match_solo("gpp", configs, data)
 
 
+def test_adjustable_ae_population_trains_once_for_every_release_knob(data):
+    """noise, lam and apply_g are release knobs: one training serves every member, which matches its solo run."""
+    base = {"epochs": 2, "encoder_hidden": (16,), "decoder_hidden": (16,), "code_width": 8, "seed": 3}
+    knobs = [
+        {"noise": 0.0, "release_seed": 1},
+        {"noise": 60.0, "lam": -1000.0, "release_seed": 1},
+        {"noise": 200.0, "apply_g": False, "release_seed": 2},
+    ]
+    configs = [method_config("adjustable-ae", {**base, **k}) for k in knobs]
+    assert population_groups(configs, "adjustable-ae") == [[0, 1, 2]]
+    assert_members_match_solo("adjustable-ae", configs, data)
+
+
 @pytest.mark.parametrize("optimizer", ["adam", "sgd"])
 def test_eigan_population_matches_separate_runs(data, optimizer: str):
     base = {"epochs": 2, "encoder_hidden": (16,), "head_hidden": (8,), "seed": 3, "optimizer": optimizer}

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Mapping, cast
+from typing import Any, Mapping, Sequence, cast
 
 import numpy as np
 import torch
@@ -41,6 +41,7 @@ from veil.datasets.base import Split, TaskSpec
 from veil.errors import ConfigError
 from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext, step
 from veil.methods.nets import loss_row, loss_sum, make_optimizer, mlp
+from veil.methods.population import Fitted, register_population
 from veil.methods.randomness import gaussian_like
 from veil.methods.registry import register_method
 
@@ -292,3 +293,22 @@ class AdjustableAE(Method):
         new.load_state(self.state())
         new.to(self.device)
         return new
+
+
+@register_population("adjustable-ae", knobs=("noise", "lam", "apply_g"))
+def fit_adjustable_population(
+    configs: Sequence[MethodConfig], task: TaskSpec, train: Split, ctx: TrainContext
+) -> Fitted:
+    """Members differ only in the release knobs f (noise), g (lam) and apply_g, which training never reads: the
+    model trains once and each member is that model with its own knobs (`AdjustableAE.adjusted`), the very
+    weights each would have trained alone."""
+    trained = AdjustableAE(configs[0], task)
+    history = trained.fit(train, ctx)
+    trained.to("cpu")
+    members: Fitted = []
+    for c in configs:
+        knobs = cast(AdjustableAEConfig, c)
+        member = trained.adjusted(noise=knobs.noise, lam=knobs.lam, apply_g=knobs.apply_g)
+        member.release_calls, member.config = 0, knobs  # the member's own config, release_seed included
+        members.append((member, [dict(r) for r in history]))
+    return members
