@@ -711,6 +711,7 @@ def param_space(spec: SweepSpec, ctx: Mapping[str, Any]) -> dict[str, Any]:
 
 def build_tuner(spec: SweepSpec, ctx: Mapping[str, Any], exp_dir: Path, monitor: Any):
     from ray import tune
+    from ray.tune.logger import JsonLoggerCallback
 
     limiter, searcher = search_algorithm(spec)
     if spec.sampler == "grid":
@@ -733,7 +734,7 @@ def build_tuner(spec: SweepSpec, ctx: Mapping[str, Any], exp_dir: Path, monitor:
         name=exp_dir.name,
         storage_path=str(exp_dir.parent.resolve()),
         verbose=0,
-        callbacks=[monitor],
+        callbacks=[monitor, JsonLoggerCallback()],
         stop=monitor,
         failure_config=tune.FailureConfig(max_failures=spec.retries, fail_fast=False),
     )
@@ -751,8 +752,9 @@ def tune_defaults() -> None:
     # Tune snapshots the experiment every 10 s or more by default; trials here take seconds, so snapshot
     # every 2 s: after a driver kill fewer finished trials have to run again.
     os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "2")
-    # Trials report to MLflow: Tune's own CSV / JSON / TensorBoard result files would be a second, unread copy
-    # written on every report (and TensorBoard cannot take a population's per-member list).
+    # Trials report to MLflow: of Tune's own result files only result.json is kept (`build_tuner` adds its logger;
+    # Tune reads it back for the ResultGrid); CSV and TensorBoard (which cannot take a population's per-member
+    # list) would be unread copies written on every report.
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
 
 
