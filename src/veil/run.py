@@ -300,12 +300,6 @@ def track(
 
 
 # -- population trials -----------------------------------------------------------------------------------
-def audit_members(members: Sequence[TrainOutcome], ds: Dataset, configs: Sequence[AuditConfig]) -> list[AuditOutcome]:
-    """Every population member's audit, as `execute` audits a solo run, the members' probes trained as stacked
-    models (`audit_releases`)."""
-    return audit_releases([o.method for o in members], ds, configs)
-
-
 def replayed(job: Job, outcome: TrainOutcome) -> Job:
     """`job` with its training already done (a population member): `train` hands its rows to the epoch hook,
     one call per epoch as `Method.fit` does, and returns `outcome`."""
@@ -355,7 +349,7 @@ def train_population(
     train_seconds = time.time() - t0
     outcomes = [TrainOutcome(m, h, "inline", device, train_seconds / size) for m, h in fitted]
     t1 = time.time()
-    audits = audit_members(outcomes, ds, [v.audit_config for v in runs])
+    audits = audit_releases([o.method for o in outcomes], ds, [v.audit_config for v in runs])
     audit_share = (time.time() - t1) / size
     results = []
     for p, (v, job, outcome, audited) in enumerate(zip(runs, jobs, outcomes, audits)):
