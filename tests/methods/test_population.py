@@ -1,5 +1,5 @@
 """Population trials: the grouping rule (members differ only in the method's continuous knobs, every other run
-is said to train apart, with the reason), and GPP's and EIGAN's vectorised populations matching separately
+is said to train apart, with the reason), and every method's vectorised population matching separately
 trained runs within floating-point tolerance at a fixed seed (weights, per-epoch losses and releases at a
 fixed release_seed)."""
 
@@ -134,6 +134,19 @@ def test_eigan_population_matches_separate_runs(data, optimizer: str):
     ]
     assert population_form("eigan").knobs == ("alpha", "lr_encoder", "lr_ally", "lr_adversary")  # type: ignore[union-attr]
     assert_members_match_solo("eigan", [method_config("eigan", {**base, **k}) for k in knobs], data)
+
+
+@pytest.mark.parametrize(("bound", "optimizer"), [("clip", "adam"), ("tanh", "sgd")])
+def test_ldp_frl_population_matches_separate_runs(data, bound: str, optimizer: str):
+    """eps (inf among them: no noise, no draw), beta and lr differ; each member adds its own scale times the one
+    Laplace draw its solo run makes."""
+    base = {"epochs": 2, "d_z": 3, "encoder_hidden": (16,), "utility_hidden": (8,), "side_hidden": (8,), "seed": 3}
+    base = {**base, "bound": bound, "optimizer": optimizer, "release_seed": 4}
+    knobs = [{"eps": 1.0}, {"eps": 8.0, "beta": 0.1}, {"eps": float("inf"), "beta": 3.0, "lr": 3e-3}]
+    configs = [method_config("ldp-frl", {**base, **k}) for k in knobs]
+    assert population_form("ldp-frl").knobs == ("eps", "beta", "lr")  # type: ignore[union-attr]
+    assert population_groups(configs, "ldp-frl") == [[0, 1, 2]]
+    assert_members_match_solo("ldp-frl", configs, data)
 
 
 def test_members_train_with_their_own_learning_rate(data):

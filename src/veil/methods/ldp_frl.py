@@ -13,23 +13,41 @@ K = 1); the federated runner reuses the same networks and `LaplaceMechanism` und
 Side-decoder input: the paper feeds a binary s as one scalar (d_s = 1, Table 1); Veil does the
 same for binary labels and uses a one-hot vector (d_s = |S|) for labels with more classes.
 Utility decoder: Table 1 lists a sigmoid over 2 outputs followed by cross-entropy; Veil uses the
-equivalent well-posed form, softmax cross-entropy on the decoder's logits."""
+equivalent well-posed form, softmax cross-entropy on the decoder's logits.
+
+Its population form trains P runs that differ only in eps, beta and lr as one vectorised model
+(`veil.methods.population`)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, cast
+from typing import Mapping, Sequence, cast
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from veil.config import param
+from veil.datasets.base import Split, TaskSpec
 from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, PaperValue, TrainContext, step
 from veil.methods.deviations import WHY_ADAM, optimizer_deviation
+from veil.methods.ensemble_ops import copy_ces, single
+from veil.methods.federated.ensemble import Stack, step_all
 from veil.methods.mechanisms import LaplaceMechanism, l1_sensitivity
 from veil.methods.nets import ClassifierBank, loss_row, loss_sum, make_optimizer, mlp
+from veil.methods.population import (
+    Fitted,
+    LoneAdam,
+    bank_stacks,
+    load_members,
+    member_lr,
+    per_copy,
+    per_member,
+    register_population,
+    shared,
+    train_members,
+)
 from veil.methods.registry import register_method
 
 #: LDP-FRL's and LDP-FedAvg's `preset: paper`
@@ -165,3 +183,62 @@ class LDPFRL(Method):
             **loss_row("loss/utility", lu),
             **loss_row("loss/side", ls),
         }
+
+
+# -- population form ---------------------------------------------------------------------------------
+def bound(v: torch.Tensor, how: str, c: float) -> torch.Tensor:
+    """`BoundedExtractor`'s bound on a raw output v: c*tanh(v) or a clamp to [-c, c]."""
+    return c * torch.tanh(v) if how == "tanh" else v.clamp(-c, c)
+
+
+@register_population("ldp-frl", knobs=("eps", "beta", "lr"))
+def fit_ldp_frl_population(configs: Sequence[MethodConfig], task: TaskSpec, train: Split, ctx: TrainContext) -> Fitted:
+    """LDP-FRL runs equal in all but eps, beta and lr, trained as one vectorised model. Members share their seed,
+    hence initialisation, minibatches and the standard Laplace draws: member p's noise is its own scale
+    b_p = Delta / eps_p times the draw a solo run makes, so each member sees exactly its solo run's noise."""
+    cs = [cast(LDPFRLConfig, c) for c in configs]
+    members = [LDPFRL(c, task) for c in cs]  # each seeds the global RNG; it is left where one solo run leaves it
+    c, dev, n = cs[0], ctx.device, len(cs)
+    for m in members:
+        m.to(dev)
+    names_u = members[0].utility.names
+    classes = members[0].side.classes
+    encoder = Stack([m.encoder.net for m in members])
+    utility = bank_stacks(members, "utility")
+    side = {f"side.decoders.{j}": Stack([m.side.decoders[j] for m in members]) for j in range(len(classes))}
+    stacks = {"encoder.net": encoder, **utility, **side}
+    tensors = [p for s in stacks.values() for p in s.tensors()]
+    opt = LoneAdam(tensors, member_lr(cs, "lr"), c.optimizer)
+    beta = per_member(cs, "beta", dev)
+    scales = [m.mechanism.scale for m in members]
+    noisy = any(b > 0 for b in scales)
+    everyone = torch.ones(n, dtype=torch.bool, device=dev)
+    sampler = BatchSampler(train, c.batch_size, dev, c.seed + 1000 * ctx.rank, rows=ctx.rows(len(train)))
+    w = torch.ones(n, sampler.batch_size, device=dev)
+    heads_u, heads_side, names_s = list(utility.values()), list(side.values()), members[0].side.names
+
+    def train_step(batch: Batch) -> dict[str, torch.Tensor]:
+        v = bound(single(encoder, batch.x.expand(n, -1, -1)), c.bound, c.clip)
+        if noisy:  # the solo run's draw: e1 - e2 of two Exp(1) samples shaped like one member's v
+            unit = LaplaceMechanism(1.0, 1.0).noise(v[0].detach())
+            v = v + per_copy(scales, v) * unit
+        lu = list(copy_ces(heads_u, names_u, v, shared(batch.utility, n), w))
+        ls = []
+        for dec, name, k in zip(heads_side, names_s, classes):
+            s_in = side_input(batch.sensitive[name], k).expand(n, -1, -1)
+            x_hat = single(dec, torch.cat([v, s_in], dim=-1))
+            ls.append(((x_hat - batch.x) ** 2).mean(dim=(1, 2)))
+        ce = loss_sum(lu)
+        mse = loss_sum(ls) / len(ls)
+        loss = ce + beta * mse
+        step_all(loss.sum(), tensors, opt, everyone)
+        return {
+            "loss/total": loss.detach(),
+            "loss/reconstruction": mse.detach(),
+            **{f"loss/utility/{k}": x.detach() for k, x in zip(names_u, lu)},
+            **{f"loss/side/{k}": x.detach() for k, x in zip(names_s, ls)},
+        }
+
+    histories = train_members(sampler, c.epochs, n, train_step)
+    load_members(members, stacks)
+    return list(zip(members, histories))
