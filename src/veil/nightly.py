@@ -263,9 +263,17 @@ def format_checks(checks: list[Check]) -> str:
 
 def cmd_nightly(args: argparse.Namespace) -> int:
     from veil.platform.cluster import require_shared_store
+    from veil.reproduce import cmd_reproduce, is_reproduce_suite
     from veil.tracking import TrackedRun
     from veil.tracking.mlflow_run import check_tracking, uri_source
 
+    if is_reproduce_suite(args.suite):
+        return cmd_reproduce(args)
+    repro_only = [f for f in ("quick", "only", "table", "out", "readme") if getattr(args, f, None)]
+    if repro_only:
+        raise ConfigError(
+            f"--{repro_only[0]}", getattr(args, repro_only[0]), "a suite with 'kind: reproduce'", args.suite
+        )
     suite = load_suite(args.suite)
     if args.check:
         print(f"ok: suite {args.suite}: {len(suite.runs)} runs, {len(suite.sweeps)} sweeps: valid, nothing was run")
@@ -302,4 +310,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tracking-uri", dest="tracking_uri", help="MLflow tracking URI (default as for `veil run`)")
     p.add_argument("--address", help="Ray cluster to join for sweeps and ray-train runs")
     p.add_argument("--check", action="store_true", help="validate the suite and every spec in it, then stop")
+    g = p.add_argument_group("reproduction suites (kind: reproduce, e.g. benchmarks/reproduce/suite.yaml)")
+    g.add_argument("--quick", action="store_true", help="the suite's quick form (1 seed, few epochs: minutes)")
+    g.add_argument("--only", help="comma-separated row ids to run (default: every row)")
+    g.add_argument("--table", action="store_true", help="run nothing: rebuild the table from the MLflow records")
+    g.add_argument(
+        "--out",
+        help="where RESULTS.md, results.json and fronts/ go (default: next to the suite; "
+        "quick mode: .veil/reproduce-quick)",
+    )
+    g.add_argument("--readme", help="also write the table between the reproduce markers of this Markdown file")
     p.set_defaults(func=cmd_nightly)

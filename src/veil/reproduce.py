@@ -1,0 +1,647 @@
+"""Paper reproductions: `veil nightly --suite benchmarks/reproduce/suite.yaml [--quick] [--only ROW]`.
+
+A reproduction suite (`kind: reproduce`) lists rows, one per published result. Each row names sweep specs
+(its entries: the method at `preset: paper` and at its defaults, and the paper's baselines) and the paper's
+figures. Running the suite runs every entry as an ordinary Veil sweep, tagged with its row, entry, variant and
+mode; the results table is then built from those MLflow records alone (`--table` rebuilds it without running
+anything), so no number in it is ever typed in by hand. Verdicts compare Veil's mean over seeds at
+`preset: paper` with the paper's figure: within the row's tolerance it is reproduced, within 2.5x close,
+otherwise not reproduced, with the cause the row states after investigation (`why`)."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import yaml
+
+from veil.errors import ConfigError, UnknownNameError
+
+REPRO_TAG = "veil.reproduce"
+SUITE_KEYS = ("kind", "description", "experiment", "seeds", "quick", "rows")
+ROW_KEYS = ("id", "paper", "data", "substitute", "tolerance", "quick", "entries", "figures", "why", "estimate")
+ENTRY_KEYS = ("spec", "presets", "quick")
+FIGURE_KEYS = ("entry", "at", "metrics", "note")
+#: figures of a whole sweep rather than one of its trials
+SWEEP_FIGURES = ("chull_auc", "hypervolume")
+#: |Veil - paper| within tolerance: reproduced; within CLOSE x tolerance: close
+CLOSE = 2.5
+MODES = ("full", "quick")
+BEGIN, END = "<!-- reproduce:begin -->", "<!-- reproduce:end -->"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One sweep of a row: a spec file run once per variant (`preset` values; '' = the spec as written)."""
+
+    label: str
+    spec: Path
+    presets: tuple[str, ...] = ("",)
+    quick: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A published figure: metric -> a number, or {'same_as': entry} for a claim relative to another entry."""
+
+    entry: str
+    at: Mapping[str, Any]
+    metrics: Mapping[str, Any]
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One published result and the sweeps that reproduce it."""
+
+    id: str
+    paper: str
+    data: str
+    entries: Mapping[str, Entry]
+    figures: Sequence[Figure]
+    tolerance: float = 0.02
+    substitute: str | None = None
+    quick: Mapping[str, Any] = field(default_factory=dict)
+    why: str = ""
+    estimate: str = ""
+
+
+@dataclass(frozen=True)
+class ReproSuite:
+    """A reproduction suite: rows, the seeds of the full mode and the overrides of `--quick`."""
+
+    path: Path
+    experiment: str
+    seeds: Any
+    quick: Mapping[str, Any]
+    rows: Sequence[Row]
+    digest: str
+
+
+def is_reproduce_suite(path: str | Path) -> bool:
+    """Whether the YAML file at `path` declares `kind: reproduce`."""
+    p = Path(path)
+    if not p.exists():
+        return False
+    data = yaml.safe_load(p.read_text()) or {}
+    return isinstance(data, dict) and data.get("kind") == "reproduce"
+
+
+def _keys(data: Any, allowed: Sequence[str], what: str, where: str) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise ConfigError(what, data, "a mapping", where)
+    for k in data:
+        if k not in allowed:
+            raise UnknownNameError(f"{what} key", k, list(allowed), where=where)
+    return data
+
+
+def merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """`over` merged into a copy of `base`, mappings recursively, anything else replaced."""
+    out = copy.deepcopy(dict(base))
+    for k, v in over.items():
+        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
+            out[k] = merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def load_repro_suite(path: str | Path) -> ReproSuite:
+    """Read and validate a reproduction suite: every entry's spec in both modes and variants, every figure's
+    entry, grid point and metric; errors name the row and the field."""
+    p = Path(path)
+    if not p.exists():
+        raise ConfigError("suite", str(p), "an existing YAML file")
+    data = _keys(yaml.safe_load(p.read_text()) or {}, SUITE_KEYS, "suite", str(p))
+    raw_rows = data.get("rows") or []
+    if not isinstance(raw_rows, list) or not raw_rows:
+        raise ConfigError("rows", raw_rows, "a non-empty list of rows", str(p))
+    rows, seen = [], set()
+    for i, raw in enumerate(raw_rows):
+        row = _row(raw, p, f"{p}: rows[{i}]")
+        if row.id in seen:
+            raise ConfigError(f"rows[{i}].id", row.id, "an id no other row has", str(p))
+        seen.add(row.id)
+        rows.append(row)
+    suite = ReproSuite(
+        p,
+        str(data.get("experiment", "veil-reproduce")),
+        data.get("seeds", 3),
+        _keys(
+            data.get("quick") or {}, ("seeds", "params", "audit", "dataset_params", "space", "trials"), "quick", str(p)
+        ),
+        rows,
+        "",
+    )
+    for row in rows:
+        for entry in row.entries.values():
+            for mode in MODES:
+                for preset in entry.presets:
+                    sweep_spec(suite, row, entry, preset, mode)
+        _check_figures(suite, row)
+    specs = {r.id: {e: yaml.safe_load(x.spec.read_text()) for e, x in r.entries.items()} for r in rows}
+    digest = hashlib.sha256(json.dumps([data, specs], sort_keys=True, default=str).encode()).hexdigest()[:12]
+    return ReproSuite(suite.path, suite.experiment, suite.seeds, suite.quick, suite.rows, digest)
+
+
+def _row(raw: Any, suite_path: Path, where: str) -> Row:
+    d = _keys(raw, ROW_KEYS, "row", where)
+    for k in ("id", "paper", "data", "entries", "figures"):
+        if k not in d:
+            raise ConfigError(k, None, "a value (every row needs id, paper, data, entries, figures)", where)
+    rid = str(d["id"])
+    if not re.match(r"^[a-z0-9][a-z0-9-]*$", rid):
+        raise ConfigError("id", rid, "lowercase letters, digits and '-'", where)
+    entries = {}
+    for label, e in _keys(d["entries"], list(d["entries"] or {}), "entries", where).items():
+        ed = _keys(e, ENTRY_KEYS, "entry", f"{where}.entries.{label}")
+        spec = suite_path.parent / str(ed.get("spec", ""))
+        if "spec" not in ed or not spec.is_file():
+            raise ConfigError(f"entries.{label}.spec", ed.get("spec"), "a sweep spec file next to the suite", where)
+        presets = tuple(str(x) for x in (ed.get("presets") or [""]))
+        for pr in presets:
+            if pr not in ("", "paper", "default"):
+                raise ConfigError(f"entries.{label}.presets", pr, "'paper' or 'default'", where)
+        entries[str(label)] = Entry(str(label), spec, presets, ed.get("quick") or {})
+    figures = []
+    for j, f in enumerate(d["figures"] or []):
+        fd = _keys(f, FIGURE_KEYS, "figure", f"{where}.figures[{j}]")
+        if fd.get("entry") not in entries:
+            raise ConfigError(
+                f"figures[{j}].entry", fd.get("entry"), f"one of the row's entries {list(entries)}", where
+            )
+        if not fd.get("metrics"):
+            raise ConfigError(f"figures[{j}].metrics", fd.get("metrics"), "metric: paper value pairs", where)
+        figures.append(Figure(str(fd["entry"]), fd.get("at") or {}, fd["metrics"], str(fd.get("note", ""))))
+    tol = d.get("tolerance", 0.02)
+    if not isinstance(tol, (int, float)) or not tol > 0:
+        raise ConfigError("tolerance", tol, "a number > 0", where)
+    return Row(
+        rid,
+        str(d["paper"]),
+        str(d["data"]),
+        entries,
+        figures,
+        float(tol),
+        d.get("substitute"),
+        d.get("quick") or {},
+        str(d.get("why") or ""),
+        str(d.get("estimate") or ""),
+    )
+
+
+def spec_mapping(suite: ReproSuite, row: Row, entry: Entry, preset: str, mode: str) -> dict[str, Any]:
+    """The sweep spec mapping one variant of an entry runs in `mode`: the file, the suite's seeds and
+    experiment, the preset, and in quick mode the suite's, the row's and the entry's quick overrides."""
+    data = yaml.safe_load(entry.spec.read_text()) or {}
+    data = merge(data, {"seeds": suite.seeds, "experiment": suite.experiment})
+    if preset:
+        data = merge(data, {"params": {"preset": preset}})
+    if mode == "quick":
+        overs = (suite.quick, row.quick, entry.quick)
+        for over in overs:
+            data = merge(data, over)
+        if data.get("sampler") == "grid" and any("space" in o for o in overs):
+            data.pop("trials", None)  # a grid runs every point of its (smaller) quick space
+    return data
+
+
+def sweep_spec(suite: ReproSuite, row: Row, entry: Entry, preset: str, mode: str) -> Any:
+    """The validated SweepSpec of one variant of an entry in `mode`."""
+    from veil.sweeps.spec import sweep_from_mapping
+
+    where = f"{suite.path}: row {row.id}, entry {entry.label}" + (f", preset {preset}" if preset else "") + f" ({mode})"
+    return sweep_from_mapping(spec_mapping(suite, row, entry, preset, mode), where=where)
+
+
+def _check_figures(suite: ReproSuite, row: Row) -> None:
+    for j, f in enumerate(row.figures):
+        entry = row.entries[f.entry]
+        spec = sweep_spec(suite, row, entry, entry.presets[0], "full")
+        keys = [sp.key for sp in spec.space]
+        where = f"{suite.path}: row {row.id}, figures[{j}]"
+        for k in f.at:
+            if k not in keys:
+                raise ConfigError(f"figures[{j}].at", k, f"a searched key of entry {f.entry!r}: {keys}", where)
+        for m, v in f.metrics.items():
+            if isinstance(v, Mapping):
+                other = v.get("same_as")
+                if not set(v) <= {"same_as", "at"} or other not in row.entries or other == f.entry:
+                    raise ConfigError(
+                        f"figures[{j}].metrics.{m}", v, "a number or {same_as: <another entry>, at: {...}}", where
+                    )
+            elif not isinstance(v, (int, float)):
+                raise ConfigError(f"figures[{j}].metrics.{m}", v, "a number or {same_as: <another entry>}", where)
+
+
+# -- running ---------------------------------------------------------------------------------------
+def variants(suite: ReproSuite, only: Sequence[str] = ()) -> list[tuple[Row, Entry, str]]:
+    """Every (row, entry, preset) the suite runs, in order; `only` keeps those rows."""
+    unknown = [o for o in only if o not in {r.id for r in suite.rows}]
+    if unknown:
+        raise UnknownNameError("row", unknown[0], [r.id for r in suite.rows], where="--only")
+    return [
+        (row, entry, preset)
+        for row in suite.rows
+        if not only or row.id in only
+        for entry in row.entries.values()
+        for preset in entry.presets
+    ]
+
+
+def run_repro(
+    suite: ReproSuite, mode: str, tracking_uri: str, address: str | None = None, only: Sequence[str] = ()
+) -> list[str]:
+    """Run every entry variant as a sweep tagged with its row, entry, variant and mode; the errors of those that
+    failed (each failure is recorded and the others still run)."""
+    from veil.sweeps.runner import run_sweep
+    from veil.tracking import client
+
+    todo = variants(suite, only)
+    errors = []
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for i, (row, entry, preset) in enumerate(todo, 1):
+        label = f"{row.id} / {entry.label}" + (f" (preset {preset})" if preset else "")
+        print(f"[reproduce] {i}/{len(todo)} {label} [{mode}]", file=sys.stderr, flush=True)
+        slug = re.sub(r"[^A-Za-z0-9]+", "-", entry.label).strip("-").lower()
+        name = f"repro-{row.id}-{slug}{'-' + preset if preset else ''}-{mode}-{stamp}"
+        try:
+            outcome = run_sweep(
+                sweep_spec(suite, row, entry, preset, mode), name=name, address=address, tracking_uri=tracking_uri
+            )
+        except Exception as e:  # recorded; the next entry still runs
+            errors.append(f"{label}: {type(e).__name__}: {e}")
+            print(f"[reproduce] FAILED {label}: {e}", file=sys.stderr, flush=True)
+            continue
+        tags = {
+            REPRO_TAG: "true",
+            f"{REPRO_TAG}.suite": str(suite.path.name),
+            f"{REPRO_TAG}.row": row.id,
+            f"{REPRO_TAG}.entry": entry.label,
+            f"{REPRO_TAG}.preset": preset or "spec",
+            f"{REPRO_TAG}.mode": mode,
+        }
+        c = client(outcome.tracking_uri)
+        for k, v in tags.items():
+            c.set_tag(outcome.parent_run_id, k, v)
+    return errors
+
+
+# -- the table, from MLflow records ------------------------------------------------------------------
+@dataclass
+class Measured:
+    """An entry variant's latest recorded sweep: each trial's searched values and metrics (means and std/)."""
+
+    sweep: str
+    run_id: str
+    trials: list[dict[str, Any]]
+    sweep_metrics: dict[str, float]
+    seeds: int
+
+    def point(self, at: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The trial at grid point `at` (the only trial when `at` is empty and there is one)."""
+        hits = [t for t in self.trials if all(_same(t.get(k), v) for k, v in at.items())]
+        return hits[0] if len(hits) == 1 or (hits and at) else None
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
+    except (TypeError, ValueError):
+        return str(a) == str(b)
+
+
+def latest_records(uri: str, suite: ReproSuite, mode: str) -> dict[tuple[str, str, str], Measured]:
+    """(row, entry, preset) -> the latest FINISHED sweep of that variant recorded in MLflow in `mode`."""
+    from veil.sweeps.results import (
+        TAG_ROLE,
+        dedupe_attempts,
+        find_sweep,
+        load_spec,
+        search_child_runs,
+        search_runs,
+        trials_frame,
+    )
+
+    runs = search_runs(
+        uri,
+        f"tags.`{REPRO_TAG}` = 'true' and tags.`{REPRO_TAG}.mode` = '{mode}' "
+        f"and tags.`{REPRO_TAG}.suite` = '{suite.path.name}' and attributes.status = 'FINISHED'",
+    )
+    out: dict[tuple[str, str, str], Measured] = {}
+    for r in sorted(runs, key=lambda r: r.info.start_time):
+        t = r.data.tags
+        key = (t[f"{REPRO_TAG}.row"], t[f"{REPRO_TAG}.entry"], t[f"{REPRO_TAG}.preset"])
+        ref = find_sweep(r.info.run_id, uri)
+        spec = load_spec(ref)
+        children = [
+            c
+            for c in search_child_runs(uri, ref.parent_run_id, ref.experiment_id)
+            if c.data.tags.get(TAG_ROLE) == "trial"
+        ]
+        kept, _ = dedupe_attempts(children)
+        frame = trials_frame(kept, spec)
+        by_id = {c.info.run_id: c for c in kept}
+        trials = []
+        for _, row in frame.iterrows():
+            run = by_id[row["run_id"]]
+            if run.info.status != "FINISHED":
+                continue
+            trials.append({**{sp.key: row[sp.key] for sp in spec.space}, **run.data.metrics})
+        sweep_metrics = {k: v for k, v in r.data.metrics.items() if k in SWEEP_FIGURES}
+        out[key] = Measured(ref.name, r.info.run_id, trials, sweep_metrics, len(spec.seeds))
+    return out
+
+
+@dataclass
+class Cell:
+    """Veil's value of one metric: mean, std over seeds (None for one seed or a sweep figure)."""
+
+    mean: float | None
+    std: float | None = None
+
+    def text(self) -> str:
+        if self.mean is None or not math.isfinite(self.mean):
+            return "—"
+        return f"{self.mean:.3f}" + (f" ± {self.std:.3f}" if self.std is not None else "")
+
+
+def measure(rec: Measured | None, at: Mapping[str, Any], metric: str) -> Cell:
+    """The recorded value of `metric` at grid point `at` of a variant's sweep (a sweep figure when the metric is one)."""
+    if rec is None:
+        return Cell(None)
+    if metric in SWEEP_FIGURES:
+        return Cell(rec.sweep_metrics.get(metric))
+    trial = rec.point(at)
+    if trial is None or metric not in trial:
+        return Cell(None)
+    std = trial.get("std/" + metric) if rec.seeds > 1 else None
+    return Cell(float(trial[metric]), None if std is None else float(std))
+
+
+@dataclass
+class Line:
+    """One line of the results table: a published figure, Veil's values at both variants, the verdict."""
+
+    row: Row
+    figure: Figure
+    paper: dict[str, str]
+    at_paper: dict[str, Cell]
+    at_default: dict[str, Cell] | None
+    verdict: str
+    reason: str
+
+
+def verdict(row: Row, measured: Mapping[str, Cell], targets: Mapping[str, Cell | float]) -> tuple[str, str]:
+    """reproduced / close / not reproduced / not run, and the largest gap behind it."""
+    gaps = {}
+    for m, target in targets.items():
+        got = measured[m].mean
+        want = target.mean if isinstance(target, Cell) else float(target)
+        if got is None or want is None or not math.isfinite(got):
+            return "not run", f"no recorded value of {m}"
+        gaps[m] = abs(got - want)
+    worst = max(gaps, key=lambda k: gaps[k])
+    gap = gaps[worst]
+    said = f"largest gap {worst} {gap:.3f} (tolerance {row.tolerance:g})"
+    if gap <= row.tolerance:
+        return "reproduced", said
+    if gap <= CLOSE * row.tolerance:
+        return "close", said
+    return "not reproduced", said + (f"; {row.why}" if row.why else "; cause not investigated yet")
+
+
+def build_lines(
+    suite: ReproSuite, records: Mapping[tuple[str, str, str], Measured], only: Sequence[str] = ()
+) -> list[Line]:
+    """The table's lines, one per published figure, from the recorded sweeps."""
+    lines = []
+    for row in suite.rows:
+        if only and row.id not in only:
+            continue
+        for f in row.figures:
+            entry = row.entries[f.entry]
+            main = "paper" if "paper" in entry.presets else entry.presets[0] or "spec"
+            rec = records.get((row.id, f.entry, main))
+            rec_default = records.get((row.id, f.entry, "default")) if "default" in entry.presets else None
+            at_paper = {m: measure(rec, f.at, m) for m in f.metrics}
+            at_default = {m: measure(rec_default, f.at, m) for m in f.metrics} if "default" in entry.presets else None
+            paper: dict[str, str] = {}
+            targets: dict[str, Cell | float] = {}
+            for m, value in f.metrics.items():
+                if isinstance(value, Mapping):
+                    other = row.entries[value["same_as"]]
+                    opre = "paper" if "paper" in other.presets else other.presets[0] or "spec"
+                    ref = measure(records.get((row.id, other.label, opre)), value.get("at") or {}, m)
+                    paper[m] = f"= {other.label}" + (f" (Veil {ref.text()})" if ref.mean is not None else "")
+                    targets[m] = ref
+                else:
+                    paper[m] = f"{float(value):g}"
+                    targets[m] = float(value)
+            said, why = verdict(row, at_paper, targets)
+            lines.append(Line(row, f, paper, at_paper, at_default, said, why))
+    return lines
+
+
+def _figure_label(f: Figure) -> str:
+    at = ", ".join(f"{k}={v}" for k, v in f.at.items())
+    return f.entry + (f" at {at}" if at else "")
+
+
+def _cells(cells: Mapping[str, Cell] | None) -> str:
+    if cells is None:
+        return "— (no presets: a baseline)"
+    return "<br>".join(f"{m} {c.text()}" for m, c in cells.items())
+
+
+def command(suite: ReproSuite, mode: str, row: str | None = None) -> str:
+    rel = suite.path.as_posix()
+    root = Path(__file__).resolve().parents[2]
+    try:
+        rel = suite.path.resolve().relative_to(root).as_posix()
+    except ValueError:
+        pass
+    return f"veil nightly --suite {rel}" + (" --quick" if mode == "quick" else "") + (f" --only {row}" if row else "")
+
+
+def format_table(suite: ReproSuite, lines: Sequence[Line], mode: str) -> str:
+    """The results table as Markdown: paper figure | Veil at preset: paper | Veil at defaults | data | command | verdict."""
+    out = [
+        "| paper figure | Veil at `preset: paper` | Veil at its defaults | data used | command | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
+    for ln in lines:
+        paper = f"{ln.row.paper}: {_figure_label(ln.figure)}<br>" + "<br>".join(f"{m} {v}" for m, v in ln.paper.items())
+        data = ln.row.data + (f"<br>**substitute**: {ln.row.substitute}" if ln.row.substitute else "")
+        out.append(
+            f"| {paper} | {_cells(ln.at_paper)} | {_cells(ln.at_default)} | {data} | "
+            f"`{command(suite, mode, ln.row.id)}` | **{ln.verdict}**: {ln.reason} |"
+        )
+    counts = {v: sum(ln.verdict == v for ln in lines) for v in ("reproduced", "close", "not reproduced", "not run")}
+    summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    return "\n".join(out) + f"\n\n{len(lines)} figures: {summary}. Values are means ± std over seeds.\n"
+
+
+def fronts_png(
+    suite: ReproSuite, row: Row, records: Mapping[tuple[str, str, str], Measured], path: Path
+) -> Path | None:
+    """Each entry variant's trials of one row on its first two objectives' axes, the paper's figures as stars."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.0, 4.4))
+    shown = False
+    axes_names: tuple[str, str] | None = None
+    for entry in row.entries.values():
+        spec = sweep_spec(suite, row, entry, entry.presets[0], "full")
+        mets = list(spec.metrics)
+        if len(mets) < 2:
+            continue
+        axes_names = axes_names or (mets[1], mets[0])
+        x_m, y_m = axes_names
+        for preset in entry.presets:
+            rec = records.get((row.id, entry.label, preset or "spec"))
+            if rec is None:
+                continue
+            pts = [(t.get(x_m), t.get(y_m)) for t in rec.trials if x_m in t and y_m in t]
+            if not pts:
+                continue
+            xs, ys = zip(*sorted(pts))
+            ax.plot(xs, ys, marker="o", linestyle=":", label=f"{entry.label}" + (f" ({preset})" if preset else ""))
+            shown = True
+        for f in row.figures:
+            if (
+                f.entry == entry.label
+                and axes_names
+                and all(isinstance(f.metrics.get(m), (int, float)) for m in axes_names)
+            ):
+                ax.plot(f.metrics[x_m], f.metrics[y_m], marker="*", markersize=14, color="black", linestyle="none")
+    if not shown or axes_names is None:
+        plt.close(fig)
+        return None
+    ax.plot([], [], marker="*", color="black", linestyle="none", label="paper")
+    ax.set_xlabel(axes_names[0])
+    ax.set_ylabel(axes_names[1])
+    ax.set_title(f"{row.id}: {row.paper}", fontsize=8)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_results(
+    suite: ReproSuite, uri: str, mode: str, out_dir: Path, only: Sequence[str] = ()
+) -> tuple[str, list[Line], dict[str, Path]]:
+    """Build the table and the fronts from MLflow records into `out_dir` (RESULTS.md, results.json, fronts/)."""
+    records = latest_records(uri, suite, mode)
+    lines = build_lines(suite, records, only)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pngs = {}
+    for row in suite.rows:
+        if only and row.id not in only:
+            continue
+        png = fronts_png(suite, row, records, out_dir / "fronts" / f"{row.id}.png")
+        if png is not None:
+            pngs[row.id] = png
+    table = format_table(suite, lines, mode)
+    fronts = "\n".join(f"- [{rid}](fronts/{p.name})" for rid, p in pngs.items())
+    sources = "\n".join(
+        f"- {r}/{e}/{p}: sweep `{m.sweep}` (MLflow run {m.run_id}, {m.seeds} seed(s))"
+        for (r, e, p), m in sorted(records.items())
+    )
+    text = (
+        f"# Paper reproductions ({mode} mode)\n\nGenerated by `{command(suite, mode)} --table` from the MLflow records at "
+        f"`{uri}`; never edited by hand.\n\n{table}\n## Fronts\n\n{fronts or '(none recorded)'}\n\n"
+        f"## Records behind the table\n\n{sources or '(none)'}\n"
+    )
+    (out_dir / "RESULTS.md").write_text(text)
+    as_json = [
+        {
+            "row": ln.row.id,
+            "entry": ln.figure.entry,
+            "at": dict(ln.figure.at),
+            "paper": ln.paper,
+            "veil_paper": {m: [c.mean, c.std] for m, c in ln.at_paper.items()},
+            "veil_default": None if ln.at_default is None else {m: [c.mean, c.std] for m, c in ln.at_default.items()},
+            "verdict": ln.verdict,
+            "reason": ln.reason,
+        }
+        for ln in lines
+    ]
+    (out_dir / "results.json").write_text(json.dumps(as_json, indent=1, default=str))
+    return table, lines, pngs
+
+
+def update_readme(readme: Path, table: str, results_link: str) -> None:
+    """Replace the block between the reproduce markers of `readme` with `table`."""
+    text = readme.read_text()
+    if BEGIN not in text or END not in text:
+        raise ConfigError("--readme", str(readme), f"a file with the markers {BEGIN} ... {END}")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    readme.write_text(
+        f"{head}{BEGIN}\n{table}\nFronts and the records behind each figure: {results_link}.\n{END}{tail}"
+    )
+
+
+def cmd_reproduce(args: Any) -> int:
+    """`veil nightly` on a reproduction suite: run (unless --table), then the table from MLflow records."""
+    from veil.tracking import TrackedRun
+    from veil.tracking.mlflow_run import check_tracking
+
+    suite = load_repro_suite(args.suite)
+    mode = "quick" if args.quick else "full"
+    only = [s for s in (args.only or "").split(",") if s]
+    if args.check:
+        n = len(variants(suite, only))
+        print(
+            f"ok: reproduction suite {args.suite}: {len(suite.rows)} rows, {n} sweeps per mode: valid, nothing was run"
+        )
+        return 0
+    uri = check_tracking(args.tracking_uri)
+    errors = [] if args.table else run_repro(suite, mode, uri, args.address, only)
+    out_dir = (
+        Path(args.out) if args.out else (suite.path.parent if mode == "full" else Path(".veil") / "reproduce-quick")
+    )
+    table, lines, pngs = write_results(suite, uri, mode, out_dir)
+    parent = TrackedRun.start(
+        uri,
+        suite.experiment,
+        f"reproduce-{mode}-{time.strftime('%Y-%m-%d')}",
+        tags={REPRO_TAG: "report", f"{REPRO_TAG}.mode": mode, "veil.suite": suite.digest},
+    )
+    parent.log_file(out_dir / "RESULTS.md", "reproduce")
+    parent.log_file(out_dir / "results.json", "reproduce")
+    for png in pngs.values():
+        parent.log_file(png, "reproduce/fronts")
+    counts = {v: sum(ln.verdict == v for ln in lines) for v in ("reproduced", "close", "not reproduced", "not run")}
+    parent.log_metrics({f"figures_{k.replace(' ', '_')}": float(v) for k, v in counts.items()})
+    if errors:
+        parent.set_tags({"veil.reproduce.errors": len(errors)})
+    parent.finish()
+    if args.readme:
+        rel = (out_dir / "RESULTS.md").resolve()
+        try:
+            link = rel.relative_to(Path(args.readme).resolve().parent).as_posix()
+        except ValueError:
+            link = str(rel)
+        update_readme(Path(args.readme), table, f"[{link}]({link})")
+    print(table)
+    print(f"table: {out_dir / 'RESULTS.md'}; MLflow run {parent.run_id} at {uri}")
+    for e in errors:
+        print(f"failed: {e}", file=sys.stderr)
+    return 1 if errors else 0
