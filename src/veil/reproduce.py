@@ -263,10 +263,25 @@ def run_repro(
 ) -> list[str]:
     """Run every entry variant as a sweep tagged with its row, entry, variant and mode; the errors of those that
     failed (each failure is recorded and the others still run)."""
+    from veil.platform.cluster import ensure_ray
+
+    todo = variants(suite, only)
+    started = ensure_ray(address)  # one Ray for every sweep: each would otherwise start and stop its own
+    try:
+        return _run_all(suite, mode, tracking_uri, address, todo)
+    finally:
+        if started:
+            import ray
+
+            ray.shutdown()
+
+
+def _run_all(
+    suite: ReproSuite, mode: str, tracking_uri: str, address: str | None, todo: Sequence[tuple[Row, Entry, str]]
+) -> list[str]:
     from veil.sweeps.runner import run_sweep
     from veil.tracking import client
 
-    todo = variants(suite, only)
     errors = []
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for i, (row, entry, preset) in enumerate(todo, 1):
