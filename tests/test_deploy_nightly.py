@@ -47,15 +47,19 @@ def test_systemd_service_and_timer(capsys, monkeypatch):
 
 
 def test_crontab_and_ci_schedule_run_at_the_same_time(capsys, monkeypatch):
-    (line,) = [x for x in (DEPLOY / "crontab").read_text().splitlines() if x and not x.startswith("#")]
-    fields = line.split(maxsplit=5)
+    nightly, reproduce = [x for x in (DEPLOY / "crontab").read_text().splitlines() if x and not x.startswith("#")]
+    fields = nightly.split(maxsplit=5)
     assert fields[:5] == ["30", "2", "*", "*", "*"]
+    assert reproduce.split(maxsplit=5)[:5] == ["30", "3", "*", "*", "*"]  # the reproductions' quick form after it
     ci = yaml.safe_load((DEPLOY / "github-actions-nightly.yml").read_text())
     assert ci[True]["schedule"] == [{"cron": "30 2 * * *"}]  # YAML 1.1 reads the key `on` as True
     monkeypatch.chdir(ROOT)
-    check_accepts(nightly_argv(fields[5]), capsys)
-    step = next(s["run"] for s in ci["jobs"]["nightly"]["steps"] if "veil nightly" in s.get("run", ""))
-    check_accepts(nightly_argv(step), capsys)
+    for line in (fields[5], reproduce.split(maxsplit=5)[5]):
+        check_accepts(nightly_argv(line), capsys)
+    steps = [s["run"] for s in ci["jobs"]["nightly"]["steps"] if "veil nightly" in s.get("run", "")]
+    assert len(steps) == 2 and "--quick" in steps[1]
+    for step in steps:
+        check_accepts(nightly_argv(step), capsys)
 
 
 def test_ray_job_form_submits_a_valid_nightly(capsys, monkeypatch):

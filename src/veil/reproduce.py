@@ -329,6 +329,12 @@ class Measured:
 
 
 def _same(a: Any, b: Any) -> bool:
+    if isinstance(b, (list, tuple)):  # list-valued knobs (per-client beta) are stored as JSON text
+        try:
+            got = json.loads(a) if isinstance(a, str) else a
+        except ValueError:
+            return False
+        return isinstance(got, list) and len(got) == len(b) and all(_same(x, y) for x, y in zip(got, b))
     try:
         return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
     except (TypeError, ValueError):
