@@ -35,7 +35,7 @@ def test_methods_listing_lines_up_across_methods(capsys):
 def test_field_docs_say_what_unused_fields_are():
     docs = {name: {r["name"]: r["doc"] for r in field_table(cls.Config)} for name, cls in METHODS.items()}
     closed_form = sorted(name for name, cls in METHODS.items() if issubclass(cls.Config, ClosedFormConfig))
-    assert closed_form == ["linear-arl", "pca", "random-projection"]
+    assert closed_form == ["dp-input", "linear-arl", "pca", "random-projection"]
     assert all(METHODS[name].train_step is Method.train_step for name in closed_form)  # none has a training step
     for name in closed_form:
         assert docs[name]["epochs"].startswith("unused: the method is fitted in closed form"), name
@@ -43,6 +43,7 @@ def test_field_docs_say_what_unused_fields_are():
     for name in ("gpp", "eigan", "autoencoder"):
         assert docs[name]["epochs"] == "passes over the training data", name
     assert docs["adjustable-ae"]["d_z"].startswith("unused: this method releases x'")
+    assert docs["dp-input"]["d_z"].startswith("unused: this method releases the noisy input")
     assert "width d_in" in docs["adjustable-ae"]["d_z"] and "ignored" not in docs["adjustable-ae"]["d_z"]
 
 

@@ -6,7 +6,7 @@ import torch
 
 from veil.audit import AuditConfig, audit
 from veil.audit.mi import MI_ESTIMATORS
-from veil.audit.probes import MI_CHOICES, auc_gap, auc_score, probe_metrics
+from veil.audit.probes import MI_CHOICES, auc_gap, auc_score, log_loss, probe_metrics
 from veil.config import build
 from veil.datasets import load_dataset
 from veil.datasets.base import Split
@@ -113,7 +113,8 @@ RECORDED_AUDIT = {
 def test_audit_reproduces_the_metrics_recorded_before_the_trainer_refactor():
     ds = load_dataset("gaussian-correlated", {"n": 600, "seed": 3}, use_cache=False)
     m = audit(ds.train.x, ds.train, ds.test.x, ds.test, ds.num_classes, AuditConfig(epochs=5, seed=3)).metrics()
-    assert set(m) == set(RECORDED_AUDIT)
+    # the log-loss came later (test_log_loss_metrics_match_sklearn pins it)
+    assert set(m) == set(RECORDED_AUDIT) | {"logloss/u", "logloss/s", "utility_logloss", "adversary_logloss"}
     for key, value in RECORDED_AUDIT.items():
         assert m[key] == pytest.approx(value, abs=1e-9, rel=0), key
 
@@ -138,3 +139,53 @@ def test_mi_choices_come_from_the_estimator_registry():
     with pytest.raises(ConfigError) as e:
         build(AuditConfig, {"mi": "bogus"}, where="audit")
     assert e.value.field == "mi" and all(name in str(e.value) for name in MI_CHOICES)
+
+
+def test_log_loss_equals_sklearn_with_clipping() -> None:
+    """Against sklearn.metrics.log_loss on the same float64 probabilities, within 1e-9: random rows, rows with
+    exact 0 and 1 (clipped to [eps, 1 - eps], eps of the dtype), and a label absent from y."""
+    from sklearn.metrics import log_loss as sk_log_loss
+
+    rng = np.random.default_rng(0)
+    for n_classes in (2, 3, 5):
+        y = rng.integers(0, n_classes, 400)
+        proba = rng.dirichlet(np.ones(n_classes) * 0.3, 400)
+        proba[:20] = np.eye(n_classes)[(y[:20] + 1) % n_classes]  # confidently wrong: p(y) = 0
+        proba[20:40] = np.eye(n_classes)[y[20:40]]  # confidently right: p(y) = 1
+        want = sk_log_loss(y, proba, labels=list(range(n_classes)))
+        assert log_loss(y, proba) == pytest.approx(want, abs=1e-9, rel=0)
+        keep = y != 0
+        want = sk_log_loss(y[keep], proba[keep], labels=list(range(n_classes)))
+        assert log_loss(y[keep], proba[keep]) == pytest.approx(want, abs=1e-9, rel=0)
+    assert np.isnan(log_loss(np.zeros(0, int), np.zeros((0, 2))))
+
+
+def test_log_loss_metrics_match_sklearn():
+    """Every probe's logloss/<label> is sklearn's log_loss of its own test probabilities (float32, as the probe
+    gives them; sklearn sums those in float32, hence 1e-6), utility_logloss the mean over utility labels,
+    adversary_logloss the MIN over sensitive labels; the report's table shows it."""
+    from sklearn.metrics import log_loss as sk_log_loss
+
+    from veil.audit.probes import label_tasks, prepare
+    from veil.audit.train import train_classifier
+
+    ds = load_dataset("gaussian-correlated", {"n": 600, "seed": 3}, use_cache=False)
+    x_tr, x_te = ds.train.x, ds.test.x
+    classes = {**ds.num_classes, "s2": 2}
+    train = Split(x_tr, ds.train.utility, {**ds.train.sensitive, "s2": (x_tr[:, 0] > 0).astype(int)})
+    test = Split(x_te, ds.test.utility, {**ds.test.sensitive, "s2": (x_te[:, 0] > 0).astype(int)})
+    cfg = AuditConfig(epochs=5, seed=3)
+    report = audit(x_tr, train, x_te, test, classes, cfg)
+    m = report.metrics()
+    z_tr, z_te = prepare(x_tr, x_te, cfg.standardize)
+    for t in label_tasks(train, test, classes):
+        probe = train_classifier(z_tr, t.y_train, t.n_classes, seed=cfg.seed + t.offset, **cfg.probe_settings())
+        proba = probe.predict_proba(z_te)
+        assert proba.dtype == np.float32
+        want = sk_log_loss(t.y_test, proba, labels=list(range(t.n_classes)))
+        assert m[f"logloss/{t.name}"] == pytest.approx(want, abs=1e-6, rel=0), t.name
+        assert m[f"logloss/{t.name}"] == pytest.approx(log_loss(t.y_test, proba.astype(np.float64)), abs=1e-6)
+    assert m["utility_logloss"] == m["logloss/u"]
+    assert m["adversary_logloss"] == min(m["logloss/s"], m["logloss/s2"]) < max(m["logloss/s"], m["logloss/s2"])
+    table = report.to_markdown().splitlines()
+    assert table[0].endswith("| log-loss |") and table[2].endswith(f"| {m['logloss/u']:.4f} |")

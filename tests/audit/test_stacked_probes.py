@@ -1,5 +1,5 @@
 """Stacked probes (one vmapped model for many) train exactly as the probes trained one by one, up to
-floating-point order: probabilities within 1e-4, audit scores within 1e-6."""
+floating-point order: probabilities within 1e-4, audit scores (log-loss included) within 1e-6."""
 
 from __future__ import annotations
 
@@ -98,7 +98,11 @@ def test_audit_many_equals_audit_member_by_member() -> None:
         want = audit(z_tr, tr, z_te, te, classes, CFG)
         assert [(s.label, s.role) for s in got.scores] == [(s.label, s.role) for s in want.scores]
         assert got.config == want.config
-        assert_same_report(got.metrics(), want.metrics())
+        got_metrics = got.metrics()
+        assert_same_report(got_metrics, want.metrics())  # every metric, the log-loss included
+        label = next(iter(te.sensitive))
+        assert {"logloss/u", f"logloss/{label}", "utility_logloss", "adversary_logloss"} <= set(got_metrics)
+        assert [s.logloss for s in got.scores] == pytest.approx([s.logloss for s in want.scores], abs=1e-6)
     with pytest.raises(DataError, match="every member needs all four"):
         audit_many([members[0][0][0]], [], [], [], classes, CFG)
 

@@ -105,6 +105,14 @@ CASES: list[tuple[str, dict[str, Any], dict[str, str]]] = [
         },
     ),
     ("pca", {}, {}),
+    (
+        "dp-input",
+        {"clip": 2.0},
+        {
+            "mechanism": "x clamped to [-2.0, 2.0] per coordinate and Laplace scale 2*c*d_in/eps: the paper names "
+            "only 'the Laplace mechanism (Yang et al., 2018)', with no clipping or sensitivity"
+        },
+    ),
 ]
 
 

@@ -43,6 +43,7 @@ STOCHASTIC: dict[str, dict[str, Any]] = {
     },
     "d-gpp": {"release": "sample", "K": 2, "d_z": 3, "encoder_hidden": (16, 8), "head_hidden": (8,), "lr": 1e-3},
     "ldp-fedavg": {"eps": 4.0, "K": 2, "d_z": 2, "clip": 1.0, "encoder_hidden": (16,), "lr": 1e-3},
+    "dp-input": {"eps": 40.0, "clip": 3.0},
 }
 MATCH_ATOL = 1e-6  # two releases "match" on a row whose every entry is this close
 
@@ -99,7 +100,7 @@ def standard_noise(m: Method, x: np.ndarray, release: Callable[[], np.ndarray]) 
     z = release()
     xt = torch.as_tensor(x)
     with torch.no_grad():
-        if name in ("ldp-frl", "ldp-fedavg"):
+        if name in ("ldp-frl", "ldp-fedavg", "dp-input"):
             return (z - m.encoder(xt).numpy()) / m.mechanism.scale
         if name == "noisy-encoder":
             return (z - m.encoder(xt).numpy()) / m.config.noise
@@ -133,7 +134,7 @@ def test_train_and_test_noise_are_independent(fitted, ds, name: str) -> None:
     x = np.tile(ds.train.x, (27, 1))[:8000]
     n1 = standard_noise(m, x, lambda: m.encode(x)).ravel()
     n2 = standard_noise(m, x, lambda: m.encode(x)).ravel()
-    want_std = np.sqrt(2.0) if name in ("ldp-frl", "ldp-fedavg") else 1.0
+    want_std = np.sqrt(2.0) if name in ("ldp-frl", "ldp-fedavg", "dp-input") else 1.0
     for n in (n1, n2):
         assert n.size >= 16000 and n.std() == pytest.approx(want_std, rel=0.05)
     corr = float(np.corrcoef(n1, n2)[0, 1])

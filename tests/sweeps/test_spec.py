@@ -448,6 +448,12 @@ def test_known_metrics_lists_per_label_variants():
     names = known_metrics()
     assert "utility_auc" in names and "adversary_auc/<label>" in names and "bytes_up_total" not in names
     assert "bytes_up_total" in known_metrics(federated=True) and "adversary_auc_max" in known_metrics(capacity=True)
+    assert {"utility_logloss", "adversary_logloss", "logloss/<label>"} <= set(names)  # the audit's log-loss
+
+
+def test_a_sweep_may_optimise_the_log_loss(tmp_path):
+    spec = load_sweep(write(tmp_path, with_(objectives=["utility_logloss: min", "logloss/s: max"], reference=[1, 0])))
+    assert spec.metrics == ("utility_logloss", "logloss/s")
 
 
 def test_cli_rejects_bad_spec_before_starting_anything(tmp_path):

@@ -32,6 +32,7 @@ __all__ = [
     "class_aucs",
     "folded_gap",
     "label_tasks",
+    "log_loss",
     "prepare",
     "probe_metrics",
     "probe_score",
@@ -86,6 +87,8 @@ class LabelScore:
     """`auc_gap`: |AUC - 0.5|, folded per class for multi-class labels."""
     majority: float
     n_classes: int
+    logloss: float
+    """`log_loss`: the probe's test cross-entropy (nats per row)."""
 
 
 @dataclass
@@ -106,22 +109,27 @@ class AuditReport:
         utility_* is the mean over utility labels; adversary_* and privacy_gap are the WORST case
         (max) over sensitive labels, so one well-hidden label cannot mask a leaking one. privacy_gap is the
         leakage figure to minimise: an inverted probe (AUC 0.2) scores a low adversary_auc yet leaks as
-        much as one at 0.8, and privacy_gap counts both as 0.3 (`auc_gap`)."""
+        much as one at 0.8, and privacy_gap counts both as 0.3 (`auc_gap`). 'logloss/<label>' is each probe's
+        test cross-entropy; adversary_logloss is its worst case, the MIN over sensitive labels (the most
+        confident adversary), utility_logloss the mean over utility labels."""
         out: dict[str, float] = {}
         for s in self.scores:
             out[f"{s.role}_acc/{s.label}"] = s.accuracy
             out[f"{s.role}_auc/{s.label}"] = s.auc
             out[f"majority/{s.label}"] = s.majority
+            out[f"logloss/{s.label}"] = s.logloss
             if s.role == "adversary":
                 out[f"privacy_gap/{s.label}"] = s.privacy_gap
         u, a = self.by_role("utility"), self.by_role("adversary")
         if u:
             out["utility_acc"] = float(np.mean([s.accuracy for s in u]))
             out["utility_auc"] = float(np.mean([s.auc for s in u]))
+            out["utility_logloss"] = float(np.mean([s.logloss for s in u]))
         if a:
             out["adversary_acc"] = float(max(s.accuracy for s in a))
             out["adversary_auc"] = float(max(s.auc for s in a))
             out["privacy_gap"] = float(max(s.privacy_gap for s in a))
+            out["adversary_logloss"] = float(min(s.logloss for s in a))
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -131,13 +139,14 @@ class AuditReport:
     def to_markdown(self) -> str:
         lines = [f"> **WARNING**: {w}" for w in self.warnings] + ([""] if self.warnings else [])
         lines += [
-            "| label | role | classes | accuracy | majority | ROC-AUC | privacy gap |",
-            "|---|---|---|---|---|---|---|",
+            "| label | role | classes | accuracy | majority | ROC-AUC | privacy gap | log-loss |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for s in self.scores:
             gap = f"{s.privacy_gap:.3f}" if s.role == "adversary" else ""
             lines.append(
-                f"| {s.label} | {s.role} | {s.n_classes} | {s.accuracy:.3f} | {s.majority:.3f} | {s.auc:.3f} | {gap} |"
+                f"| {s.label} | {s.role} | {s.n_classes} | {s.accuracy:.3f} | {s.majority:.3f} | {s.auc:.3f} | {gap} "
+                f"| {s.logloss:.4f} |"
             )
         return "\n".join(lines)
 
@@ -185,18 +194,32 @@ def auc_gap(y: np.ndarray, proba: np.ndarray, n_classes: int) -> float:
     return folded_gap(class_aucs(y, proba, n_classes))
 
 
+def log_loss(y: np.ndarray, proba: np.ndarray) -> float:
+    """Mean natural-log cross-entropy -log p(y) over rows, with `proba` clipped to [eps, 1 - eps] for eps the
+    machine epsilon of its dtype, as sklearn.metrics.log_loss does (NaN for no rows); computed in float64."""
+    p = np.asarray(proba)
+    if len(p) == 0:
+        return float("nan")
+    eps = float(np.finfo(p.dtype if np.issubdtype(p.dtype, np.floating) else np.float64).eps)
+    picked = p[np.arange(len(p)), np.asarray(y, dtype=np.int64)].astype(np.float64)
+    return float(-np.log(np.clip(picked, eps, 1 - eps)).mean())
+
+
 class ProbeMetrics(NamedTuple):
-    """A probe's scores on one label: argmax accuracy, ROC-AUC (`auc_score`) and privacy gap (`auc_gap`)."""
+    """A probe's scores on one label: argmax accuracy, ROC-AUC (`auc_score`), privacy gap (`auc_gap`) and
+    test log-loss (`log_loss`)."""
 
     accuracy: float
     auc: float
     gap: float
+    logloss: float
 
 
 def probe_metrics(y: np.ndarray, proba: np.ndarray, n_classes: int) -> ProbeMetrics:
-    """Accuracy, ROC-AUC and privacy gap of class probabilities `proba` (rows x n_classes) against labels y."""
+    """Accuracy, ROC-AUC, privacy gap and log-loss of class probabilities `proba` (rows x n_classes) against
+    labels y."""
     aucs = class_aucs(y, proba, n_classes)
-    return ProbeMetrics(float((proba.argmax(1) == y).mean()), _mean_or_nan(aucs), folded_gap(aucs))
+    return ProbeMetrics(float((proba.argmax(1) == y).mean()), _mean_or_nan(aucs), folded_gap(aucs), log_loss(y, proba))
 
 
 def accuracy_auc(y: np.ndarray, proba: np.ndarray, n_classes: int) -> tuple[float, float]:
@@ -227,7 +250,7 @@ def probe_score(
     """A trained probe's score on one label of the test representation."""
     m = probe_metrics(y_te, probe.predict_proba(z_te), n_classes)
     majority = float(np.bincount(y_te, minlength=n_classes).max() / len(y_te))
-    return LabelScore(label, role, m.accuracy, m.auc, m.gap, majority, n_classes)
+    return LabelScore(label, role, m.accuracy, m.auc, m.gap, majority, n_classes, m.logloss)
 
 
 def standardize(z_tr: np.ndarray, z_te: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

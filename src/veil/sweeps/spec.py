@@ -95,11 +95,21 @@ RUN_METRICS = (
     "adversary_acc",
     "adversary_auc",
     "privacy_gap",
+    "utility_logloss",
+    "adversary_logloss",
     "train_seconds",
     "total_seconds",
 )
 #: per-label variants '<prefix>/<label>' (label: a utility or sensitive label of the dataset)
-PER_LABEL_METRICS = ("utility_acc", "utility_auc", "adversary_acc", "adversary_auc", "privacy_gap", "majority")
+PER_LABEL_METRICS = (
+    "utility_acc",
+    "utility_auc",
+    "adversary_acc",
+    "adversary_auc",
+    "privacy_gap",
+    "majority",
+    "logloss",
+)
 #: the adversary-capacity sweep's summary metrics (logged when `audit: {capacity: true}`), plus
 #: 'capacity/<role>_<acc|auc>/<label>/<probe>' per label and probe
 CAPACITY_METRICS = (
