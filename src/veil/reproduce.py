@@ -137,7 +137,10 @@ def load_repro_suite(path: str | Path) -> ReproSuite:
         str(data.get("experiment", "veil-reproduce")),
         data.get("seeds", 3),
         _keys(
-            data.get("quick") or {}, ("seeds", "params", "audit", "dataset_params", "space", "trials", "population"), "quick", str(p)
+            data.get("quick") or {},
+            ("seeds", "params", "audit", "dataset_params", "space", "trials", "population"),
+            "quick",
+            str(p),
         ),
         rows,
         "",
