@@ -43,9 +43,13 @@ class Entry:
     """One sweep of a row: a spec file run once per variant (`preset` values; '' = the spec as written)."""
 
     label: str
+    """the entry's name in the row (and in the table)"""
     spec: Path
+    """the sweep spec file it runs"""
     presets: tuple[str, ...] = ("",)
+    """the `preset` values it runs at ('' = the spec as written, for baselines)"""
     quick: Mapping[str, Any] = field(default_factory=dict)
+    """spec overrides of `--quick`, merged last"""
 
 
 @dataclass(frozen=True)
@@ -53,9 +57,13 @@ class Figure:
     """A published figure: metric -> a number, or {'same_as': entry} for a claim relative to another entry."""
 
     entry: str
+    """the row's entry whose sweep holds the figure"""
     at: Mapping[str, Any]
+    """the grid point (searched key -> value); empty when the sweep has one point or for a sweep figure"""
     metrics: Mapping[str, Any]
+    """metric -> the paper's number, or {same_as: entry, at: {...}} for a claim relative to another entry"""
     note: str = ""
+    """a remark shown with the figure"""
 
 
 @dataclass(frozen=True)
@@ -63,15 +71,25 @@ class Row:
     """One published result and the sweeps that reproduce it."""
 
     id: str
+    """short unique id (lowercase, digits, '-'), used by --only"""
     paper: str
+    """the paper and its table or figure"""
     data: str
+    """the data Veil uses"""
     entries: Mapping[str, Entry]
+    """label -> the sweeps that reproduce the row"""
     figures: Sequence[Figure]
+    """the published figures the row checks"""
     tolerance: float = 0.02
+    """|Veil - paper| within it: reproduced; within CLOSE times it: close"""
     substitute: str | None = None
+    """why the data stands in for the paper's, when it does"""
     quick: Mapping[str, Any] = field(default_factory=dict)
+    """spec overrides of `--quick` for every entry of the row"""
     why: str = ""
+    """the cause of the gaps found by investigation"""
     estimate: str = ""
+    """full-mode time on 2 CPU cores"""
 
 
 @dataclass(frozen=True)
@@ -79,11 +97,17 @@ class ReproSuite:
     """A reproduction suite: rows, the seeds of the full mode and the overrides of `--quick`."""
 
     path: Path
+    """the suite file"""
     experiment: str
+    """MLflow experiment of every sweep and report"""
     seeds: Any
+    """the full mode's seeds (a count or a list, as a sweep spec's `seeds`)"""
     quick: Mapping[str, Any]
+    """spec overrides of `--quick` for every entry"""
     rows: Sequence[Row]
+    """the published results, in table order"""
     digest: str
+    """hash of the suite and its specs"""
 
 
 def is_reproduce_suite(path: str | Path) -> bool:
