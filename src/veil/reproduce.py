@@ -16,6 +16,7 @@ import json
 import math
 import re
 import sys
+import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -575,6 +576,7 @@ def fronts_png(
     fig, ax = plt.subplots(figsize=(6.0, 4.4))
     shown = False
     axes_names: tuple[str, str] | None = None
+    lines: dict[float, list[str]] = {}  # the paper's utility-only figures: value -> entries
     for entry in row.entries.values():
         spec = sweep_spec(suite, row, entry, entry.presets[0], "full")
         mets = list(spec.metrics)
@@ -593,19 +595,23 @@ def fronts_png(
             ax.plot(xs, ys, marker="o", linestyle=":", label=f"{entry.label}" + (f" ({preset})" if preset else ""))
             shown = True
         for f in row.figures:
-            if (
-                f.entry == entry.label
-                and axes_names
-                and all(isinstance(f.metrics.get(m), (int, float)) for m in axes_names)
-            ):
-                ax.plot(f.metrics[x_m], f.metrics[y_m], marker="*", markersize=14, color="black", linestyle="none")
+            if f.entry != entry.label or axes_names is None:
+                continue
+            px, py = (f.metrics.get(m) for m in axes_names)
+            if isinstance(px, (int, float)) and isinstance(py, (int, float)):
+                ax.plot(px, py, marker="*", markersize=14, color="black", linestyle="none")
+            elif isinstance(py, (int, float)):  # the paper gives only the utility axis: a line at its value
+                lines.setdefault(float(py), []).append(entry.label)
     if not shown or axes_names is None:
         plt.close(fig)
         return None
-    ax.plot([], [], marker="*", color="black", linestyle="none", label="paper")
+    for y, labels in lines.items():
+        ax.axhline(y, color="black", linestyle="--", linewidth=0.8)
+        ax.annotate(f" paper: {', '.join(labels)}", (0, y), xycoords=("axes fraction", "data"), fontsize=7, va="bottom")
+    ax.plot([], [], marker="*", color="black", linestyle="none", label="paper (both axes)")
     ax.set_xlabel(axes_names[0])
     ax.set_ylabel(axes_names[1])
-    ax.set_title(f"{row.id}: {row.paper}", fontsize=8)
+    ax.set_title("\n".join(textwrap.wrap(f"{row.id}: {row.paper}", 90)), fontsize=8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
