@@ -508,7 +508,7 @@ def _figure_label(f: Figure) -> str:
 
 def _cells(cells: Mapping[str, Cell] | None) -> str:
     if cells is None:
-        return "— (no presets: a baseline)"
+        return "— (one variant: the spec as written)"
     return "<br>".join(f"{m} {c.text()}" for m, c in cells.items())
 
 
@@ -598,6 +598,9 @@ def fronts_png(
             if f.entry != entry.label or axes_names is None:
                 continue
             px, py = (f.metrics.get(m) for m in axes_names)
+            auc = f.metrics.get("adversary_auc")
+            if px is None and axes_names[0] == "privacy_gap" and isinstance(auc, (int, float)):
+                px = abs(float(auc) - 0.5)  # the paper's adversary AUC on the gap axis
             if isinstance(px, (int, float)) and isinstance(py, (int, float)):
                 ax.plot(px, py, marker="*", markersize=14, color="black", linestyle="none")
             elif isinstance(py, (int, float)):  # the paper gives only the utility axis: a line at its value
