@@ -98,10 +98,12 @@ class BoundedExtractor(nn.Module):
         self.bound, self.c = bound, float(c)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.net(x)
-        if self.bound == "tanh":
-            return self.c * torch.tanh(h)
-        return h.clamp(-self.c, self.c)
+        return bound(self.net(x), self.bound, self.c)
+
+
+def bound(v: torch.Tensor, how: str, c: float) -> torch.Tensor:
+    """The bound on a raw extractor output v: c*tanh(v) or a clamp to [-c, c] (also used by the population form)."""
+    return c * torch.tanh(v) if how == "tanh" else v.clamp(-c, c)
 
 
 def side_width(n_classes: int) -> int:
@@ -186,11 +188,6 @@ class LDPFRL(Method):
 
 
 # -- population form ---------------------------------------------------------------------------------
-def bound(v: torch.Tensor, how: str, c: float) -> torch.Tensor:
-    """`BoundedExtractor`'s bound on a raw output v: c*tanh(v) or a clamp to [-c, c]."""
-    return c * torch.tanh(v) if how == "tanh" else v.clamp(-c, c)
-
-
 @register_population("ldp-frl", knobs=("eps", "beta", "lr"))
 def fit_ldp_frl_population(configs: Sequence[MethodConfig], task: TaskSpec, train: Split, ctx: TrainContext) -> Fitted:
     """LDP-FRL runs equal in all but eps, beta and lr, trained as one vectorised model. Members share their seed,
