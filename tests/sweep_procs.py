@@ -38,13 +38,22 @@ def write_spec(folder: Path, spec: dict[str, Any], name: str = "sweep.yaml") -> 
 
 
 def start_sweep(
-    spec_file: Path, name: str, uri: str, storage: Path, cwd: Path, ray_dir: str, out: IO[str] | int, *extra: str
+    spec_file: Path,
+    name: str,
+    uri: str,
+    storage: Path,
+    cwd: Path,
+    ray_dir: str,
+    out: IO[str] | int,
+    *extra: str,
+    env: dict[str, str] | None = None,
 ) -> subprocess.Popen:
-    """`veil sweep SPEC --name NAME` in a new process with its own local Ray under `ray_dir`."""
+    """`veil sweep SPEC --name NAME` in a new process with its own local Ray under `ray_dir` (`env`: added to
+    the environment, e.g. a failpoint)."""
     return subprocess.Popen(
         veil_cmd("sweep", str(spec_file), "--name", name, "--tracking-uri", uri, "--storage", str(storage), *extra),
         cwd=cwd,
-        env={**base_env(), "RAY_TMPDIR": ray_dir},
+        env={**base_env(), "RAY_TMPDIR": ray_dir, **(env or {})},
         stdout=out,
         stderr=subprocess.STDOUT,
         text=True,
