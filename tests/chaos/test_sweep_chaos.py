@@ -241,25 +241,37 @@ def test_sigterm_mid_sweep_then_resume(calm, mlflow_server, tmp_path):
 
 
 def test_tracking_server_killed_mid_sweep_then_restarted(calm, tmp_path):
-    """The sweep's own `mlflow server` is SIGKILLed while a trial trains, and started again on the same port and
-    store. The trials in flight finish into the local journal and trials about to start wait for the server;
-    the driver replays the journal before it reads the results. Nothing is lost: every trial recorded once and
-    FINISHED, none RUNNING, the front equal to the undisturbed sweeps', and the report names the late runs."""
+    """The sweep's own `mlflow server` is SIGKILLed while trial 2 is held mid-training, the trials are released,
+    and the server is started again on the same port and store once a trial has journaled. The trials in flight
+    finish into the local journal and trials about to start wait for the server; the driver replays the journal
+    before it reads the results. Nothing is lost: every trial recorded once and FINISHED, none RUNNING, the front
+    equal to the undisturbed sweeps', and the report names the late runs."""
     from own_server import OwnServer
 
     server = OwnServer(tmp_path)
     server.start()
     name, ray_dir = "server-drop", ray_tmp("vsd")
     spec_file = write_spec(tmp_path, SPEC)
-    driver = start_sweep(spec_file, name, server.uri, tmp_path / "sweeps", tmp_path, ray_dir, subprocess.PIPE, "--json")
+    held = hold_trials(tmp_path)
+    driver = start_sweep(
+        spec_file, name, server.uri, tmp_path / "sweeps", tmp_path, ray_dir, subprocess.PIPE, "--json", env=held
+    )
+    journals = tmp_path / ".veil" / "journal"
+
+    def alive() -> None:
+        if driver.poll() is not None:
+            pytest.fail(driver.communicate()[0][-3000:])
+
     try:
         wait_for(
-            "a trial training",
-            lambda: any(r.info.status == "RUNNING" for r in trial_runs(server.uri, name)),
+            "trial 1 done and trial 2 held mid-training",
+            lambda: {"FINISHED", "RUNNING"} <= {r.info.status for r in trial_runs(server.uri, name)},
             240,
-            alive=lambda: None if driver.poll() is None else pytest.fail(driver.communicate()[0][-3000:]),
+            alive,
         )
         server.kill()
+        Path(next(iter(held.values()))).unlink()  # the held trials train on and find the server gone
+        wait_for("a trial journaling", lambda: bool(list(journals.glob("*/meta.json"))), 240, alive)
         server.start()
         out = run_to_end(driver, ray_dir)
         summary = last_json(out)
@@ -269,6 +281,6 @@ def test_tracking_server_killed_mid_sweep_then_restarted(calm, tmp_path):
         late = [r.info.run_id for r in runs if r.data.tags.get("veil.late") == "true"]
         assert late and sorted(summary["late_runs"]) == sorted(late)
         assert "late: " in out and all(rid in out for rid in late)
-        assert not list((tmp_path / ".veil" / "journal").glob("*/meta.json"))  # every journal replayed and removed
+        assert not list(journals.glob("*/meta.json"))  # every journal replayed and removed
     finally:
         server.kill()
