@@ -19,6 +19,7 @@ import yaml
 
 from sweep_procs import ray_pids, stop_pids
 from veil.sweeps.results import TAG_NODE, TAG_ROLE, TAG_SUPERSEDED, TAG_SWEEP, TAG_TRIAL
+from veil.sweeps.runner import HOLD_ENV
 from veil.tracking.ui import free_port
 
 pytestmark = [pytest.mark.cluster, pytest.mark.ray]
@@ -59,7 +60,8 @@ def answers(url: str) -> bool:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """(env, dashboard URL, tracking URI, tmp, the second node's PIDs): a head and one more node on 127.0.0.1, 1 CPU each, and an MLflow
-    server. Ray 2.60 turns token auth on by default; both nodes and the job client share RAY_AUTH_MODE."""
+    server. Ray 2.60 turns token auth on by default; both nodes and the job client share RAY_AUTH_MODE. Both
+    nodes carry the trial-hold failpoint, inert until a test creates tmp/hold."""
     tmp = tmp_path_factory.mktemp("two-nodes")
     ray_tmp = Path("/tmp") / f"veil2n-{os.getpid()}"  # Ray's socket paths have a length limit
     env = {
@@ -69,6 +71,7 @@ def cluster(tmp_path_factory):
         "PATH": f"{BIN}:{os.environ['PATH']}",
         "OMP_NUM_THREADS": "1",
         "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",
+        HOLD_ENV: str(tmp / "hold"),
     }
     env.pop("RAY_ADDRESS", None)
     port, dash, mlflow_port = free_port(), free_port(), free_port()
@@ -209,7 +212,8 @@ def test_a_submitted_sweep_runs_on_both_nodes_into_one_server(cluster):
 def test_a_node_removed_mid_sweep_has_its_trial_retried_elsewhere(cluster):
     """Kill the second node (its raylet and agents, SIGKILL) while one of its trials runs: Tune retries the trial
     on the head (`retries`), the sweep succeeds, and every trial is recorded exactly once (the cut-off attempt is
-    superseded and KILLED, never left RUNNING). Runs last: the cluster has one node afterwards."""
+    superseded and KILLED, never left RUNNING). Trials 2+ are held after their first epoch until the kill, so
+    both nodes run a trial when it lands, on any machine speed. Runs last: the cluster has one node afterwards."""
     from mlflow.tracking import MlflowClient
 
     env, dashboard, uri, tmp, worker_pids = cluster
@@ -222,6 +226,8 @@ def test_a_node_removed_mid_sweep_has_its_trial_retried_elsewhere(cluster):
     )
     nodes_at_start = {r.data.tags[TAG_NODE] for r in trial_runs(uri, "two-nodes", "two")}
     killed: dict[str, str] = {}
+    gate = tmp / "hold"
+    gate.touch()
 
     def kill_the_second_node_once_it_trains() -> bool:
         running = [r for r in trial_runs(uri, "removed", "removed") if r.info.status == "RUNNING"]
@@ -229,6 +235,7 @@ def test_a_node_removed_mid_sweep_has_its_trial_retried_elsewhere(cluster):
             return False  # wait until both nodes run a trial: the second node's is then cut off
         stop_pids(worker_pids)
         killed.update({r.data.tags[TAG_TRIAL]: r.data.tags[TAG_NODE] for r in running})
+        gate.unlink()
         return True
 
     status, logs = submit(dashboard, cmd, timeout=600, while_running=kill_the_second_node_once_it_trains)
