@@ -18,7 +18,7 @@ import re
 import sys
 import textwrap
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -109,6 +109,8 @@ class ReproSuite:
     """the published results, in table order"""
     digest: str
     """hash of the suite and its specs"""
+    specs: Mapping[tuple[str, str, str, str], Any] = field(default_factory=dict)
+    """(row, entry, preset, mode) -> its validated SweepSpec, built once at load"""
 
 
 def is_reproduce_suite(path: str | Path) -> bool:
@@ -170,15 +172,19 @@ def load_repro_suite(path: str | Path) -> ReproSuite:
         rows,
         "",
     )
+    built = {
+        (row.id, entry.label, preset, mode): build_spec(suite, row, entry, preset, mode)
+        for row in rows
+        for entry in row.entries.values()
+        for mode in MODES
+        for preset in entry.presets
+    }
+    suite = replace(suite, specs=built)
     for row in rows:
-        for entry in row.entries.values():
-            for mode in MODES:
-                for preset in entry.presets:
-                    sweep_spec(suite, row, entry, preset, mode)
         _check_figures(suite, row)
     specs = {r.id: {e: yaml.safe_load(x.spec.read_text()) for e, x in r.entries.items()} for r in rows}
     digest = hashlib.sha256(json.dumps([data, specs], sort_keys=True, default=str).encode()).hexdigest()[:12]
-    return ReproSuite(suite.path, suite.experiment, suite.seeds, suite.quick, suite.rows, digest)
+    return replace(suite, digest=digest)
 
 
 def _row(raw: Any, suite_path: Path, where: str) -> Row:
@@ -244,7 +250,12 @@ def spec_mapping(suite: ReproSuite, row: Row, entry: Entry, preset: str, mode: s
 
 
 def sweep_spec(suite: ReproSuite, row: Row, entry: Entry, preset: str, mode: str) -> Any:
-    """The validated SweepSpec of one variant of an entry in `mode`."""
+    """The validated SweepSpec of one variant of an entry in `mode` (built at load)."""
+    return suite.specs[(row.id, entry.label, preset, mode)]
+
+
+def build_spec(suite: ReproSuite, row: Row, entry: Entry, preset: str, mode: str) -> Any:
+    """Validate one variant's spec mapping into a SweepSpec; errors name the row, entry, preset and mode."""
     from veil.sweeps.spec import sweep_from_mapping
 
     where = f"{suite.path}: row {row.id}, entry {entry.label}" + (f", preset {preset}" if preset else "") + f" ({mode})"
@@ -370,11 +381,13 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def latest_records(uri: str, suite: ReproSuite, mode: str) -> dict[tuple[str, str, str], Measured]:
-    """(row, entry, preset) -> the latest FINISHED sweep of that variant recorded in MLflow in `mode`."""
+    """(row, entry, preset) -> the latest FINISHED sweep of that variant recorded in MLflow in `mode` (only the
+    latest of each is read back)."""
     from veil.sweeps.results import (
         TAG_ROLE,
+        TAG_SWEEP,
+        SweepRef,
         dedupe_attempts,
-        find_sweep,
         load_spec,
         search_child_runs,
         search_runs,
@@ -386,11 +399,15 @@ def latest_records(uri: str, suite: ReproSuite, mode: str) -> dict[tuple[str, st
         f"tags.`{REPRO_TAG}` = 'true' and tags.`{REPRO_TAG}.mode` = '{mode}' "
         f"and tags.`{REPRO_TAG}.suite` = '{suite.path.name}' and attributes.status = 'FINISHED'",
     )
-    out: dict[tuple[str, str, str], Measured] = {}
+    latest: dict[tuple[str, str, str], Any] = {}
     for r in sorted(runs, key=lambda r: r.info.start_time):
         t = r.data.tags
-        key = (t[f"{REPRO_TAG}.row"], t[f"{REPRO_TAG}.entry"], t[f"{REPRO_TAG}.preset"])
-        ref = find_sweep(r.info.run_id, uri)
+        latest[(t[f"{REPRO_TAG}.row"], t[f"{REPRO_TAG}.entry"], t[f"{REPRO_TAG}.preset"])] = r
+    out: dict[tuple[str, str, str], Measured] = {}
+    for key, r in latest.items():
+        ref = SweepRef(
+            r.data.tags.get(TAG_SWEEP, r.info.run_id), r.info.run_id, r.info.experiment_id, uri, None, r.info.status
+        )
         spec = load_spec(ref)
         children = [
             c
