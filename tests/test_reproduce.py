@@ -149,5 +149,15 @@ def test_run_then_rebuild_the_table_from_mlflow(tmp_path):
         assert {a.path for a in c.list_artifacts(r.info.run_id, "reproduce")} >= {
             "reproduce/RESULTS.md",
             "reproduce/results.json",
+            "reproduce/records.json",
             "reproduce/fronts",
         }
+
+    # --table on another store (a new machine): the records saved next to the table carry every figure over,
+    # each still naming the store and run it was read from
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    moved = [*cmd[: cmd.index("--tracking-uri") + 1], other, "--out", str(out), "--table"]
+    third = subprocess.run(moved, capture_output=True, text=True, cwd=tmp_path, timeout=200)
+    assert third.returncode == 0, third.stderr[-3000:]
+    assert json.loads((out / "results.json").read_text()) == results
+    assert f"at `{uri}`" in (out / "RESULTS.md").read_text().split("## Records behind the table")[1]

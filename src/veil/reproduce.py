@@ -18,7 +18,7 @@ import re
 import sys
 import textwrap
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -360,6 +360,10 @@ class Measured:
     trials: list[dict[str, Any]]
     sweep_metrics: dict[str, float]
     seeds: int
+    source: str = ""
+    """the tracking store the sweep was read from"""
+    started: int = 0
+    """the sweep's start time (ms since the epoch): the newest record of a variant wins"""
 
     def point(self, at: Mapping[str, Any]) -> dict[str, Any] | None:
         """The trial at grid point `at` (the only trial when `at` is empty and there is one)."""
@@ -399,6 +403,7 @@ def latest_records(uri: str, suite: ReproSuite, mode: str) -> dict[tuple[str, st
         f"tags.`{REPRO_TAG}` = 'true' and tags.`{REPRO_TAG}.mode` = '{mode}' "
         f"and tags.`{REPRO_TAG}.suite` = '{suite.path.name}' and attributes.status = 'FINISHED'",
     )
+    wanted = read_metrics(suite)
     latest: dict[tuple[str, str, str], Any] = {}
     for r in sorted(runs, key=lambda r: r.info.start_time):
         t = r.data.tags
@@ -422,9 +427,47 @@ def latest_records(uri: str, suite: ReproSuite, mode: str) -> dict[tuple[str, st
             run = by_id[row["run_id"]]
             if run.info.status != "FINISHED":
                 continue
-            trials.append({**{sp.key: row[sp.key] for sp in spec.space}, **run.data.metrics})
+            kept_metrics = {k: v for k, v in run.data.metrics.items() if k in wanted}
+            trials.append({**{sp.key: row[sp.key] for sp in spec.space}, **kept_metrics})
         sweep_metrics = {k: v for k, v in r.data.metrics.items() if k in SWEEP_FIGURES}
-        out[key] = Measured(ref.name, r.info.run_id, trials, sweep_metrics, len(spec.seeds))
+        out[key] = Measured(ref.name, r.info.run_id, trials, sweep_metrics, len(spec.seeds), uri, r.info.start_time)
+    return out
+
+
+RECORDS_FILE = "records.json"
+"""Each variant's latest recorded sweep, saved next to the table so a build on another store keeps it."""
+
+
+def read_metrics(suite: ReproSuite) -> set[str]:
+    """The trial metrics the table and fronts read: every figure's and every objective, with their std/."""
+    from veil.sweeps.results import STD_PREFIX
+
+    names = {m for row in suite.rows for f in row.figures for m in f.metrics}
+    names |= {m for spec in suite.specs.values() for m in spec.metrics}
+    return names | {STD_PREFIX + m for m in names}
+
+
+def save_records(path: Path, records: Mapping[tuple[str, str, str], Measured]) -> None:
+    """Write the records (each variant's latest sweep, as read from MLflow) to `path` as JSON."""
+    rows = [{"row": r, "entry": e, "preset": p, **asdict(m)} for (r, e, p), m in sorted(records.items())]
+    path.write_text(json.dumps(rows, indent=1, default=str))
+
+
+def load_records(path: Path) -> dict[tuple[str, str, str], Measured]:
+    """Records saved by `save_records` ({} when there is no such file)."""
+    if not path.is_file():
+        return {}
+    rows = json.loads(path.read_text())
+    return {(r.pop("row"), r.pop("entry"), r.pop("preset")): Measured(**r) for r in rows}
+
+
+def newest(*stores: Mapping[tuple[str, str, str], Measured]) -> dict[tuple[str, str, str], Measured]:
+    """Per variant, the record whose sweep started last across `stores`."""
+    out: dict[tuple[str, str, str], Measured] = {}
+    for store in stores:
+        for key, m in store.items():
+            if key not in out or m.started > out[key].started:
+                out[key] = m
     return out
 
 
@@ -644,10 +687,15 @@ def fronts_png(
 def write_results(
     suite: ReproSuite, uri: str, mode: str, out_dir: Path, only: Sequence[str] = ()
 ) -> tuple[str, list[Line], dict[str, Path]]:
-    """Build the table and the fronts from MLflow records into `out_dir` (RESULTS.md, results.json, fronts/)."""
-    records = latest_records(uri, suite, mode)
-    lines = build_lines(suite, records, only)
+    """Build the table and the fronts into `out_dir` (RESULTS.md, results.json, records.json, fronts/) from the
+    MLflow records at `uri` and those saved in `out_dir`'s records.json by an earlier build (another store, an
+    earlier machine): per variant, the sweep that started last."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    known = {(r.id, e.label, p or "spec") for r, e, p in variants(suite)}
+    saved = out_dir / RECORDS_FILE
+    records = {k: m for k, m in newest(load_records(saved), latest_records(uri, suite, mode)).items() if k in known}
+    save_records(saved, records)
+    lines = build_lines(suite, records, only)
     pngs = {}
     for row in suite.rows:
         if only and row.id not in only:
@@ -658,12 +706,14 @@ def write_results(
     table = format_table(suite, lines, mode)
     fronts = "\n".join(f"- [{rid}](fronts/{p.name})" for rid, p in pngs.items())
     sources = "\n".join(
-        f"- {r}/{e}/{p}: sweep `{m.sweep}` (MLflow run {m.run_id}, {m.seeds} seed(s))"
+        f"- {r}/{e}/{p}: sweep `{m.sweep}` (MLflow run {m.run_id} at `{m.source}`, started "
+        f"{time.strftime('%Y-%m-%d', time.gmtime(m.started / 1000))}, {m.seeds} seed(s))"
         for (r, e, p), m in sorted(records.items())
     )
     text = (
-        f"# Paper reproductions ({mode} mode)\n\nGenerated by `{command(suite, mode)} --table` from the MLflow records at "
-        f"`{uri}`; never edited by hand.\n\n{table}\n## Fronts\n\n{fronts or '(none recorded)'}\n\n"
+        f"# Paper reproductions ({mode} mode)\n\nGenerated by `{command(suite, mode)} --table` from MLflow records: "
+        f"those at `{uri}` and those an earlier build saved in {RECORDS_FILE} (each variant's latest sweep; where "
+        f"each was read from is listed below); never edited by hand.\n\n{table}\n## Fronts\n\n{fronts or '(none recorded)'}\n\n"
         f"## Rows\n\n{format_details([r for r in suite.rows if not only or r.id in only])}\n"
         f"## Records behind the table\n\n{sources or '(none)'}\n"
     )
@@ -725,6 +775,7 @@ def cmd_reproduce(args: Any) -> int:
     )
     parent.log_file(out_dir / "RESULTS.md", "reproduce")
     parent.log_file(out_dir / "results.json", "reproduce")
+    parent.log_file(out_dir / RECORDS_FILE, "reproduce")
     for png in pngs.values():
         parent.log_file(png, "reproduce/fronts")
     counts = {v: sum(ln.verdict == v for ln in lines) for v in ("reproduced", "close", "not reproduced", "not run")}
