@@ -595,6 +595,8 @@ def format_table(suite: ReproSuite, lines: Sequence[Line], mode: str) -> str:
         previous = ln.row.id
         head = f"**{ln.row.id}**: {ln.row.paper}<br>" if first else ""
         paper = f"{head}{_figure_label(ln.figure)}: " + ", ".join(f"{m} {v}" for m, v in ln.paper.items())
+        if ln.figure.note:
+            paper += f"<br>*{ln.figure.note}*"
         data = (ln.row.data + (" (**substitute**: see below)" if ln.row.substitute else "")) if first else "〃"
         cmd = f"`{command(suite, mode, ln.row.id)}`" if first else "〃"
         out.append(
@@ -724,6 +726,7 @@ def write_results(
             "entry": ln.figure.entry,
             "at": dict(ln.figure.at),
             "paper": ln.paper,
+            "note": ln.figure.note,
             "veil_paper": {m: [c.mean, c.std] for m, c in ln.at_paper.items()},
             "veil_default": None if ln.at_default is None else {m: [c.mean, c.std] for m, c in ln.at_default.items()},
             "verdict": ln.verdict,
