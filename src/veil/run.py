@@ -7,6 +7,7 @@ A RunSpec is validated completely (method, dataset, audit and federation paramet
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -28,6 +29,12 @@ from veil.sizing import check_memory
 
 if TYPE_CHECKING:
     from veil.platform.executors import Job, TrainOutcome
+
+
+HOLD_ENV = "VEIL_HOLD_RUNS"
+"""Failpoint for the fault tests (unset in normal use): a file path; while that file exists, a run pauses once its
+first epoch is logged and flushed to the store, so a test kills the run or its server mid-training at a known
+point on any machine speed."""
 
 
 def validate(spec: RunSpec) -> ValidatedRun:
@@ -257,7 +264,13 @@ def track(
                 curves.add(row, epoch)
             if on_epoch:
                 on_epoch(epoch, row)
+            if gate and not held:
+                held.append(epoch)
+                curves.flush()  # the store shows the first epoch while the run waits
+                while Path(gate).exists():
+                    time.sleep(0.2)
 
+        gate, held = os.environ.get(HOLD_ENV), []
         try:
             outcome = job.train(log_epoch, tracker)
         finally:

@@ -19,15 +19,20 @@ from veil.cli import main
 from veil.tracking.journal import Journal, pending
 
 EPOCHS = 15
-# small nets on 300 training rows: ~0.2-1 s per epoch here, so training is still going when the first metric shows
+# small nets on 300 training rows; each run is held after its first epoch (start_run), so the test strikes mid-training
 RUN = ["run", "-m", "gpp", "-d", "gaussian-quadrant", "-p", "n=400", "--set", f"epochs={EPOCHS}"]
 RUN += ["--set", "encoder_hidden=[16]", "--set", "head_hidden=[8]", "--set", "audit.epochs=2", "--quiet"]
 
 
 def start_run(cwd: Path, *args: str) -> subprocess.Popen[str]:
     """`veil run` in a new process with Veil's own MLflow HTTP retries (none of this test's), its stderr in
-    cwd/stderr.txt."""
+    cwd/stderr.txt. It pauses after its first epoch while cwd/hold exists (the `VEIL_HOLD_RUNS` failpoint), so
+    the test strikes mid-training on any machine speed; `release` lets it go on."""
+    from veil.run import HOLD_ENV
+
+    (cwd / "hold").touch()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_HTTP_REQUEST_")}
+    env[HOLD_ENV] = str(cwd / "hold")
     with open(cwd / "stderr.txt", "w") as err:
         return subprocess.Popen(
             [sys.executable, "-m", "veil.cli", *RUN, *args],
@@ -37,6 +42,10 @@ def start_run(cwd: Path, *args: str) -> subprocess.Popen[str]:
             stderr=err,
             text=True,
         )
+
+
+def release(cwd: Path) -> None:
+    (cwd / "hold").unlink()
 
 
 def first_epoch_logged(c: MlflowClient, proc: subprocess.Popen[str], timeout: float = 240.0) -> str:
@@ -65,6 +74,7 @@ def test_server_killed_mid_run_journal_then_sync(own_mlflow_server, tmp_path, mo
         run_id = first_epoch_logged(c, proc)
         server.kill()
         killed_at = time.time()
+        release(tmp_path)
         out, _ = proc.communicate(timeout=300)
     finally:
         proc.kill()
