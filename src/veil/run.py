@@ -270,7 +270,8 @@ def track(
                 while Path(gate).exists():
                     time.sleep(0.2)
 
-        gate, held = os.environ.get(HOLD_ENV), []
+        gate = os.environ.get(HOLD_ENV)
+        held: list[int] = []  # the epoch the run was held at, once
         try:
             outcome = job.train(log_epoch, tracker)
         finally:
