@@ -52,6 +52,7 @@ from veil.methods.ensemble_ops import (
     slot,
     stack_tensors,
     take_all,
+    whole,
 )
 from veil.methods.federated.core import ClientUpdate, Failure, Node, derive_seed
 from veil.methods.federated.ensemble import (
@@ -260,14 +261,19 @@ class DGPP(FederatedMethod, Method):
         c, t = self.config, self.task
         g = self.groups[0]
         rows = members(nodes)
-        enc, advs = g.enc.take(rows), take_all(g.advs, rows)
-        opt_e = g.opt_e.take(rows, enc.tensors())
-        opt_s = g.opt_s.take(rows, stack_tensors(advs))
+        in_place = whole(g.enc, rows)
+        if in_place:
+            enc, advs, opt_e, opt_s = g.enc, g.advs, g.opt_e, g.opt_s
+        else:
+            enc, advs = g.enc.take(rows), take_all(g.advs, rows)
+            opt_e = g.opt_e.take(rows, enc.tensors())
+            opt_s = g.opt_s.take(rows, stack_tensors(advs))
         metrics = self._phase3(nodes, rows, g, enc, advs, opt_e, opt_s, psi) if psi is not None else {}
-        g.enc.put(rows, enc)
-        put_all(g.advs, advs, rows)
-        g.opt_e.put(rows, opt_e)
-        g.opt_s.put(rows, opt_s)
+        if not in_place:
+            g.enc.put(rows, enc)
+            put_all(g.advs, advs, rows)
+            g.opt_e.put(rows, opt_e)
+            g.opt_s.put(rows, opt_s)
         if not upload:
             return {}
         plan = ShardStack.sample_plan(nodes, 1, c.batch_size)  # Phase 1: one sanitized batch per client

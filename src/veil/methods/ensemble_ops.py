@@ -45,6 +45,12 @@ def members(nodes: Iterable[Node]) -> torch.Tensor:
     return torch.tensor([slot(n)[1] for n in nodes])
 
 
+def whole(stack: Stack, rows: torch.Tensor) -> bool:
+    """Whether `rows` are all of `stack`'s copies in order, so a round can train the stack itself instead of a
+    `take`n copy it would `put` back (the same values, without copying every parameter and moment twice)."""
+    return len(rows) == stack.copies and bool((rows == torch.arange(stack.copies)).all())
+
+
 def stack_tensors(stacks: Iterable[Stack]) -> list[torch.Tensor]:
     """Every stacked parameter of `stacks`, in order (what a `StackedOptimizer` steps)."""
     return [p for s in stacks for p in s.tensors()]

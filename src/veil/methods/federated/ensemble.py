@@ -220,6 +220,7 @@ class StackedOptimizer:
         if not bool(active.any()):
             return
         self.t += active.to(self.t.dtype)
+        everyone = bool(active.all())
         b1, b2 = self.betas
         for i, (p, g) in enumerate(zip(self.tensors, grads)):
             if g is None:
@@ -228,14 +229,19 @@ class StackedOptimizer:
             act = active.view(shape)
             lr = self.lr.to(p.dtype).view(shape) if isinstance(self.lr, torch.Tensor) else self.lr
             if self.kind == "sgd":
-                p.copy_(torch.where(act, p - lr * g, p))
+                p.copy_(p - lr * g if everyone else torch.where(act, p - lr * g, p))
                 continue
             m, v = self.m[i], self.v[i]
-            m.copy_(torch.where(act, m + (g - m) * (1 - b1), m))
-            v.copy_(torch.where(act, v * b2 + (1 - b2) * g * g, v))
             t = self.t.clamp(min=1).view(shape)
             bc1 = 1 - b1**t
             bc2_sqrt = (1 - b2**t).sqrt()
+            if everyone:  # in place, the same arithmetic in the same order as the masked path below
+                m.add_((g - m).mul_(1 - b1))
+                v.mul_(b2).add_(g.mul(1 - b2).mul_(g))
+                p.sub_(((lr / bc1) * m).div_(v.sqrt().div_(bc2_sqrt).add_(self.eps)))
+                continue
+            m.copy_(torch.where(act, m + (g - m) * (1 - b1), m))
+            v.copy_(torch.where(act, v * b2 + (1 - b2) * g * g, v))
             upd = (lr / bc1) * m / (v.sqrt() / bc2_sqrt + self.eps)
             p.copy_(torch.where(act, p - upd, p))
 
