@@ -161,3 +161,26 @@ def test_run_then_rebuild_the_table_from_mlflow(tmp_path):
     assert third.returncode == 0, third.stderr[-3000:]
     assert json.loads((out / "results.json").read_text()) == results
     assert f"at `{uri}`" in (out / "RESULTS.md").read_text().split("## Records behind the table")[1]
+
+
+def test_an_interrupted_sweep_stops_the_suite(monkeypatch, capsys):
+    """Ctrl-C during a sweep: Tune stops it gracefully and returns (incomplete), and the suite stops too instead of
+    starting its next sweep (unit test of the loop: run_sweep is replaced)."""
+    import types
+
+    import veil.reproduce as rp
+    import veil.sweeps.runner as runner
+
+    suite = load_repro_suite(TOY / "suite.yaml")
+    todo = rp.variants(suite, ())
+    assert len(todo) >= 2
+    started = []
+
+    def fake_run_sweep(spec, name, **kw):
+        started.append(name)
+        return types.SimpleNamespace(incomplete=True, name=name)
+
+    monkeypatch.setattr(runner, "run_sweep", fake_run_sweep)
+    with pytest.raises(KeyboardInterrupt, match=f"{len(todo) - 1} later sweep"):
+        rp._run_all(suite, "quick", "sqlite:///unused.db", None, todo)
+    assert len(started) == 1

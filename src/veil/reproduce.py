@@ -336,6 +336,11 @@ def _run_all(
             errors.append(f"{label}: {type(e).__name__}: {e}")
             print(f"[reproduce] FAILED {label}: {e}", file=sys.stderr, flush=True)
             continue
+        if outcome.incomplete:  # Ctrl-C or SIGTERM: Tune stops a sweep gracefully and returns; stop the suite too
+            raise KeyboardInterrupt(
+                f"{label} stopped before every trial ran and {len(todo) - i} later sweep(s) did not start; "
+                "the table keeps each entry's last finished sweep"
+            )
         tags = {
             REPRO_TAG: "true",
             f"{REPRO_TAG}.suite": str(suite.path.name),
