@@ -184,3 +184,33 @@ def test_an_interrupted_sweep_stops_the_suite(monkeypatch, capsys):
     with pytest.raises(KeyboardInterrupt, match=f"{len(todo) - 1} later sweep"):
         rp._run_all(suite, "quick", "sqlite:///unused.db", None, todo)
     assert len(started) == 1
+
+
+def test_only_selects_rows_and_entries():
+    """--only ROW keeps every entry (and preset) of the row; ROW/ENTRY keeps one entry; unknown names are errors
+    that list the valid ones."""
+    import veil.reproduce as rp
+    from veil.errors import UnknownNameError
+
+    suite = load_repro_suite(TOY / "suite.yaml")
+
+    def picked(only):
+        return [(r.id, e.label, p) for r, e, p in rp.variants(suite, only)]
+
+    assert (
+        picked(())
+        == picked(["gpp-toy"])
+        == [
+            ("gpp-toy", "GPP", "paper"),
+            ("gpp-toy", "GPP", "default"),
+            ("gpp-toy", "PCA", ""),
+        ]
+    )
+    assert picked(["gpp-toy/PCA"]) == [("gpp-toy", "PCA", "")]
+    assert picked(["gpp-toy/PCA", "gpp-toy"]) == picked(())
+    with pytest.raises(
+        UnknownNameError, match=r"--only gpp-toy/: unknown entry label 'pca'; valid entry labels: GPP, PCA"
+    ):
+        rp.variants(suite, ["gpp-toy/pca"])
+    with pytest.raises(UnknownNameError, match=r"--only: unknown row 'nope'; valid rows: gpp-toy"):
+        rp.variants(suite, ["nope/GPP"])

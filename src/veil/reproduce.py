@@ -1,4 +1,4 @@
-"""Paper reproductions: `veil nightly --suite benchmarks/reproduce/suite.yaml [--quick] [--only ROW]`.
+"""Paper reproductions: `veil nightly --suite benchmarks/reproduce/suite.yaml [--quick] [--only ROW[/ENTRY]]`.
 
 A reproduction suite (`kind: reproduce`) lists rows, one per published result. Each row names sweep specs
 (its entries: the method at `preset: paper` and at its defaults, and the paper's baselines) and the paper's
@@ -284,15 +284,22 @@ def _check_figures(suite: ReproSuite, row: Row) -> None:
 
 # -- running ---------------------------------------------------------------------------------------
 def variants(suite: ReproSuite, only: Sequence[str] = ()) -> list[tuple[Row, Entry, str]]:
-    """Every (row, entry, preset) the suite runs, in order; `only` keeps those rows."""
-    unknown = [o for o in only if o not in {r.id for r in suite.rows}]
-    if unknown:
-        raise UnknownNameError("row", unknown[0], [r.id for r in suite.rows], where="--only")
+    """Every (row, entry, preset) the suite runs, in order; `only` keeps those rows ('ROW') and entries
+    ('ROW/ENTRY', the entry's label as in the suite)."""
+    rows = {r.id: r for r in suite.rows}
+    keep: set[tuple[str, str]] = set()
+    for o in only:
+        rid, _, label = o.partition("/")
+        if rid not in rows:
+            raise UnknownNameError("row", rid, list(rows), where="--only")
+        if label and label not in rows[rid].entries:
+            raise UnknownNameError("entry label", label, list(rows[rid].entries), where=f"--only {rid}/")
+        keep |= {(rid, e) for e in rows[rid].entries if not label or e == label}
     return [
         (row, entry, preset)
         for row in suite.rows
-        if not only or row.id in only
         for entry in row.entries.values()
+        if not only or (row.id, entry.label) in keep
         for preset in entry.presets
     ]
 
@@ -762,7 +769,7 @@ def cmd_reproduce(args: Any) -> int:
 
     suite = load_repro_suite(args.suite)
     mode = "quick" if args.quick else "full"
-    only = [s for s in (args.only or "").split(",") if s]
+    only = [s.strip() for s in (args.only or "").split(",") if s.strip()]
     if args.check:
         n = len(variants(suite, only))
         print(
