@@ -651,6 +651,7 @@ def fronts_png(
     shown = False
     axes_names: tuple[str, str] | None = None
     lines: dict[float, list[str]] = {}  # the paper's utility-only figures: value -> entries
+    stars = False
     for entry in row.entries.values():
         spec = sweep_spec(suite, row, entry, entry.presets[0], "full")
         mets = list(spec.metrics)
@@ -677,6 +678,7 @@ def fronts_png(
                 px = abs(float(auc) - 0.5)  # the paper's adversary AUC on the gap axis
             if isinstance(px, (int, float)) and isinstance(py, (int, float)):
                 ax.plot(px, py, marker="*", markersize=14, color="black", linestyle="none")
+                stars = True
             elif isinstance(py, (int, float)):  # the paper gives only the utility axis: a line at its value
                 lines.setdefault(float(py), []).append(entry.label)
     if not shown or axes_names is None:
@@ -685,7 +687,8 @@ def fronts_png(
     for y, labels in lines.items():
         ax.axhline(y, color="black", linestyle="--", linewidth=0.8)
         ax.annotate(f" paper: {', '.join(labels)}", (0, y), xycoords=("axes fraction", "data"), fontsize=7, va="bottom")
-    ax.plot([], [], marker="*", color="black", linestyle="none", label="paper (both axes)")
+    if stars:  # relative claims ({same_as: ...}) have no point of their own
+        ax.plot([], [], marker="*", color="black", linestyle="none", label="paper (both axes)")
     ax.set_xlabel(axes_names[0])
     ax.set_ylabel(axes_names[1])
     ax.set_title("\n".join(textwrap.wrap(f"{row.id}: {row.paper}", 90)), fontsize=8)
