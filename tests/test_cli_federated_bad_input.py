@@ -91,3 +91,16 @@ def test_unsatisfiable_resources_are_refused(ray_local, in_tmp, capsys, extra, n
     assert needle in capsys.readouterr().err
     assert not (in_tmp / "mlflow.db").exists()
     assert ray_local.available_resources().get("CPU") == before  # no placement group, no actor
+
+
+def test_a_partition_by_a_sensitive_label_is_warned(in_tmp, capsys):
+    """silo:<sensitive label> leaves every node one class of it: the run goes on, and the console (before
+    training) and the audit report (recorded in MLflow) say that training cannot hide that label."""
+    args = ["run", "--method", "d-gpp", "--dataset", "gaussian-octant", "--set", "n=200", "--set", "K=2"]
+    args += ["--set", "epochs=1", "--partition", "silo:adversary_1", "--runtime", "in-process"]
+    assert main(args) == 0
+    out = capsys.readouterr()
+    needle = "sensitive label 'adversary_1' takes one value on every node (partition silo:adversary_1)"
+    assert f"[veil] warning: {needle}" in out.err
+    assert f"> **WARNING**: {needle}" in out.out
+    assert "adversary_2' takes one value" not in out.err + out.out  # adversary_2 varies inside both nodes

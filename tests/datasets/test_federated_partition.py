@@ -146,3 +146,16 @@ def test_describe_counts():
     assert sum(sum(r["y"].values()) for r in rows) == 100
     with pytest.raises(UnknownNameError, match="unknown column 'z'"):
         partition(sp, "dirichlet", 2, 0, label="z")
+
+
+def test_sensitive_labels_constant_on_every_node_are_found():
+    """A partition by a sensitive label (silo:s) leaves each node one class of it; whole silos of another column
+    dealt to fewer nodes, or an iid deal, do not."""
+    from veil.datasets.partition import constant_on_every_node
+
+    sp = split(600, silos=12)
+    assert constant_on_every_node(sp, partition(sp, "silo", 2, 0, column="s")) == ["s"]
+    assert constant_on_every_node(sp, partition(sp, "silo", 5, 0, column="site")) == []
+    assert constant_on_every_node(sp, partition(sp, "iid", 5, 0)) == []
+    one = Split(sp.x, sp.utility, {"s": np.zeros(600, dtype=np.int64)}, sp.extra)  # no second class anywhere
+    assert constant_on_every_node(one, partition(one, "silo", 5, 0, column="site")) == []

@@ -96,6 +96,7 @@ def audit_release(
         from veil.audit.nodes import audit_final
 
         report, per_node, z_train, z_test = audit_final(federation, ds, method, cfg)  # type: ignore[arg-type]
+        report.warnings.extend(federation.warnings)
     out = AuditOutcome(report, report.metrics(), z_train, z_test, per_node=per_node)
     flag_reproducible_release(method, out)
     extra_audits(cfg, ds, z_train, z_test, method.releases_input_format, out)

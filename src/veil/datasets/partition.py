@@ -235,3 +235,13 @@ def skew(split: Split, parts: list[np.ndarray], label: str) -> float:
         local = np.array([(y[idx] == c).mean() for c in classes])
         tv.append(0.5 * np.abs(local - glob).sum())
     return float(np.mean(tv))
+
+
+def constant_on_every_node(split: Split, parts: list[np.ndarray]) -> list[str]:
+    """Sensitive labels that vary over the split but take one value on every node (e.g. partition silo:race with
+    race sensitive): no node's adversary sees two of their classes, so federated training cannot hide them."""
+    return [
+        name
+        for name, y in split.sensitive.items()
+        if len(np.unique(y)) > 1 and all(len(np.unique(y[p])) <= 1 for p in parts)
+    ]

@@ -242,6 +242,8 @@ def federated(run: ValidatedRun, ds: Dataset, storage: Path) -> Job:
         seed=spec.seed,
         address=spec.address,
     )
+    for w in plan.warnings:  # also in the audit report; said here too, before a long run starts
+        warn(w)
     label = f"federated:{plan.runtime}"
 
     def train(on_epoch: EpochHook | None, tracker: Any) -> TrainOutcome:
