@@ -136,6 +136,7 @@ def test_run_then_rebuild_the_table_from_mlflow(tmp_path):
         "<!-- reproduce:end -->\nrest\n"
     )
     assert "old" not in text
+    assert "(out/fronts/gpp-toy.png)" in text and "[RESULTS.md](out/RESULTS.md)" in text  # relative to the README
 
     # --table: nothing runs; the same table comes back from the records alone
     shutil.rmtree(out)

@@ -753,16 +753,26 @@ def write_results(
     return table, lines, pngs
 
 
-def update_readme(readme: Path, table: str, results_link: str) -> None:
-    """Replace the block between the reproduce markers of `readme` with `table`."""
+def update_readme(readme: Path, table: str, results: Path, fronts: Mapping[str, Path]) -> None:
+    """Replace the block between the reproduce markers of `readme` with `table`, a link to each row's front
+    and one to RESULTS.md (links relative to the README)."""
     text = readme.read_text()
     if BEGIN not in text or END not in text:
         raise ConfigError("--readme", str(readme), f"a file with the markers {BEGIN} ... {END}")
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
-    readme.write_text(
-        f"{head}{BEGIN}\n{table}\nFronts and the records behind each figure: {results_link}.\n{END}{tail}"
-    )
+
+    def link(path: Path, label: str) -> str:
+        try:
+            rel = path.resolve().relative_to(readme.resolve().parent).as_posix()
+        except ValueError:
+            rel = str(path.resolve())
+        return f"[{label}]({rel})"
+
+    plots = ", ".join(link(png, row) for row, png in fronts.items())
+    lines = [f"Fronts (utility against leakage per row, the paper's points as stars): {plots}."] if plots else []
+    lines.append(f"The records behind each figure: {link(results, results.name)}.")
+    readme.write_text(f"{head}{BEGIN}\n{table}\n" + "\n".join(lines) + f"\n{END}{tail}")
 
 
 def cmd_reproduce(args: Any) -> int:
@@ -802,12 +812,7 @@ def cmd_reproduce(args: Any) -> int:
         parent.set_tags({"veil.reproduce.errors": len(errors)})
     parent.finish()
     if args.readme:
-        rel = (out_dir / "RESULTS.md").resolve()
-        try:
-            link = rel.relative_to(Path(args.readme).resolve().parent).as_posix()
-        except ValueError:
-            link = str(rel)
-        update_readme(Path(args.readme), table, f"[{link}]({link})")
+        update_readme(Path(args.readme), table, out_dir / "RESULTS.md", pngs)
     print(table)
     print(f"table: {out_dir / 'RESULTS.md'}; MLflow run {parent.run_id} at {uri}")
     for e in errors:
