@@ -53,6 +53,8 @@ def test_toy_suite_is_valid():
         (lambda d: d["rows"][0].update(tolerance=0), "tolerance", "> 0"),
         (lambda d: d["rows"].append(dict(d["rows"][0])), "rows[1].id", "no other row"),
         (lambda d: d["rows"][0]["entries"]["GPP"].update(quick={"params": {"bogus": 1}}), "params", "bogus"),
+        (lambda d: d["rows"][0]["entries"]["PCA"].update({"with": [1]}), "entries.PCA.with", "mapping"),
+        (lambda d: d["rows"][0]["entries"]["PCA"].update({"with": {"params": {"bogus": 1}}}), "params", "bogus"),
     ],
 )
 def test_bad_suites_are_refused_naming_the_field(tmp_path, change, field, says):
@@ -73,6 +75,21 @@ def test_quick_mode_merges_suite_row_and_entry_overrides():
     assert quick["space"]["beta"] == {"type": "categorical", "values": [2.0]} and quick["dataset_params"] == {"n": 400}
     assert quick["params"]["encoder_hidden"] == [16]  # untouched fields stay
     assert "preset" not in spec_mapping(suite, row, row.entries["PCA"], "", "full").get("params", {})
+
+
+def test_an_entry_with_overrides_runs_another_entrys_spec_changed(tmp_path):
+    """`with:` makes a variant of a spec without copying it: merged in both modes, before the quick overrides."""
+
+    def add_variant(d):
+        d["rows"][0]["entries"]["GPP-wide"] = {"spec": "specs/gpp.yaml", "with": {"params": {"d_z": 6, "epochs": 5}}}
+
+    suite = load_repro_suite(write_suite(tmp_path, add_variant))
+    row = suite.rows[0]
+    base, wide = (spec_mapping(suite, row, row.entries[e], "", "full") for e in ("GPP", "GPP-wide"))
+    assert wide["params"] == {**base["params"], "d_z": 6, "epochs": 5}
+    assert {k: v for k, v in wide.items() if k != "params"} == {k: v for k, v in base.items() if k != "params"}
+    quick = spec_mapping(suite, row, row.entries["GPP-wide"], "", "quick")
+    assert quick["params"]["d_z"] == 6 and quick["params"]["epochs"] == 1  # the suite's quick epochs win
 
 
 @pytest.mark.parametrize(("got", "said"), [(0.86, "reproduced"), (0.76, "close"), (0.70, "not reproduced")])

@@ -29,7 +29,7 @@ from veil.errors import ConfigError, UnknownNameError
 REPRO_TAG = "veil.reproduce"
 SUITE_KEYS = ("kind", "description", "experiment", "seeds", "quick", "rows")
 ROW_KEYS = ("id", "paper", "data", "substitute", "tolerance", "quick", "entries", "figures", "why", "estimate")
-ENTRY_KEYS = ("spec", "presets", "quick")
+ENTRY_KEYS = ("spec", "presets", "with", "quick")
 FIGURE_KEYS = ("entry", "at", "metrics", "note")
 #: figures of a whole sweep rather than one of its trials
 SWEEP_FIGURES = ("chull_auc", "hypervolume")
@@ -51,6 +51,8 @@ class Entry:
     """the `preset` values it runs at ('' = the spec as written, for baselines)"""
     quick: Mapping[str, Any] = field(default_factory=dict)
     """spec overrides of `--quick`, merged last"""
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    """spec overrides in every mode (the suite's `with:`): a variant of another entry's spec without a copy"""
 
 
 @dataclass(frozen=True)
@@ -205,7 +207,10 @@ def _row(raw: Any, suite_path: Path, where: str) -> Row:
         for pr in presets:
             if pr not in ("", "paper", "default"):
                 raise ConfigError(f"entries.{label}.presets", pr, "'paper' or 'default'", where)
-        entries[str(label)] = Entry(str(label), spec, presets, ed.get("quick") or {})
+        overrides = ed.get("with") or {}
+        if not isinstance(overrides, Mapping):
+            raise ConfigError(f"entries.{label}.with", overrides, "a mapping of spec overrides", where)
+        entries[str(label)] = Entry(str(label), spec, presets, ed.get("quick") or {}, overrides)
     figures = []
     for j, f in enumerate(d["figures"] or []):
         fd = _keys(f, FIGURE_KEYS, "figure", f"{where}.figures[{j}]")
@@ -235,9 +240,10 @@ def _row(raw: Any, suite_path: Path, where: str) -> Row:
 
 def spec_mapping(suite: ReproSuite, row: Row, entry: Entry, preset: str, mode: str) -> dict[str, Any]:
     """The sweep spec mapping one variant of an entry runs in `mode`: the file, the suite's seeds and
-    experiment, the preset, and in quick mode the suite's, the row's and the entry's quick overrides."""
+    experiment, the entry's `with:` overrides, the preset, and in quick mode the suite's, the row's and the entry's
+    quick overrides."""
     data = yaml.safe_load(entry.spec.read_text()) or {}
-    data = merge(data, {"seeds": suite.seeds, "experiment": suite.experiment})
+    data = merge(merge(data, entry.overrides), {"seeds": suite.seeds, "experiment": suite.experiment})
     if preset:
         data = merge(data, {"params": {"preset": preset}})
     if mode == "quick":
@@ -584,13 +590,16 @@ def _cells(cells: Mapping[str, Cell] | None) -> str:
     return "<br>".join(f"{m} {c.text()}" for m, c in cells.items())
 
 
-def command(suite: ReproSuite, mode: str, row: str | None = None) -> str:
-    rel = suite.path.as_posix()
-    root = Path(__file__).resolve().parents[2]
+def relative(path: Path, base: Path) -> str | None:
+    """`path` relative to the folder `base` (POSIX), or None when it lies outside it."""
     try:
-        rel = suite.path.resolve().relative_to(root).as_posix()
+        return path.resolve().relative_to(base.resolve()).as_posix()
     except ValueError:
-        pass
+        return None
+
+
+def command(suite: ReproSuite, mode: str, row: str | None = None) -> str:
+    rel = relative(suite.path, Path(__file__).parents[2]) or suite.path.as_posix()
     return f"veil nightly --suite {rel}" + (" --quick" if mode == "quick" else "") + (f" --only {row}" if row else "")
 
 
@@ -628,7 +637,9 @@ def format_details(rows: Sequence[Row]) -> str:
         if r.substitute:
             out.append(f"- substitute: {r.substitute}")
         specs = ", ".join(
-            f"{e.label} `{e.spec.name}`" + (f" ({' and '.join(e.presets)})" if e.presets != ("",) else "")
+            f"{e.label} `{e.spec.name}`"
+            + (f" with `{json.dumps(e.overrides, sort_keys=True)}`" if e.overrides else "")
+            + (f" ({' and '.join(e.presets)})" if e.presets != ("",) else "")
             for e in r.entries.values()
         )
         out.append(f"- entries: {specs}\n- tolerance: {r.tolerance:g}")
@@ -763,11 +774,7 @@ def update_readme(readme: Path, table: str, results: Path, fronts: Mapping[str, 
     _, tail = rest.split(END, 1)
 
     def link(path: Path, label: str) -> str:
-        try:
-            rel = path.resolve().relative_to(readme.resolve().parent).as_posix()
-        except ValueError:
-            rel = str(path.resolve())
-        return f"[{label}]({rel})"
+        return f"[{label}]({relative(path, readme.parent) or path.resolve()})"
 
     plots = ", ".join(link(png, row) for row, png in fronts.items())
     lines = [f"Fronts (utility against leakage per row, the paper's points as stars): {plots}."] if plots else []
