@@ -14,7 +14,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-from veil.reproduce import Cell, Row, load_repro_suite, spec_mapping, verdict
+from veil.reproduce import (
+    AUC_LEAKS,
+    NEITHER_HIDES,
+    Cell,
+    Measured,
+    Row,
+    build_lines,
+    load_repro_suite,
+    spec_mapping,
+    update_readme,
+    verdict,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 TOY = ROOT / "tests" / "data" / "reproduce"
@@ -55,6 +66,9 @@ def test_toy_suite_is_valid():
         (lambda d: d["rows"][0]["entries"]["GPP"].update(quick={"params": {"bogus": 1}}), "params", "bogus"),
         (lambda d: d["rows"][0]["entries"]["PCA"].update({"with": [1]}), "entries.PCA.with", "mapping"),
         (lambda d: d["rows"][0]["entries"]["PCA"].update({"with": {"params": {"bogus": 1}}}), "params", "bogus"),
+        (lambda d: d["rows"][0].update(reference="Raw"), "reference", "['GPP', 'PCA']"),
+        (lambda d: d["rows"][0].update(reference="GPP"), "reference", "no figure of its own"),
+        (lambda d: d["rows"][0].update(seeds="three"), "seeds", "list of integer seeds"),
     ],
 )
 def test_bad_suites_are_refused_naming_the_field(tmp_path, change, field, says):
@@ -98,8 +112,127 @@ def test_verdict_follows_the_rows_tolerance(got, said):
     v, why = verdict(row, {"utility_acc": Cell(got, 0.01)}, {"utility_acc": 0.84})
     assert v == said
     assert f"utility_acc {abs(got - 0.84):.3f}" in why
-    assert ("the split differs" in why) == (said == "not reproduced")
+    assert "the split differs" not in why  # the row's cause is written once, in its section of RESULTS.md
     assert verdict(row, {"utility_acc": Cell(None)}, {"utility_acc": 0.84})[0] == "not run"
+
+
+def test_a_match_where_both_sides_leak_what_the_unencoded_data_leaks_is_vacuous():
+    """D-EIGAN = EIGAN at preset paper: both read the adversary's label as well as the unencoded data (the row's
+    reference entry) does, so the match says nothing about hiding."""
+    row = Row("deigan", "p", "d", {}, [], tolerance=0.03, reference="Unencoded")
+    unencoded = {"utility_acc": Cell(0.764), "adversary_acc": Cell(0.777)}
+    eigan = {"utility_acc": Cell(0.764, 0.012), "adversary_acc": Cell(0.778, 0.010)}
+    deigan = {"utility_acc": Cell(0.763, 0.01), "adversary_acc": Cell(0.779, 0.01)}
+    v, why = verdict(row, deigan, eigan, reference=unencoded, other="in EIGAN")
+    assert v == NEITHER_HIDES, why
+    assert "adversary_acc 0.779 here, 0.778 in EIGAN, 0.777 on the unencoded data (Unencoded)" in why
+    assert "utility_acc" not in why.split(";")[1]  # only leakage figures are compared with the unencoded data
+    # the same match where EIGAN hides (Veil's defaults): reproduced
+    hiding = {"utility_acc": Cell(0.745), "adversary_acc": Cell(0.553)}
+    assert verdict(row, {**deigan, "adversary_acc": Cell(0.54)}, hiding, reference=unencoded)[0] == "reproduced"
+    # one side hiding is enough to make the match informative
+    assert (
+        verdict(
+            row, {**deigan, "adversary_acc": Cell(0.76)}, eigan | {"adversary_acc": Cell(0.735)}, reference=unencoded
+        )[0]
+        == "reproduced"
+    )
+    # an absolute figure of a row with a reference: the paper's number and Veil's both at the unencoded data's
+    assert verdict(row, deigan, {"utility_acc": 0.77, "adversary_acc": 0.79}, reference=unencoded)[0] == NEITHER_HIDES
+    # without a recorded reference the rule cannot judge, and a gap beyond the tolerance stays what it was
+    assert verdict(row, deigan, eigan, reference={"adversary_acc": Cell(None)})[0] == "reproduced"
+    far = verdict(row, {**deigan, "adversary_acc": Cell(0.72)}, eigan, reference=unencoded)
+    assert far[0] == "close" and "neither side hides" not in far[1]
+
+
+LINEAR_ARL = {  # the eigan-adult linear-arl record: accuracy at the male share, AUC well off chance
+    "utility_acc": 0.827,
+    "adversary_acc": 0.675,
+    "adversary_acc/sex": 0.675,
+    "majority/sex": 0.674,
+    "adversary_auc": 0.645,
+    "adversary_auc/sex": 0.645,
+    "privacy_gap": 0.145,
+    "privacy_gap/sex": 0.145,
+}
+
+
+@pytest.mark.parametrize("metric", ["adversary_acc", "adversary_acc/sex"])
+def test_an_adversary_accuracy_at_the_majority_rate_is_judged_by_its_auc(metric):
+    """The paper's 0.67 is Adult's male share: Veil's probe matching it says nothing about hiding when the same
+    probe's AUC is 0.645. Not reproduced; its own verdict, with the AUC in the reason."""
+    row = Row("eigan-adult", "p", "d", {}, [], tolerance=0.02)
+    measured = {"utility_acc": Cell(0.827), metric: Cell(0.675)}
+    targets = {"utility_acc": 0.84, metric: 0.67}
+    v, why = verdict(row, measured, targets, trial=LINEAR_ARL)
+    assert v == AUC_LEAKS, why
+    assert "majority rate (0.674)" in why and "AUC 0.645 leaks" in why and "privacy gap 0.145 > 0.02" in why
+    # hidden for real: the AUC at chance -> reproduced
+    hidden = LINEAR_ARL | {
+        "adversary_auc": 0.51,
+        "adversary_auc/sex": 0.51,
+        "privacy_gap": 0.01,
+        "privacy_gap/sex": 0.01,
+    }
+    assert verdict(row, measured, targets, trial=hidden)[0] == "reproduced"
+    # an accuracy above the majority rate tells leaking by itself: the accuracy's verdict stands
+    above = LINEAR_ARL | {"majority/sex": 0.60}
+    assert verdict(row, measured, targets, trial=above)[0] == "reproduced"
+    # records without the majority rate (older than the rule) cannot be judged by it
+    older = {k: v for k, v in LINEAR_ARL.items() if not k.startswith("majority/")}
+    assert verdict(row, measured, targets, trial=older)[0] == "reproduced"
+    # a figure that does not match keeps its verdict and gains the finding in its reason
+    far = verdict(row, measured | {"utility_acc": Cell(0.70)}, targets, trial=LINEAR_ARL)
+    assert far[0] == "not reproduced" and "AUC 0.645 leaks" in far[1]
+
+
+def test_a_row_can_run_fewer_seeds_than_the_suite(tmp_path):
+    suite = load_repro_suite(write_suite(tmp_path, lambda d: d["rows"][0].update(seeds=[0, 1, 2])))
+    row = suite.rows[0]
+    assert spec_mapping(suite, row, row.entries["GPP"], "paper", "full")["seeds"] == [0, 1, 2]
+    assert spec_mapping(suite, row, row.entries["GPP"], "paper", "quick")["seeds"] == [0]  # quick: the suite's
+
+
+def _record(trials, sweep="s"):
+    return Measured(sweep, "run", trials, {"hypervolume": 0.2}, 2, "sqlite:///gone.db", 1)
+
+
+def test_the_readme_block_has_one_line_per_row_and_no_causes(tmp_path):
+    """The README shows one line per paper row (its figures, verdicts and links to its section of RESULTS.md and
+    its front); every row's cause stays in RESULTS.md."""
+
+    def two_rows(d):
+        other = yaml.safe_load(yaml.safe_dump(d["rows"][0]))
+        other.update(id="gpp-toy-2", why="a second, different cause")
+        d["rows"].append(other)
+
+    suite = load_repro_suite(write_suite(tmp_path, two_rows))
+    gpp = [
+        {"beta": b, "utility_auc": 0.88 + b / 100, "std/utility_auc": 0.01, "adversary_auc": 0.56, "privacy_gap": 0.06}
+        for b in (0.5, 2.0)
+    ]
+    pca = [{"d_z": 2, "utility_auc": 0.9, "adversary_auc": 0.7, "privacy_gap": 0.2}]
+    records = {}
+    for rid in ("gpp-toy", "gpp-toy-2"):
+        records |= {(rid, "GPP", p): _record(gpp) for p in ("paper", "default")}
+        records[(rid, "PCA", "spec")] = _record(pca)
+    lines = build_lines(suite, records)
+    assert len(lines) == 6
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n<!-- reproduce:begin -->\nold\n<!-- reproduce:end -->\nrest\n")
+    out = tmp_path / "benchmarks"
+    fronts = {"gpp-toy": out / "fronts" / "gpp-toy.png"}
+    update_readme(readme, suite, lines, out / "RESULTS.md", fronts)
+    block = readme.read_text().split("<!-- reproduce:begin -->")[1].split("<!-- reproduce:end -->")[0]
+    body = [x for x in block.splitlines() if x.startswith("| **")]
+    assert [x.split("|")[1].strip() for x in body] == ["**gpp-toy**", "**gpp-toy-2**"]
+    assert "a toy figure" not in block and "a second, different cause" not in block
+    first, second = body
+    assert "(benchmarks/RESULTS.md#gpp-toy)" in first and "(benchmarks/fronts/gpp-toy.png)" in first
+    assert "(benchmarks/RESULTS.md#gpp-toy-2)" in second and "fronts/gpp-toy-2.png" not in second  # none drawn
+    assert "utility_auc 0.900 (paper 0.9)" in first  # GPP at beta 2, the figure's grid point
+    assert "**not reproduced** (" in first
+    assert "6 figures:" in block and "[RESULTS.md](benchmarks/RESULTS.md)" in block
 
 
 def test_quick_flag_on_a_regression_suite_is_refused(capsys):
@@ -144,16 +277,17 @@ def test_run_then_rebuild_the_table_from_mlflow(tmp_path):
     assert results[1]["paper"]["utility_auc"].startswith("= GPP")  # a relative claim: PCA against GPP's figure
     gap = abs(pca - gpp)
     assert results[1]["verdict"] == ("reproduced" if gap <= 0.05 else "close" if gap <= 0.125 else "not reproduced")
-    assert results[0]["verdict"] == "not reproduced" and "a toy figure" in results[0]["reason"]  # 0.9 is out of reach
+    assert results[0]["verdict"] == "not reproduced" and "a toy figure" in results[0]["cause"]  # 0.9 is out of reach
 
     table = (out / "RESULTS.md").read_text()
     assert (out / "fronts" / "gpp-toy.png").stat().st_size > 5000
     text = readme.read_text()
-    assert text.startswith("intro\n<!-- reproduce:begin -->\n| paper figure |") and text.endswith(
+    assert text.startswith("intro\n<!-- reproduce:begin -->\n| row |") and text.endswith(
         "<!-- reproduce:end -->\nrest\n"
     )
     assert "old" not in text
     assert "(out/fronts/gpp-toy.png)" in text and "[RESULTS.md](out/RESULTS.md)" in text  # relative to the README
+    assert "(out/RESULTS.md#gpp-toy)" in text and "a toy figure" not in text and "### gpp-toy" in table
 
     # --table: nothing runs; the same table comes back from the records alone
     shutil.rmtree(out)

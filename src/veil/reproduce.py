@@ -6,7 +6,11 @@ figures. Running the suite runs every entry as an ordinary Veil sweep, tagged wi
 mode; the results table is then built from those MLflow records alone (`--table` rebuilds it without running
 anything), so no number in it is ever typed in by hand. Verdicts compare Veil's mean over seeds at
 `preset: paper` with the paper's figure: within the row's tolerance it is reproduced, within 2.5x close,
-otherwise not reproduced, with the cause the row states after investigation (`why`)."""
+otherwise not reproduced. A match that says nothing about hiding is not counted as reproduced: "matches, but
+neither hides" when both sides leak what the row's unencoded data (its `reference` entry) leaks, and
+"accuracy matches, but AUC leaks" when an adversary accuracy sits at the majority rate (it cannot tell hiding
+from leaking) while the same probe's AUC is off chance by more than the tolerance. The cause the row states
+after investigation (`why`) is written once per row in RESULTS.md."""
 
 from __future__ import annotations
 
@@ -28,13 +32,32 @@ from veil.errors import ConfigError, UnknownNameError
 
 REPRO_TAG = "veil.reproduce"
 SUITE_KEYS = ("kind", "description", "experiment", "seeds", "quick", "rows")
-ROW_KEYS = ("id", "paper", "data", "substitute", "tolerance", "quick", "entries", "figures", "why", "estimate")
+ROW_KEYS = (
+    "id",
+    "paper",
+    "data",
+    "substitute",
+    "tolerance",
+    "seeds",
+    "reference",
+    "quick",
+    "entries",
+    "figures",
+    "why",
+    "estimate",
+)
 ENTRY_KEYS = ("spec", "presets", "with", "quick")
 FIGURE_KEYS = ("entry", "at", "metrics", "note")
 #: figures of a whole sweep rather than one of its trials
 SWEEP_FIGURES = ("chull_auc", "hypervolume")
 #: |Veil - paper| within tolerance: reproduced; within CLOSE x tolerance: close
 CLOSE = 2.5
+#: both sides of a match leak what the unencoded data leaks (the row's `reference` entry)
+NEITHER_HIDES = "matches, but neither hides"
+#: an adversary accuracy at the majority rate matches, but the same probe's AUC is off chance by > tolerance
+AUC_LEAKS = "accuracy matches, but AUC leaks"
+#: every verdict, in the order the counts list them
+VERDICTS = ("reproduced", NEITHER_HIDES, AUC_LEAKS, "close", "not reproduced", "not run")
 MODES = ("full", "quick")
 BEGIN, END = "<!-- reproduce:begin -->", "<!-- reproduce:end -->"
 
@@ -93,6 +116,10 @@ class Row:
     """the cause of the gaps found by investigation"""
     estimate: str = ""
     """full-mode time on 2 CPU cores"""
+    seeds: Any = None
+    """the row's full-mode seeds when they differ from the suite's (a count or a list, as a sweep spec's)"""
+    reference: str | None = None
+    """the entry whose release is the unencoded data: what leaking everything looks like on the row's data"""
 
 
 @dataclass(frozen=True)
@@ -224,6 +251,20 @@ def _row(raw: Any, suite_path: Path, where: str) -> Row:
     tol = d.get("tolerance", 0.02)
     if not isinstance(tol, (int, float)) or not tol > 0:
         raise ConfigError("tolerance", tol, "a number > 0", where)
+    reference = d.get("reference")
+    if reference is not None and (reference not in entries or any(f.entry == reference for f in figures)):
+        raise ConfigError(
+            "reference",
+            reference,
+            f"one of the row's entries {list(entries)} releasing the unencoded data (no figure of its own)",
+            where,
+        )
+    seeds = d.get("seeds")
+    if seeds is not None and not (
+        (isinstance(seeds, int) and not isinstance(seeds, bool) and seeds > 0)
+        or (isinstance(seeds, list) and seeds and all(isinstance(x, int) for x in seeds))
+    ):
+        raise ConfigError("seeds", seeds, "a count > 0 or a non-empty list of integer seeds", where)
     return Row(
         rid,
         str(d["paper"]),
@@ -235,15 +276,18 @@ def _row(raw: Any, suite_path: Path, where: str) -> Row:
         d.get("quick") or {},
         str(d.get("why") or ""),
         str(d.get("estimate") or ""),
+        seeds,
+        None if reference is None else str(reference),
     )
 
 
 def spec_mapping(suite: ReproSuite, row: Row, entry: Entry, preset: str, mode: str) -> dict[str, Any]:
-    """The sweep spec mapping one variant of an entry runs in `mode`: the file, the suite's seeds and
-    experiment, the entry's `with:` overrides, the preset, and in quick mode the suite's, the row's and the entry's
-    quick overrides."""
+    """The sweep spec mapping one variant of an entry runs in `mode`: the file, the suite's seeds (the row's when
+    it sets its own) and experiment, the entry's `with:` overrides, the preset, and in quick mode the suite's, the
+    row's and the entry's quick overrides."""
     data = yaml.safe_load(entry.spec.read_text()) or {}
-    data = merge(merge(data, entry.overrides), {"seeds": suite.seeds, "experiment": suite.experiment})
+    seeds = suite.seeds if row.seeds is None else row.seeds
+    data = merge(merge(data, entry.overrides), {"seeds": seeds, "experiment": suite.experiment})
     if preset:
         data = merge(data, {"params": {"preset": preset}})
     if mode == "quick":
@@ -269,6 +313,16 @@ def build_spec(suite: ReproSuite, row: Row, entry: Entry, preset: str, mode: str
 
 
 def _check_figures(suite: ReproSuite, row: Row) -> None:
+    if row.reference is not None:
+        entry = row.entries[row.reference]
+        spec = sweep_spec(suite, row, entry, entry.presets[0], "full")
+        if any(sp.type != "categorical" or len(sp.values) != 1 for sp in spec.space):
+            raise ConfigError(
+                "reference",
+                row.reference,
+                "an entry whose sweep has one grid point (every searched key one categorical value)",
+                f"{suite.path}: row {row.id}",
+            )
     for j, f in enumerate(row.figures):
         entry = row.entries[f.entry]
         spec = sweep_spec(suite, row, entry, entry.presets[0], "full")
@@ -445,7 +499,7 @@ def latest_records(uri: str, suite: ReproSuite, mode: str) -> dict[tuple[str, st
             run = by_id[row["run_id"]]
             if run.info.status != "FINISHED":
                 continue
-            kept_metrics = {k: v for k, v in run.data.metrics.items() if k in wanted}
+            kept_metrics = {k: v for k, v in run.data.metrics.items() if k in wanted or k.startswith(LABEL_METRICS)}
             trials.append({**{sp.key: row[sp.key] for sp in spec.space}, **kept_metrics})
         sweep_metrics = {k: v for k, v in r.data.metrics.items() if k in SWEEP_FIGURES}
         out[key] = Measured(ref.name, r.info.run_id, trials, sweep_metrics, len(spec.seeds), uri, r.info.start_time)
@@ -454,6 +508,13 @@ def latest_records(uri: str, suite: ReproSuite, mode: str) -> dict[tuple[str, st
 
 RECORDS_FILE = "records.json"
 """Each variant's latest recorded sweep, saved next to the table so a build on another store keeps it."""
+
+
+#: per-label metrics every record keeps (with their std/), whatever the figures name: the verdicts read the
+#: majority rate, AUC and privacy gap behind an adversary accuracy
+LABEL_METRICS = tuple(
+    p + m for p in ("", "std/") for m in ("majority/", "adversary_acc/", "adversary_auc/", "privacy_gap/")
+)
 
 
 def read_metrics(suite: ReproSuite) -> set[str]:
@@ -526,10 +587,99 @@ class Line:
     at_default: dict[str, Cell] | None
     verdict: str
     reason: str
+    targets: dict[str, Cell | float] = field(default_factory=dict)
+    """metric -> the paper's number, or the other entry's recorded figure for a relative claim"""
 
 
-def verdict(row: Row, measured: Mapping[str, Cell], targets: Mapping[str, Cell | float]) -> tuple[str, str]:
-    """reproduced / close / not reproduced / not run, and the largest gap behind it."""
+def _is_leakage(metric: str) -> bool:
+    """Whether `metric` measures what the adversary reads (accuracy, AUC, privacy gap, log-loss; worst case or
+    per label)."""
+    return metric.startswith(("adversary_", "privacy_gap"))
+
+
+def _num(cell: Cell | float | None) -> float | None:
+    value = cell.mean if isinstance(cell, Cell) else cell
+    return None if value is None or not math.isfinite(float(value)) else float(value)
+
+
+def _neither_hides(
+    row: Row,
+    measured: Mapping[str, Cell],
+    targets: Mapping[str, Cell | float],
+    reference: Mapping[str, Cell],
+    other: str,
+) -> str | None:
+    """When every leakage figure of both sides (Veil's and the paper's or the other entry's) is within the row's
+    tolerance of what the reference entry (the unencoded data) leaks, the reason the match is vacuous."""
+    leak = [m for m in targets if _is_leakage(m)]
+    if not leak:
+        return None
+    parts = []
+    for m in leak:
+        got, want, ref = _num(measured[m]), _num(targets[m]), _num(reference.get(m))
+        if got is None or want is None or ref is None:
+            return None
+        if abs(got - ref) > row.tolerance or abs(want - ref) > row.tolerance:
+            return None
+        parts.append(f"{m} {got:.3f} here, {want:.3f} {other}, {ref:.3f} on the unencoded data ({row.reference})")
+    return "neither side hides: " + "; ".join(parts) + f", all within {row.tolerance:g}"
+
+
+def _accuracy_at_majority(row: Row, measured: Mapping[str, Cell], trial: Mapping[str, Any]) -> str | None:
+    """When an adversary accuracy of the figure sits within the row's tolerance of the majority rate (an accuracy
+    that cannot tell hiding from leaking) while the same probe's privacy gap |AUC - 0.5| exceeds the tolerance,
+    the reason the accuracy's match does not show hiding."""
+    for m, cell in measured.items():
+        if not (m == "adversary_acc" or m.startswith("adversary_acc/")):
+            continue
+        acc = _num(cell)
+        if acc is None:
+            continue
+        if m == "adversary_acc":  # the worst case over sensitive labels: every label's probe at its majority rate
+            labels = sorted(k.split("/", 1)[1] for k in trial if k.startswith("privacy_gap/"))
+            accs = {x: trial.get(f"adversary_acc/{x}", acc if len(labels) == 1 else None) for x in labels}
+            gap_m, auc_m = "privacy_gap", "adversary_auc"
+        else:
+            labels = [m.split("/", 1)[1]]
+            accs = {labels[0]: acc}
+            gap_m, auc_m = f"privacy_gap/{labels[0]}", f"adversary_auc/{labels[0]}"
+        majority = {x: _num(trial.get(f"majority/{x}")) for x in labels}
+        known = {x: (_num(accs[x]), majority[x]) for x in labels}
+        pairs = [(a, b) for a, b in known.values() if a is not None and b is not None]
+        if not labels or len(pairs) < len(labels):
+            continue  # the majority rate was not recorded (records older than this rule)
+        if any(abs(a - b) > row.tolerance for a, b in pairs):
+            continue
+        gap, auc = trial.get(gap_m), trial.get(auc_m)
+        if gap is None or not float(gap) > row.tolerance:
+            continue
+        rates = ", ".join(f"{b:.3f}" for _, b in pairs)
+        return (
+            f"{m} {acc:.3f} is the majority rate ({rates}), which cannot tell hiding from leaking; the same probe's "
+            + (f"AUC {float(auc):.3f} leaks" if auc is not None else "AUC leaks")
+            + f" (privacy gap {float(gap):.3f} > {row.tolerance:g})"
+        )
+    return None
+
+
+def verdict(
+    row: Row,
+    measured: Mapping[str, Cell],
+    targets: Mapping[str, Cell | float],
+    *,
+    trial: Mapping[str, Any] | None = None,
+    reference: Mapping[str, Cell] | None = None,
+    other: str = "in the paper",
+) -> tuple[str, str]:
+    """The figure's verdict and the reason behind it.
+
+    By the largest gap between Veil's means and the targets (the paper's numbers or another entry's figures):
+    reproduced (within the row's tolerance), close (within CLOSE times it), not reproduced, or not run. A match
+    that says nothing about hiding is not reproduced: NEITHER_HIDES when both sides' leakage figures are within
+    tolerance of `reference` (the unencoded data's, on the same metrics; `other` names the other side), AUC_LEAKS
+    when an adversary accuracy is at the majority rate while the same probe's privacy gap exceeds the tolerance
+    (`trial`: the recorded trial's metrics, with majority/, privacy_gap/ and adversary_auc/ per label). For a
+    close or not reproduced figure those findings are added to the reason."""
     gaps = {}
     for m, target in targets.items():
         got = measured[m].mean
@@ -540,11 +690,19 @@ def verdict(row: Row, measured: Mapping[str, Cell], targets: Mapping[str, Cell |
     worst = max(gaps, key=lambda k: gaps[k])
     gap = gaps[worst]
     said = f"largest gap {worst} {gap:.3f} (tolerance {row.tolerance:g})"
-    if gap <= row.tolerance:
-        return "reproduced", said
-    if gap <= CLOSE * row.tolerance:
-        return "close", said
-    return "not reproduced", said + (f"; {row.why}" if row.why else "; cause not investigated yet")
+    base = "reproduced" if gap <= row.tolerance else "close" if gap <= CLOSE * row.tolerance else "not reproduced"
+    vacuous = _neither_hides(row, measured, targets, reference, other) if reference else None
+    leaks = _accuracy_at_majority(row, measured, trial or {})
+    if base == "reproduced" and vacuous:
+        return NEITHER_HIDES, f"{said}; {vacuous}"
+    if base == "reproduced" and leaks:
+        return AUC_LEAKS, f"{said}; {leaks}"
+    return base, "; ".join([said, *(x for x in (vacuous, leaks) if x)])
+
+
+def _main_preset(entry: Entry) -> str:
+    """The variant a verdict reads: preset paper when the entry runs it, else the spec as written."""
+    return "paper" if "paper" in entry.presets else entry.presets[0] or "spec"
 
 
 def build_lines(suite: ReproSuite, records: Mapping[tuple[str, str, str], Measured]) -> list[Line]:
@@ -553,25 +711,32 @@ def build_lines(suite: ReproSuite, records: Mapping[tuple[str, str, str], Measur
     for row in suite.rows:
         for f in row.figures:
             entry = row.entries[f.entry]
-            main = "paper" if "paper" in entry.presets else entry.presets[0] or "spec"
-            rec = records.get((row.id, f.entry, main))
+            rec = records.get((row.id, f.entry, _main_preset(entry)))
             rec_default = records.get((row.id, f.entry, "default")) if "default" in entry.presets else None
             at_paper = {m: measure(rec, f.at, m) for m in f.metrics}
             at_default = {m: measure(rec_default, f.at, m) for m in f.metrics} if "default" in entry.presets else None
             paper: dict[str, str] = {}
             targets: dict[str, Cell | float] = {}
+            others = set()
             for m, value in f.metrics.items():
                 if isinstance(value, Mapping):
                     other = row.entries[value["same_as"]]
-                    opre = "paper" if "paper" in other.presets else other.presets[0] or "spec"
-                    ref = measure(records.get((row.id, other.label, opre)), value.get("at") or {}, m)
+                    ref = measure(records.get((row.id, other.label, _main_preset(other))), value.get("at") or {}, m)
                     paper[m] = f"= {other.label}" + (f" (Veil {ref.text()})" if ref.mean is not None else "")
                     targets[m] = ref
+                    others.add(other.label)
                 else:
                     paper[m] = f"{float(value):g}"
                     targets[m] = float(value)
-            said, why = verdict(row, at_paper, targets)
-            lines.append(Line(row, f, paper, at_paper, at_default, said, why))
+            reference = None
+            if row.reference is not None:
+                ref_entry = row.entries[row.reference]
+                ref_rec = records.get((row.id, ref_entry.label, _main_preset(ref_entry)))
+                reference = {m: measure(ref_rec, {}, m) for m in f.metrics}
+            side = f"in {' and '.join(sorted(others))}" if others else "in the paper"
+            trial = (rec.point(f.at) if rec is not None else None) or {}
+            said, why = verdict(row, at_paper, targets, trial=trial, reference=reference, other=side)
+            lines.append(Line(row, f, paper, at_paper, at_default, said, why, targets))
     return lines
 
 
@@ -599,36 +764,101 @@ def command(suite: ReproSuite, mode: str, row: str | None = None) -> str:
     return f"veil nightly --suite {rel}" + (" --quick" if mode == "quick" else "") + (f" --only {row}" if row else "")
 
 
-def format_table(suite: ReproSuite, lines: Sequence[Line], mode: str) -> str:
-    """The results table as Markdown: paper figure | Veil at preset: paper | Veil at defaults | data | command | verdict.
-    A row's paper, data and command are written on its first line only ('〃' below them)."""
-    out = [
-        "| paper figure | Veil at `preset: paper` | Veil at its defaults | data used | command | verdict |",
-        "|---|---|---|---|---|---|",
-    ]
-    previous = ""
+def counts_line(lines: Sequence[Line]) -> str:
+    """'N figures: n1 verdict1; n2 verdict2; ...' over every verdict that occurs."""
+    counts = {v: sum(ln.verdict == v for ln in lines) for v in VERDICTS}
+    summary = "; ".join(f"{n} {v}" for v, n in counts.items() if n)
+    return f"{len(lines)} figures: {summary}. Values are means ± std over seeds."
+
+
+def _span(values: Sequence[float | None], fmt: str) -> str:
+    """'a' or 'lo–hi' over the known values (as formatted), '—' when none is known."""
+    known = sorted({format(v, fmt) for v in values if v is not None and math.isfinite(v)}, key=float)
+    return "—" if not known else known[0] if len(known) == 1 else f"{known[0]}–{known[-1]}"
+
+
+def _row_figures(lines: Sequence[Line]) -> str:
+    """A row's figures on one line: per entry (and its number of grid points), each metric's Veil value at
+    `preset: paper` (a range over the entry's figures) with the paper's in brackets, or the other entry's for a
+    relative claim."""
+    by_entry: dict[str, list[Line]] = {}
     for ln in lines:
-        first = ln.row.id != previous
-        previous = ln.row.id
-        head = f"**{ln.row.id}**: {ln.row.paper}<br>" if first else ""
-        paper = f"{head}{_figure_label(ln.figure)}: " + ", ".join(f"{m} {v}" for m, v in ln.paper.items())
+        by_entry.setdefault(ln.figure.entry, []).append(ln)
+    parts = []
+    for entry, group in by_entry.items():
+        metrics = list(dict.fromkeys(m for ln in group for m in ln.figure.metrics))
+        cells = []
+        for m in metrics:
+            got = _span([ln.at_paper[m].mean for ln in group if m in ln.at_paper], ".3f")
+            numbers = [t for ln in group for t in [ln.targets.get(m)] if isinstance(t, (int, float))]
+            relative_to = sorted(
+                {
+                    str(ln.figure.metrics[m]["same_as"])
+                    for ln in group
+                    if m not in numbers and isinstance(ln.figure.metrics.get(m), Mapping)
+                }
+            )
+            if numbers:
+                want = f"paper {_span(numbers, 'g')}"
+            else:
+                refs = [_num(t) for ln in group for t in [ln.targets.get(m)] if isinstance(t, Cell)]
+                want = f"{' / '.join(relative_to)} {_span(refs, '.3f')}"
+            cells.append(f"{m} {got} ({want})")
+        label = entry if len(group) == 1 else f"{entry} ({len(group)} points)"
+        if len(group) == 1 and group[0].figure.at:
+            label = _figure_label(group[0].figure)
+        parts.append(f"{label}: " + ", ".join(cells))
+    return "; ".join(parts)
+
+
+def _row_verdicts(lines: Sequence[Line]) -> str:
+    counts = {v: sum(ln.verdict == v for ln in lines) for v in VERDICTS}
+    if len(lines) == 1:
+        return f"**{lines[0].verdict}**"
+    return ", ".join(f"**{v}** ({n})" for v, n in counts.items() if n)
+
+
+def format_summary(suite: ReproSuite, lines: Sequence[Line], section: Any, front: Any) -> str:
+    """One line per row: its id and paper figure, Veil's figures at `preset: paper` with the paper's, the verdicts,
+    and links to the row's section (`section(row_id)`) and front (`front(row_id)`, None when none was drawn);
+    then the counts line. No causes: they are in each row's section of RESULTS.md."""
+    out = [
+        "| row | paper | Veil at `preset: paper` (paper) | verdict | details |",
+        "|---|---|---|---|---|",
+    ]
+    for row in suite.rows:
+        mine = [ln for ln in lines if ln.row.id == row.id]
+        if not mine:
+            continue
+        links = [f"[table and cause]({section(row.id)})"]
+        png = front(row.id)
+        if png:
+            links.append(f"[front]({png})")
+        out.append(
+            f"| **{row.id}** | {row.paper} | {_row_figures(mine)} | {_row_verdicts(mine)} | {' · '.join(links)} |"
+        )
+    return "\n".join(out) + f"\n\n{counts_line(lines)}\n"
+
+
+def format_row_table(lines: Sequence[Line]) -> str:
+    """One row's figures in full: paper figure | Veil at preset: paper | Veil at its defaults | verdict and reason."""
+    out = [
+        "| paper figure | Veil at `preset: paper` | Veil at its defaults | verdict |",
+        "|---|---|---|---|",
+    ]
+    for ln in lines:
+        paper = f"{_figure_label(ln.figure)}: " + ", ".join(f"{m} {v}" for m, v in ln.paper.items())
         if ln.figure.note:
             paper += f"<br>*{ln.figure.note}*"
-        data = (ln.row.data + (" (**substitute**: see below)" if ln.row.substitute else "")) if first else "〃"
-        cmd = f"`{command(suite, mode, ln.row.id)}`" if first else "〃"
-        out.append(
-            f"| {paper} | {_cells(ln.at_paper)} | {_cells(ln.at_default)} | {data} | {cmd} | "
-            f"**{ln.verdict}**: {ln.reason} |"
-        )
-    counts = {v: sum(ln.verdict == v for ln in lines) for v in ("reproduced", "close", "not reproduced", "not run")}
-    summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
-    return "\n".join(out) + f"\n\n{len(lines)} figures: {summary}. Values are means ± std over seeds.\n"
+        out.append(f"| {paper} | {_cells(ln.at_paper)} | {_cells(ln.at_default)} | **{ln.verdict}**: {ln.reason} |")
+    return "\n".join(out) + "\n"
 
 
-def format_details(rows: Sequence[Row]) -> str:
-    """Per row: the paper, the data, the substitute and why, the entries' specs, the time estimate and the cause."""
+def format_rows(suite: ReproSuite, lines: Sequence[Line], mode: str, fronts: Mapping[str, Path]) -> str:
+    """Per row (a `### <id>` section): the paper, the data, the substitute and why, the entries' specs, the
+    tolerance, the time, the command, the front, every figure with its verdict, and the cause of the gaps."""
     out = []
-    for r in rows:
+    for r in suite.rows:
         out.append(f"### {r.id}\n\n- paper: {r.paper}\n- data: {r.data}")
         if r.substitute:
             out.append(f"- substitute: {r.substitute}")
@@ -636,12 +866,19 @@ def format_details(rows: Sequence[Row]) -> str:
             f"{e.label} `{e.spec.name}`"
             + (f" with `{json.dumps(e.overrides, sort_keys=True)}`" if e.overrides else "")
             + (f" ({' and '.join(e.presets)})" if e.presets != ("",) else "")
+            + (" (the unencoded data: the reference of every leakage figure)" if e.label == r.reference else "")
             for e in r.entries.values()
         )
         out.append(f"- entries: {specs}\n- tolerance: {r.tolerance:g}")
+        if r.seeds is not None:
+            out.append(f"- seeds: {r.seeds} (the suite's: {suite.seeds})")
         if r.estimate:
             out.append(f"- full-mode time: {r.estimate}")
-        out.append(f"- cause of the gaps: {r.why or 'not investigated yet'}\n")
+        out.append(f"- command: `{command(suite, mode, r.id)}`")
+        if r.id in fronts:
+            out.append(f"- front: [fronts/{fronts[r.id].name}](fronts/{fronts[r.id].name})")
+        out.append("\n" + format_row_table([ln for ln in lines if ln.row.id == r.id]))
+        out.append(f"**Cause of the gaps**: {r.why or 'not investigated yet'}\n")
     return "\n".join(out)
 
 
@@ -711,7 +948,8 @@ def fronts_png(
 def write_results(suite: ReproSuite, uri: str, mode: str, out_dir: Path) -> tuple[str, list[Line], dict[str, Path]]:
     """Build the table and the fronts into `out_dir` (RESULTS.md, results.json, records.json, fronts/) from the
     MLflow records at `uri` and those saved in `out_dir`'s records.json by an earlier build (another store, an
-    earlier machine): per variant, the sweep that started last."""
+    earlier machine): per variant, the sweep that started last. Returns the one-line-per-row summary (links
+    relative to `out_dir`), the lines and the fronts."""
     out_dir.mkdir(parents=True, exist_ok=True)
     known = {(r.id, e.label, p or "spec") for r, e, p in variants(suite)}
     saved = out_dir / RECORDS_FILE
@@ -723,8 +961,9 @@ def write_results(suite: ReproSuite, uri: str, mode: str, out_dir: Path) -> tupl
         png = fronts_png(suite, row, records, out_dir / "fronts" / f"{row.id}.png")
         if png is not None:
             pngs[row.id] = png
-    table = format_table(suite, lines, mode)
-    fronts = "\n".join(f"- [{rid}](fronts/{p.name})" for rid, p in pngs.items())
+    summary = format_summary(
+        suite, lines, lambda rid: f"#{rid}", lambda rid: f"fronts/{pngs[rid].name}" if rid in pngs else None
+    )
     sources = "\n".join(
         f"- {r}/{e}/{p}: sweep `{m.sweep}` (MLflow run {m.run_id} at `{m.source}`, started "
         f"{time.strftime('%Y-%m-%d', time.gmtime(m.started / 1000))}, {m.seeds} seed(s))"
@@ -733,8 +972,8 @@ def write_results(suite: ReproSuite, uri: str, mode: str, out_dir: Path) -> tupl
     text = (
         f"# Paper reproductions ({mode} mode)\n\nGenerated by `{command(suite, mode)} --table` from MLflow records: "
         f"those at `{uri}` and those an earlier build saved in {RECORDS_FILE} (each variant's latest sweep; where "
-        f"each was read from is listed below); never edited by hand.\n\n{table}\n## Fronts\n\n{fronts or '(none recorded)'}\n\n"
-        f"## Rows\n\n{format_details(suite.rows)}\n"
+        f"each was read from is listed below); never edited by hand.\n\n{summary}\n"
+        f"## Rows\n\n{format_rows(suite, lines, mode, pngs)}\n"
         f"## Records behind the table\n\n{sources or '(none)'}\n"
     )
     (out_dir / "RESULTS.md").write_text(text)
@@ -749,29 +988,40 @@ def write_results(suite: ReproSuite, uri: str, mode: str, out_dir: Path) -> tupl
             "veil_default": None if ln.at_default is None else {m: [c.mean, c.std] for m, c in ln.at_default.items()},
             "verdict": ln.verdict,
             "reason": ln.reason,
+            "cause": ln.row.why,
         }
         for ln in lines
     ]
     (out_dir / "results.json").write_text(json.dumps(as_json, indent=1, default=str))
-    return table, lines, pngs
+    return summary, lines, pngs
 
 
-def update_readme(readme: Path, table: str, results: Path, fronts: Mapping[str, Path]) -> None:
-    """Replace the block between the reproduce markers of `readme` with `table`, a link to each row's front
-    and one to RESULTS.md (links relative to the README)."""
+def update_readme(
+    readme: Path, suite: ReproSuite, lines: Sequence[Line], results: Path, fronts: Mapping[str, Path]
+) -> None:
+    """Replace the block between the reproduce markers of `readme` with one line per row (its figures, verdicts
+    and links to its section of RESULTS.md and its front), the counts and a link to RESULTS.md (links relative to
+    the README). The causes stay in RESULTS.md."""
     text = readme.read_text()
     if BEGIN not in text or END not in text:
         raise ConfigError("--readme", str(readme), f"a file with the markers {BEGIN} ... {END}")
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
 
-    def link(path: Path, label: str) -> str:
-        return f"[{label}]({relative(path, readme.parent) or path.resolve()})"
+    def href(path: Path) -> str:
+        return relative(path, readme.parent) or str(path.resolve())
 
-    plots = ", ".join(link(png, row) for row, png in fronts.items())
-    lines = [f"Fronts (utility against leakage per row, the paper's points as stars): {plots}."] if plots else []
-    lines.append(f"The records behind each figure: {link(results, results.name)}.")
-    readme.write_text(f"{head}{BEGIN}\n{table}\n" + "\n".join(lines) + f"\n{END}{tail}")
+    summary = format_summary(
+        suite,
+        lines,
+        lambda rid: f"{href(results)}#{rid}",
+        lambda rid: href(fronts[rid]) if rid in fronts else None,
+    )
+    more = (
+        f"Each row's figures in full, their verdicts, the cause of every gap and the MLflow records behind them: "
+        f"[{results.name}]({href(results)})."
+    )
+    readme.write_text(f"{head}{BEGIN}\n{summary}\n{more}\n{END}{tail}")
 
 
 def cmd_reproduce(args: Any) -> int:
@@ -793,7 +1043,7 @@ def cmd_reproduce(args: Any) -> int:
     out_dir = (
         Path(args.out) if args.out else (suite.path.parent if mode == "full" else Path(".veil") / "reproduce-quick")
     )
-    table, lines, pngs = write_results(suite, uri, mode, out_dir)
+    summary, lines, pngs = write_results(suite, uri, mode, out_dir)
     parent = TrackedRun.start(
         uri,
         suite.experiment,
@@ -805,14 +1055,14 @@ def cmd_reproduce(args: Any) -> int:
     parent.log_file(out_dir / RECORDS_FILE, "reproduce")
     for png in pngs.values():
         parent.log_file(png, "reproduce/fronts")
-    counts = {v: sum(ln.verdict == v for ln in lines) for v in ("reproduced", "close", "not reproduced", "not run")}
-    parent.log_metrics({f"figures_{k.replace(' ', '_')}": float(v) for k, v in counts.items()})
+    counts = {v: sum(ln.verdict == v for ln in lines) for v in VERDICTS}
+    parent.log_metrics({"figures_" + re.sub(r"[^a-z]+", "_", k).strip("_"): float(v) for k, v in counts.items()})
     if errors:
         parent.set_tags({"veil.reproduce.errors": len(errors)})
     parent.finish()
     if args.readme:
-        update_readme(Path(args.readme), table, out_dir / "RESULTS.md", pngs)
-    print(table)
+        update_readme(Path(args.readme), suite, lines, out_dir / "RESULTS.md", pngs)
+    print(summary)
     print(f"table: {out_dir / 'RESULTS.md'}; MLflow run {parent.run_id} at {uri}")
     for e in errors:
         print(f"failed: {e}", file=sys.stderr)
