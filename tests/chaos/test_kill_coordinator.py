@@ -12,6 +12,7 @@ import os
 import signal
 import time
 
+import numpy as np
 import pytest
 import torch
 from mlflow.tracking import MlflowClient
@@ -103,7 +104,7 @@ def test_coordinator_dying_mid_round_replays_the_round_exactly(ray_local, tmp_pa
     """The coordinator dies inside round 2 with the nodes' uploads in hand: restored from round 1's checkpoint
     (D-GPP's server keeps an optimizer: it is part of the checkpoint) it asks round 2 again, the nodes replay
     the answers they already computed instead of training twice, and the result equals an undisturbed run's
-    exactly (same bytes on the wire, same global and node states)."""
+    exactly (same bytes on the wire, the same psi, the same release of every client's own rows)."""
     from veil.datasets import load_dataset
     from veil.methods import create_method
     from veil.methods.federated.simulation import FederationOptions, run_in_process
@@ -126,3 +127,7 @@ def test_coordinator_dying_mid_round_replays_the_round_exactly(ray_local, tmp_pa
     assert [r.bytes_down for r in out.records] == [r.bytes_down for r in calm.records]
     for (name, got), want in zip(m.state().items(), calm_m.state().values()):
         assert torch.equal(got, want), name
+    # the clients' encoders stayed home; what they released of their own rows is the undisturbed run's
+    assert m.released is not None and calm_m.released is not None
+    np.testing.assert_array_equal(m.released.z("train"), calm_m.released.z("train"))
+    assert out.release_up == calm.release_up

@@ -1,13 +1,17 @@
 """One conformance test over every registered method: fit, encode, audit, state round-trip, and the released
-z has the release's width and carries the utility label."""
+z has the release's width and carries the utility label. A federated method whose clients keep their encoders
+(d-gpp) is released by its clients, each of its own rows, and refuses to encode anywhere else."""
 
 import numpy as np
 import pytest
+import torch
 
 from veil.audit import AuditConfig, audit
 from veil.datasets import load_dataset
 from veil.methods import METHODS, create_method
 from veil.methods.base import MethodConfig
+from veil.methods.federated.core import EncodersStayHome, FederatedRoles
+from veil.methods.federated.simulation import run_in_process
 
 SMALL = {"d_z": 3, "batch_size": 32, "seed": 0, "release_seed": 0}  # reproducible releases: the round trip compares z
 # Every hyperparameter is given, so a change of defaults does not move the utility asserted below. Methods
@@ -114,17 +118,32 @@ def test_method_conformance(name, data):
     assert name in CONFIGS, f"add {name}'s hyperparameters and its measured utility to CONFIGS"
     values = {**SMALL, **CONFIGS[name]}
     m = create_method(name, values, data.task())
-    history = m.fit(data.train)
+    if isinstance(m, FederatedRoles) and m.private_encoders():
+        # the clients keep their encoders (d-gpp): the release is theirs, each of its own train and test rows
+        out = run_in_process(m, data.train, dataset=data)
+        history = out.history
+        assert m.released is not None
+        z_train, z_test = m.released.z("train"), m.released.z("test")
+        again = create_method(name, values, data.task())
+        again.load_state(m.state())  # what the aggregator has (psi), round-tripped; it cannot encode
+        assert again.state().keys() == m.state().keys() and all(
+            torch.equal(again.state()[k], v) for k, v in m.state().items()
+        )
+        for model in (m, again):
+            with pytest.raises(EncodersStayHome):
+                model.encode(data.test.x)
+    else:
+        history = m.fit(data.train)
+        z_train, z_test = m.encode(data.train.x), m.encode(data.test.x)
+        again = create_method(name, values, data.task())
+        again.load_state(m.state())
+        np.testing.assert_allclose(again.encode(data.train.x), z_train, atol=1e-6)  # first release of each
     assert isinstance(history, list)
     if m.iterative:
         assert len(history) == values["epochs"] and all(np.isfinite(v) for row in history for v in row.values())
-    z_train, z_test = m.encode(data.train.x), m.encode(data.test.x)
     width = data.d_in if cls.releases_input_format else values["d_z"]
     assert z_train.shape == (len(data.train), width) and z_test.shape == (len(data.test), width)
     assert np.isfinite(z_test).all()
-    again = create_method(name, values, data.task())
-    again.load_state(m.state())
-    np.testing.assert_allclose(again.encode(data.train.x), z_train, atol=1e-6)  # first release of each
     metrics = audit(z_train, data.train, z_test, data.test, data.num_classes, PROBE).metrics()
     assert metrics["utility_auc"] == metrics["utility_auc/ally"] >= UTILITY_AUC_FLOOR, metrics
     adversaries = [metrics[f"adversary_auc/adversary_{j}"] for j in (1, 2)]

@@ -1,35 +1,60 @@
-"""Audits of a federated release: the global audit with every row released as its owner releases it, one
-audit per node on its own train/test rows with its own objective's labels, and the cheap live audit run
-every few rounds."""
+"""Audits of a federated release: the global audit of every row as its owner releases it, one audit per
+node on its own train/test rows with its own objective's labels, and the cheap live audit run every few
+rounds. For a method that shares its encoder (D-EIGAN, LDP-FedAvg) the driver releases z with the global
+model (`encode`); for one whose clients keep their encoders (D-GPP) the audit has exactly what the clients
+released of their own rows (`FederatedRoles.released`, received by the coordinator and counted) and trains
+its fresh probes on that union. The labels come from the evaluation harness's dataset: the audit is the
+platform's measurement, not a party to the protocol."""
 
 from __future__ import annotations
 
 import csv
 import io
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from veil.audit.probes import AuditConfig, AuditReport, audit, audit_many
 from veil.datasets.base import Dataset, Split
-from veil.methods.federated.core import Objective
+from veil.methods.federated.core import FederationError, Objective, Release
 from veil.methods.federated.method import FederatedMethod
 from veil.methods.federated.simulation import FederationPlan
 
 
-def release(method: FederatedMethod, x: np.ndarray, parts: Sequence[np.ndarray] | None) -> np.ndarray:
-    """z for rows `x`: the global release, or (private per-node encoders) each node's rows by its own encoder."""
-    if not method.needs_node_states() or parts is None:
-        return method.encode(x)  # type: ignore[attr-defined]
-    z = None
-    for k, rows in enumerate(parts):
-        if len(rows) == 0:
+def received_release(method: FederatedMethod) -> Release:
+    """The clients' release of their own rows, as the coordinator received it (private-encoder methods)."""
+    if method.released is None:
+        raise FederationError(f"{method.name}: the clients' release was never received (the federation did not finish)")
+    return method.released
+
+
+def check_owners(release: Release, plan: FederationPlan) -> list[str]:
+    """Every node released exactly its own rows of each split (checked), or nothing at all (said, in the
+    returned warnings: its host is gone, so its rows are not in the audit)."""
+    owned = {"train": plan.parts, "test": plan.test_parts}
+    notes = []
+    for split, parts in owned.items():
+        if parts is None:
             continue
-        zk = method.encode_node(x[rows], k)
-        if z is None:
-            z = np.zeros((len(x), zk.shape[1]), np.float32)
-        z[rows] = zk
-    return z if z is not None else method.encode(x)  # type: ignore[attr-defined]
+        got = release.parts.get(split, {})
+        for k, own in enumerate(parts):
+            if k not in got:
+                if len(own):
+                    notes.append(
+                        f"node {k} released none of its {len(own)} {split} rows (its host was gone at the end): "
+                        "they are not in the audit"
+                    )
+                continue
+            if not np.array_equal(np.sort(got[k][0]), np.sort(np.asarray(own))):
+                raise FederationError(f"node {k}'s {split} release does not cover exactly its own rows")
+    return notes
+
+
+def _spread(n: int, rows: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """z of `rows` laid out over all n rows of a split (NaN where nothing was released)."""
+    out = np.full((n, z.shape[1]), np.nan, np.float32)
+    out[rows] = z
+    return out
 
 
 def role_split(split: Split, obj: Objective) -> Split:
@@ -37,36 +62,33 @@ def role_split(split: Split, obj: Objective) -> Split:
     return Split(split.x, {u: labels[u] for u in obj.utility}, {s: labels[s] for s in obj.sensitive})
 
 
-def live_auditor(plan: FederationPlan, ds: Dataset) -> Callable[[FederatedMethod], dict[str, float]]:
-    """A cheap audit of the current release on at most `live_rows` rows (small probes, few epochs)."""
-    rng = np.random.default_rng(plan.seed)
-    tr = np.sort(rng.permutation(len(ds.train))[: plan.options.live_rows])
-    te = np.sort(rng.permutation(len(ds.test))[: plan.options.live_rows])
-    cfg = AuditConfig(hidden=(32,), epochs=plan.options.live_probe_epochs, seed=plan.seed)
-    owner_tr = _owner(len(ds.train), plan.parts)
-    owner_te = _owner(len(ds.test), plan.test_parts) if plan.test_parts is not None else None
+class LiveAuditor:
+    """A cheap audit of the current release on at most `live_rows` rows of each split (small probes, few
+    epochs). `rows` are those rows' ids: a private-encoder method's clients are asked to release just those."""
 
-    def run(method: FederatedMethod) -> dict[str, float]:
-        sub_parts_tr = _sub_parts(owner_tr, tr, len(plan.parts))
-        sub_parts_te = _sub_parts(owner_te, te, len(plan.parts)) if owner_te is not None else None
-        z_tr = release(method, ds.train.x[tr], sub_parts_tr)
-        z_te = release(method, ds.test.x[te], sub_parts_te)
-        m = audit(z_tr, ds.train.take(tr), z_te, ds.test.take(te), ds.num_classes, cfg).metrics()
+    def __init__(self, plan: FederationPlan, ds: Dataset) -> None:
+        rng = np.random.default_rng(plan.seed)
+        self.ds = ds
+        tr = np.sort(rng.permutation(len(ds.train))[: plan.options.live_rows])
+        te = np.sort(rng.permutation(len(ds.test))[: plan.options.live_rows])
+        self.rows: dict[str, np.ndarray] = {"train": tr, "test": te}
+        self.cfg = AuditConfig(hidden=(32,), epochs=plan.options.live_probe_epochs, seed=plan.seed)
+
+    def __call__(self, method: FederatedMethod) -> dict[str, float]:
+        ds, tr, te = self.ds, self.rows["train"], self.rows["test"]
+        if method.private_encoders():
+            rel = received_release(method)
+            tr, te = np.intersect1d(tr, rel.rows("train")), np.intersect1d(te, rel.rows("test"))
+            z_tr, z_te = rel.z("train", tr), rel.z("test", te)
+        else:
+            z_tr, z_te = method.encode(ds.train.x[tr]), method.encode(ds.test.x[te])  # type: ignore[attr-defined]
+        m = audit(z_tr, ds.train.take(tr), z_te, ds.test.take(te), ds.num_classes, self.cfg).metrics()
         return {k: m[k] for k in ("utility_acc", "utility_auc", "adversary_acc", "adversary_auc") if k in m}
 
-    return run
 
-
-def _owner(n: int, parts: Sequence[np.ndarray]) -> np.ndarray:
-    owner = np.full(n, -1, dtype=np.int64)
-    for k, rows in enumerate(parts):
-        owner[rows] = k
-    return owner
-
-
-def _sub_parts(owner: np.ndarray, rows: np.ndarray, k: int) -> list[np.ndarray]:
-    o = owner[rows]
-    return [np.flatnonzero(o == i) for i in range(k)]
+def live_auditor(plan: FederationPlan, ds: Dataset) -> LiveAuditor:
+    """The live audit of `plan`'s federation on `ds` (`fed.audit_every`)."""
+    return LiveAuditor(plan, ds)
 
 
 PER_NODE_COLUMNS = (
@@ -87,19 +109,41 @@ def audit_final(
     plan: FederationPlan, ds: Dataset, method: FederatedMethod, cfg: AuditConfig
 ) -> tuple[AuditReport, list[dict[str, Any]], np.ndarray, np.ndarray]:
     """The global audit (every row, released as its owner releases it) and one audit per node on its own
-    train/test rows with its own objective's labels."""
-    z_train = release(method, ds.train.x, plan.parts)
-    z_test = release(method, ds.test.x, plan.test_parts)
-    report = audit(z_train, ds.train, z_test, ds.test, ds.num_classes, cfg)
-    rows = per_node_audit(plan, ds, z_train, z_test, cfg) if plan.options.per_node_audit else []
-    return report, rows, z_train, z_test
+    train/test rows with its own objective's labels. For private-encoder methods the rows are the clients'
+    release (each node's own rows, checked); a node that released nothing is said in the report's warnings,
+    its rows are left out and its per-node row is NaN (z_train / z_test then hold the released rows only)."""
+    if not method.private_encoders():
+        z_train = method.encode(ds.train.x)  # type: ignore[attr-defined]
+        z_test = method.encode(ds.test.x)  # type: ignore[attr-defined]
+        report = audit(z_train, ds.train, z_test, ds.test, ds.num_classes, cfg)
+        rows = per_node_audit(plan, ds, z_train, z_test, cfg) if plan.options.per_node_audit else []
+        return report, rows, z_train, z_test
+    rel = received_release(method)
+    notes = check_owners(rel, plan)
+    tr, te = rel.rows("train"), rel.rows("test")
+    z_tr, z_te = rel.z("train"), rel.z("test")
+    whole = len(tr) == len(ds.train) and len(te) == len(ds.test)
+    train, test = (ds.train, ds.test) if whole else (ds.train.take(tr), ds.test.take(te))
+    report = audit(z_tr, train, z_te, test, ds.num_classes, cfg)
+    report.warnings.extend(notes)
+    rows = []
+    if plan.options.per_node_audit:
+        silent = {k for k in range(len(plan.parts)) if k not in rel.nodes("train") or k not in rel.nodes("test")}
+        full_tr, full_te = _spread(len(ds.train), tr, z_tr), _spread(len(ds.test), te, z_te)
+        rows = per_node_audit(plan, ds, full_tr, full_te, cfg, skip=silent)
+    return report, rows, z_tr, z_te
 
 
 def per_node_audit(
-    plan: FederationPlan, ds: Dataset, z_train: np.ndarray, z_test: np.ndarray, cfg: AuditConfig
+    plan: FederationPlan,
+    ds: Dataset,
+    z_train: np.ndarray,
+    z_test: np.ndarray,
+    cfg: AuditConfig,
+    skip: set[int] | frozenset[int] = frozenset(),
 ) -> list[dict[str, Any]]:
     """One row per node: its fresh-probe audit on its own train/test rows with its own objective's labels (NaN
-    metrics for a node with fewer than 2 train or test rows). Every node's probes train as stacked models
+    metrics for a node with fewer than 2 train or test rows, and for the nodes in `skip`, which released nothing). Every node's probes train as stacked models
     (`audit_many`), each equal up to floating-point order to the node's own `audit`."""
     rows: list[dict[str, Any]] = []
     audited: list[int] = []
@@ -118,7 +162,7 @@ def per_node_audit(
                 **{c: float("nan") for c in PER_NODE_COLUMNS[5:]},
             }
         )
-        if len(te) >= 2 and len(tr) >= 2:
+        if len(te) >= 2 and len(tr) >= 2 and k not in skip:
             audited.append(k)
             trains.append(role_split(ds.train.take(tr), obj))
             tests.append(role_split(ds.test.take(te), obj))

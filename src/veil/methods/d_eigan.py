@@ -344,9 +344,9 @@ class DEIGAN(FederatedMethod, EIGAN):
         return {"global_state": self.global_state(), "downlink": self._downlink}
 
     def load_server_state(self, state: Mapping[str, Any]) -> None:
-        self.assemble(state["global_state"], {})
+        self.assemble(state["global_state"])
         self._downlink = state["downlink"]
 
-    def assemble(self, global_state: Mapping[str, np.ndarray], node_states: Mapping[int, Any]) -> None:
+    def assemble(self, global_state: Mapping[str, np.ndarray]) -> None:
         self.theta = np.asarray(global_state["encoder"], dtype=np.float32).copy()
         load_flat_module(self.encoder, self.theta)

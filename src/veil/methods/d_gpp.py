@@ -19,11 +19,14 @@ and u as int32, 4 * b * (d_z + d_u) bytes. The client's losses (computed from s)
 The eps of an uploaded z is a release to the aggregator, so it comes from the client's release stream (OS
 entropy), not from the logged seed: a D-GPP run trains reproducibly only with an explicit `release_seed`.
 
-Release: client m's z is its own encoder's; `encode(x)` of unseen rows without a client deals row i
-to client i mod K (the union the aggregator would receive); federated runs audit each client on its
-own test rows and the union of all clients' releases globally. A restarted client rejoins with the
-current psi and a freshly initialised private encoder (its encoder never leaves it, so there is no
-global copy to restore from)."""
+Release: a client's encoder never leaves it, not even at the end. Asked for a release (`release_rows`), a
+client releases z of its OWN rows only (its training rows and the test rows the audit dealt it) with its own
+encoder: a message {kind: 'release', train: {rows, z}, test: {rows, z}} of int64 row ids and float32 z (never
+s, never a parameter), 4 * n * d_z + 8 * n bytes for n rows, counted with the uploads. The aggregator, and
+the model a run logs, hold only psi: `encode` outside the clients raises `EncodersStayHome`. The audit trains
+its fresh probes on the union of the clients' releases (and each client's own rows for the per-node audit).
+A restarted client rejoins with the current psi and a freshly initialised private encoder (there is no
+copy of its encoder anywhere to restore from)."""
 
 from __future__ import annotations
 
@@ -54,7 +57,7 @@ from veil.methods.ensemble_ops import (
     take_all,
     whole,
 )
-from veil.methods.federated.core import ClientUpdate, Failure, Node, derive_seed
+from veil.methods.federated.core import ClientUpdate, EncodersStayHome, Failure, Node
 from veil.methods.federated.ensemble import (
     ShardStack,
     Stack,
@@ -153,10 +156,8 @@ class DGPP(FederatedMethod, Method):
         c, t = self.config, self.task
         self.betas = per_client("beta", c.beta, c.K)
         self.lambdas = per_client("lambda_kl", c.lambda_kl, c.K)
-        self.encoder = nn.ModuleList(seeded_modules(self.new_encoder, [derive_seed(c.seed, k, 50) for k in range(c.K)]))
-        self.utility = ClassifierBank(c.d_z, t.utility, c.head_hidden)
-        self.groups: dict[int, _Group] = {}
-        self._node: int | None = None
+        self.utility = ClassifierBank(c.d_z, t.utility, c.head_hidden)  # the aggregator's psi
+        self.groups: dict[int, _Group] = {}  # the clients' encoders and adversaries (client role only)
         self._rounds_done = 0
 
     def make_optimizers(self) -> None:
@@ -168,7 +169,8 @@ class DGPP(FederatedMethod, Method):
         return GaussianEncoder(self.task.d_in, c.encoder_hidden, c.d_z)
 
     def modules(self) -> dict[str, nn.Module]:
-        return {"encoder": self.encoder, "utility": self.utility}
+        """What the aggregator has, hence what a run logs: psi. The encoders stay on their clients."""
+        return {"utility": self.utility}
 
     @classmethod
     def deviations(cls, config: MethodConfig) -> dict[str, str]:
@@ -182,29 +184,29 @@ class DGPP(FederatedMethod, Method):
     def num_rounds(self, sizes: Sequence[int]) -> int:
         return self.config.epochs * max(1, math.ceil(max(sizes) / self.config.batch_size))
 
-    # -- release --------------------------------------------------------------------------------
-    def needs_node_states(self) -> bool:
+    # -- release ------------------------------------------------------------------------------
+    def private_encoders(self) -> bool:
         return True
 
     def release(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        mu, logvar = self.encoder[self._node or 0](x)
-        return released(mu, logvar, self.config.release, generator)
-
-    def encode_node(self, x: np.ndarray, node: int) -> np.ndarray:
-        self._node = int(node)
-        try:
-            return Method.encode(self, x)
-        finally:
-            self._node = None
+        raise EncodersStayHome(self.name)
 
     def encode(self, x: np.ndarray, batch_size: int = 4096) -> np.ndarray:
-        """Row i is released by client i mod K (the union the aggregator sees)."""
-        k = self.config.K
-        z = np.zeros((len(x), self.config.d_z), np.float32)
-        for m in range(min(k, len(x))):
-            rows = np.arange(m, len(x), k)
-            z[rows] = self.encode_node(np.asarray(x)[rows], m)
-        return z
+        """Refused: no encoder exists outside the clients (each releases its own rows: `release_rows`)."""
+        raise EncodersStayHome(self.name)
+
+    @torch.no_grad()
+    def release_rows(self, node: Node, x: np.ndarray, generator: torch.Generator, batch_size: int = 4096) -> np.ndarray:
+        """Client role: z of `node`'s own rows `x` by its own encoder (a draw or the mean, per `release`)."""
+        g = self.groups[0]
+        enc = cast(GaussianEncoder, seeded_modules(self.new_encoder, [0])[0])  # the global RNG is left as it was
+        enc.load_state_dict(g.enc.state_dict(slot(node)[1]))
+        enc.eval()
+        out = []
+        for i in range(0, len(x), batch_size):
+            mu, logvar = enc(torch.as_tensor(np.asarray(x[i : i + batch_size], np.float32)))
+            out.append(released(mu, logvar, self.config.release, generator).float().numpy())
+        return np.concatenate(out) if out else np.zeros((0, self.config.d_z), np.float32)
 
     # -- client role ----------------------------------------------------------------------------
     def init_nodes(self, nodes: Sequence[Node]) -> None:
@@ -301,10 +303,6 @@ class DGPP(FederatedMethod, Method):
         if message is not None and nodes:
             self._run(nodes, message["psi"], -1, upload=False)
 
-    def export_node_state(self, node: Node) -> dict[str, np.ndarray]:
-        st = self.groups[0].enc.state_dict(slot(node)[1])
-        return {k: v.numpy() for k, v in st.items()}
-
     # -- server role ----------------------------------------------------------------------------
     def server_start(self, sizes: Mapping[int, int]) -> None:
         super().server_start(sizes)
@@ -347,13 +345,9 @@ class DGPP(FederatedMethod, Method):
         return {"global_state": self.global_state(), "opt_u": self.opt_u.state_dict(), "rounds": self._rounds_done}
 
     def load_server_state(self, state: Mapping[str, Any]) -> None:
-        self.assemble(state["global_state"], {})
+        self.assemble(state["global_state"])
         self.opt_u.load_state_dict(state["opt_u"])
         self._rounds_done = int(state["rounds"])
 
-    def assemble(
-        self, global_state: Mapping[str, np.ndarray], node_states: Mapping[int, Mapping[str, np.ndarray]]
-    ) -> None:
-        load_flat_module(self.utility, global_state["psi"])
-        for k, st in node_states.items():
-            self.encoder[int(k)].load_state_dict({n: torch.as_tensor(np.asarray(v)) for n, v in st.items()})
+    def assemble(self, global_state: Mapping[str, np.ndarray]) -> None:
+        load_flat_module(self.utility, np.array(global_state["psi"], np.float32))  # a copy: Ray's arrays are read-only

@@ -242,6 +242,6 @@ class LDPFedAvg(FederatedMethod, LDPFRL):
     def global_state(self) -> dict[str, np.ndarray]:
         return {"omega": self.omega.copy()}
 
-    def assemble(self, global_state: Mapping[str, np.ndarray], node_states: Mapping[int, Any]) -> None:
+    def assemble(self, global_state: Mapping[str, np.ndarray]) -> None:
         self.omega = np.asarray(global_state["omega"], dtype=np.float32).copy()
         self._load(self.omega)

@@ -16,6 +16,7 @@ import torch
 
 METHOD_STREAM = 0  # (release_seed, METHOD_STREAM, call): the n-th `encode` call of a method
 NODE_STREAM = 1  # (release_seed, NODE_STREAM, node id): what a federated node sends out of itself
+NODE_RELEASE_STREAM = 2  # (release_seed, NODE_RELEASE_STREAM, node id, n): a node's n-th release of its own rows
 
 
 def derive_seed(*parts: int) -> int:

@@ -1,6 +1,7 @@
 """Communication accounting: bytes are the lengths of the serialized messages, and they match the analytic
 payloads: D-EIGAN sends round(phi * |theta_E|) float32 values (sparse, index set regenerated from a seed),
-distributed GPP b * (d_z + d_u) numbers (z float32, u int32), FedAvg |omega| float32 both ways."""
+distributed GPP b * (d_z + d_u) numbers (z float32, u int32) per round and, at the end, (4 d_z + 8) bytes per row
+of each client's own rows (z float32, row id int64), FedAvg |omega| float32 both ways."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 
 from veil.datasets import load_dataset
+from veil.datasets.partition import partition
 from veil.methods import create_method
 from veil.methods.federated.core import dumps, sparse_count
 from veil.methods.federated.simulation import run_in_process
@@ -68,6 +70,15 @@ def test_d_gpp_uploads_are_b_times_dz_plus_du(ds):
         for nbytes in r.bytes_down.values():  # psi of the previous round (none in the first)
             assert (nbytes == len(dumps(None))) if r.round == 1 else (4 * psi < nbytes <= 4 * psi + ENVELOPE)
     assert all(4 * psi < v <= 4 * psi + ENVELOPE for v in out.final_bytes.values())  # last broadcast
+    # the end: each client releases z (float32) and the row id (int64) of each of its own rows, nothing more
+    sizes = {k: len(p) for k, p in enumerate(partition(ds.train, "iid", 3, 0))}
+    assert out.release_up.keys() == sizes.keys() and out.records[-1].release_up == out.release_up
+    for k, nbytes in out.release_up.items():
+        assert (4 * d_z + 8) * sizes[k] < nbytes <= (4 * d_z + 8) * sizes[k] + ENVELOPE
+    assert all(v == len(dumps(None)) for v in out.release_down.values())  # "every row you own"
+    totals = out.totals()
+    assert totals["bytes_release_up"] == sum(out.release_up.values())
+    assert totals["bytes_up_total"] == sum(sum(r.bytes_up.values()) for r in out.records) + sum(out.release_up.values())
 
 
 def test_fedavg_moves_every_parameter(ds):

@@ -1,9 +1,11 @@
 """Distributed GPP's protocol: sensitive labels never leave a client. Every message that crosses the
-transport is captured at the coordinator's tap (the serialized bytes, as sent) and inspected: the
-sensitive label's name appears nowhere, uploads hold exactly {z, u} with the utility labels' names, and
-no array equals or contains any window of a client's sensitive column. Nothing a client computes from s
-travels either: with the networks frozen, changing one client's s leaves every upload byte-identical (in
-process and on Ray actors), while that client's own losses, logged node-locally, do change."""
+transport is captured at the coordinator's tap (the serialized bytes, as sent) and inspected, in federations
+trained at the default learning rate: the sensitive label's name appears nowhere, uploads hold exactly
+{z, u} with the utility labels' names, and no array equals or contains any window of a client's sensitive
+column. With the noise pinned, changing one client's s changes what it sends only through its own z (its
+encoder trains against its adversary, which learns from s: that is the method) and never any u, row count or
+another client's bytes; that client's own losses, logged node-locally, do change. (Every message against the
+threat model's table, encoders and byte totals: test_fed_wire.py.)"""
 
 from __future__ import annotations
 
@@ -13,17 +15,24 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 from mlflow.tracking import MlflowClient
 
 from veil.datasets import make_dataset
 from veil.datasets.base import Dataset, Split
 from veil.datasets.partition import partition
 from veil.methods import create_method
-from veil.methods.federated.core import iter_arrays, loads
-from veil.methods.federated.simulation import FederationOptions, run_in_process
+from veil.methods.federated.core import EncodersStayHome, iter_arrays, loads
+from veil.methods.federated.simulation import (
+    FederationOptions,
+    LocalFederation,
+    plan_federation,
+    run_federation,
+    run_in_process,
+)
 from veil.platform.executors import NODE_LOCAL_NOTE
 from veil.platform.fed.runtime import plan_on, run_planned
-from veil.run import RunSpec, execute
+from veil.run import RunSpec, execute, load_method
 
 
 def contains_window(haystack: np.ndarray, needle: np.ndarray) -> bool:
@@ -50,26 +59,20 @@ def test_no_message_carries_the_sensitive_label():
     k = 3
     m = create_method(
         "d-gpp",
-        {
-            "K": k,
-            "epochs": 2,
-            "batch_size": 16,
-            "d_z": 3,
-            "encoder_hidden": [16, 8],
-            "head_hidden": [8],
-            "seed": 0,
-            "lr": 1e-3,
-        },
+        {"K": k, "epochs": 2, "batch_size": 16, "d_z": 3, "encoder_hidden": [16, 8], "head_hidden": [8], "seed": 0},
         ds.task(),
-    )
+    )  # the default learning rate: normal training
     seen: list[tuple[str, int, int, str, bytes]] = []
-    out = run_in_process(m, ds.train, options=FederationOptions(), tap=lambda *msg: seen.append(msg))
+    out = run_in_process(m, ds.train, dataset=ds, options=FederationOptions(), tap=lambda *msg: seen.append(msg))
     assert len(out.records) == 2 * int(np.ceil(150 / 16)) and all(len(r.completed) == k for r in out.records)
 
-    parts = partition(ds.train, "iid", k, 0)  # the same partition run_in_process used
-    s_cols = [ds.train.sensitive["secret_s"][p] for p in parts]
+    plan_parts = partition(ds.train, "iid", k, 0)  # the same partition run_in_process used
+    s_cols = [ds.train.sensitive["secret_s"][p] for p in plan_parts] + [ds.test.sensitive["secret_s"]]
     kinds = {(d, kind) for d, _, _, kind, _ in seen}
-    assert {("up", "update"), ("down", "round"), ("down", "join"), ("down", "finalize"), ("up", "export")} <= kinds
+    assert kinds == {("up", "update"), ("down", "round"), ("down", "join"), ("down", "finalize")} | {
+        ("down", "release"),
+        ("up", "release"),
+    }
     for direction, _rnd, _node, kind, blob in seen:
         assert b"secret" not in blob, (direction, kind)
         msg = loads(blob)
@@ -86,29 +89,26 @@ def test_no_message_carries_the_sensitive_label():
             assert msg["payload"]["z"].dtype == np.float32 and msg["payload"]["u"]["digit_u"].dtype == np.int32
             assert msg["num_examples"] == len(msg["payload"]["z"]) == len(msg["payload"]["u"]["digit_u"])
             assert set(np.unique(msg["payload"]["u"]["digit_u"])) <= {0, 1}
+        if direction == "up" and kind == "release":  # z of the client's own rows, with their ids
+            assert msg.keys() == {"kind", "train", "test"} and all(
+                msg[s].keys() == {"rows", "z"} for s in ("train", "test")
+            )
     # and the utility labels that do travel are the client's own u for the rows it sampled
     ups = [loads(b) for d, _, node, kind, b in seen if d == "up" and kind == "update"]
     assert sum(len(up["payload"]["u"]["digit_u"]) for up in ups) == sum(len(up["payload"]["z"]) for up in ups)
 
 
-# With lr = 1e-30 every Adam step is below half an ulp of every float32 weight, so no network changes and
-# each upload is a function of x, u and the client's own random streams. What a client computes from s (its
-# adversary's loss) still differs when s does: if any of it reached an upload, the bytes would differ.
-FROZEN = {
+# The method's default learning rate (normal training), small networks; the noise of what clients send pinned
+# by release_seed, so two runs can be compared byte for byte.
+PINNED = {
     "K": 3,
     "epochs": 1,
     "batch_size": 16,
     "d_z": 3,
     "encoder_hidden": [16, 8],
     "head_hidden": [8],
-    "k": 2,
-    "lr": 1e-30,
-    "beta": [1.0],
-    "lambda_kl": [0.01],
-    "privacy_loss": "neg-ce",
-    "release": "sample",
     "seed": 0,
-    "release_seed": 0,  # an uploaded z is a release: pinned, so two runs can be compared byte for byte
+    "release_seed": 0,
     "node_metrics": True,
 }
 
@@ -125,33 +125,44 @@ def uploads(seen: list[tuple[str, int, int, str, bytes]]) -> dict[tuple[int, int
 
 
 def run_tapped(
-    ds: Dataset, train: Split, options: FederationOptions, k: int = 3
+    ds: Dataset, train: Split, options: FederationOptions, k: int = 3, **params: Any
 ) -> tuple[dict[tuple[int, int], bytes], Any]:
-    m = create_method("d-gpp", {**FROZEN, "K": k}, ds.task())
+    m = create_method("d-gpp", {**PINNED, "K": k, **params}, ds.task())
     seen: list[tuple[str, int, int, str, bytes]] = []
     out = run_in_process(m, train, options=options, tap=lambda *msg: seen.append(msg))
     return uploads(seen), out
 
 
-def test_uploads_are_byte_identical_when_a_clients_s_changes():
+def test_s_reaches_the_wire_only_through_the_clients_own_z():
+    """With real learning rates s does shape what a client sends: its encoder takes steps against its adversary,
+    which learns from s, so its z moves with s (that is the method: z is trained to hide s), and no test can show
+    uploads independent of s under training. What is true, and checked here with client 1's s changed on every
+    one of its rows and the noise pinned: (1) every u and every row count, in every round, are byte-identical
+    (the rows a client samples and their u do not depend on s); (2) round 1 is byte-identical for every client
+    (no encoder step has seen s yet); (3) in round 2 clients 0 and 2 send exactly the same bytes and client 1's
+    z, and only its z, differs: s reaches the wire as client 1's own z after its own encoder step, never in
+    another field and never through another client in the same round; (4) client 1's own adversary loss,
+    logged node-locally and never sent, changed with its s, while client 0's did not."""
     ds = secret_dataset()
     node1 = partition(ds.train, "iid", 3, 0)[1]
     ups, out = run_tapped(ds, ds.train, FederationOptions())
     ups2, out2 = run_tapped(ds, with_other_secret(ds.train, node1), FederationOptions())
     assert len(ups) == 3 * 10 and ups.keys() == ups2.keys()  # 10 rounds (150 rows / 16) x 3 clients
-    assert all(ups[key] == ups2[key] for key in ups), [key for key in ups if ups[key] != ups2[key]]
-    # node 1's own adversary loss did change with its s (measured: 1.78 -> 1.61 in round 2), so the
-    # uploads above would differ if it travelled; it reaches the log only as a node-local metric
-    adv = [
-        (r.node_local[1]["loss/adversary"], r2.node_local[1]["loss/adversary"])
-        for r, r2 in zip(out.records[1:], out2.records[1:])
-    ]
-    assert all(abs(a - b) > 1e-3 for a, b in adv), adv
-    assert all(r.node_local[0] == r2.node_local[0] for r, r2 in zip(out.records[1:], out2.records[1:]))
+    for key in ups:
+        a, b = loads(ups[key]), loads(ups2[key])
+        assert a["num_examples"] == b["num_examples"] and a.keys() == b.keys() == {"num_examples", "kind", "payload"}
+        np.testing.assert_array_equal(a["payload"]["u"]["digit_u"], b["payload"]["u"]["digit_u"])
+    assert all(ups[(1, k)] == ups2[(1, k)] for k in range(3))
+    assert ups[(2, 0)] == ups2[(2, 0)] and ups[(2, 2)] == ups2[(2, 2)]
+    z, z2 = loads(ups[(2, 1)])["payload"]["z"], loads(ups2[(2, 1)])["payload"]["z"]
+    assert np.abs(z - z2).max() > 0  # client 1's own z carries what its encoder learned against its s
     assert out.records[0].node_local == {}  # round 1 has no Phase 3 yet, so no loss to log
     assert out.records[1].metrics == {} and set(out.records[1].node_local) == {0, 1, 2}
-    row = out.records[1].row()
-    mean_adv = np.mean([out.records[1].node_local[k]["loss/adversary"] for k in range(3)])
+    r, r2 = out.records[1], out2.records[1]
+    assert abs(r.node_local[1]["loss/adversary"] - r2.node_local[1]["loss/adversary"]) > 1e-3
+    assert r.node_local[0] == r2.node_local[0]
+    row = r.row()
+    mean_adv = np.mean([r.node_local[k]["loss/adversary"] for k in range(3)])
     assert row["node_local/loss/adversary"] == pytest.approx(mean_adv, rel=1e-12)
     assert not any(k.startswith("loss/") for k in row)
 
@@ -159,43 +170,56 @@ def test_uploads_are_byte_identical_when_a_clients_s_changes():
 def test_node_metrics_off_logs_nothing_and_sends_the_same_bytes():
     ds = secret_dataset()
     ups, out = run_tapped(ds, ds.train, FederationOptions())
-    m = create_method("d-gpp", {**FROZEN, "node_metrics": False}, ds.task())
-    seen: list[tuple[str, int, int, str, bytes]] = []
-    off = run_in_process(m, ds.train, tap=lambda *msg: seen.append(msg))
-    assert uploads(seen) == ups
+    off_ups, off = run_tapped(ds, ds.train, FederationOptions(), node_metrics=False)
+    assert off_ups == ups  # a client's own log never feeds back into what it sends
     assert all(r.node_local == {} for r in off.records)
     assert not any(k.startswith("node_local/") for row in off.history for k in row)
     assert {"node_local/loss/adversary", "node_local/loss/kl"} <= set(out.history[1])
 
 
 def file_tap(folder: str):
-    """A tap that writes every upload to `folder` (it runs inside the coordinator actor on Ray)."""
+    """A tap that writes every upload and release to `folder` (it runs inside the coordinator actor on Ray)."""
 
     def tap(direction: str, rnd: int, node: int, kind: str, blob: bytes) -> None:
-        if direction == "up" and kind == "update":
-            (Path(folder) / f"{rnd}-{node}.bin").write_bytes(blob)
+        if direction == "up":
+            (Path(folder) / f"{kind}-{rnd}-{node}.bin").write_bytes(blob)
 
     return tap
 
 
 @pytest.mark.ray
-def test_ray_actor_uploads_match_in_process_whatever_s(ray_local, tmp_path):
+def test_ray_runtimes_send_and_release_what_in_process_does(ray_local, tmp_path):
+    """On Ray (one actor per node, and one virtual actor hosting both nodes) the coordinator actor receives the
+    same uploads and the same final release, byte for byte, as in process, and counts the same bytes; the
+    release reaches the driver's audit with the same z. Three rounds (with the release after them) suffice."""
     ds = secret_dataset()
-    node1 = partition(ds.train, "iid", 2, 0)[1]
-    ups, _ = run_tapped(ds, ds.train, FederationOptions(nodes_per_host=1), k=2)  # one host per node, as on Ray
-    m = create_method("d-gpp", {**FROZEN, "K": 2}, ds.task())
-    plan = plan_on("ray-actors", m, "d-gpp", with_other_secret(ds.train, node1), options=FederationOptions(), seed=0)
-    plan.rounds = 3  # the first three rounds are enough: the uploads after the first Phase 3 included
-    out = run_planned(plan, tap=file_tap(str(tmp_path)))
-    assert [len(r.completed) for r in out.records] == [2, 2, 2]
-    got = {tuple(int(p) for p in f.stem.split("-")): f.read_bytes() for f in tmp_path.glob("*.bin")}
-    assert sorted(got) == [(r, k) for r in (1, 2, 3) for k in range(2)]
-    assert all(got[key] == ups[key] for key in got)
-    assert set(out.records[1].node_local) == {0, 1}  # the side channel works across processes
+    for runtime, per_host, opts in (("ray-actors", 1, {}), ("virtual", 0, {"hosts": 1})):
+        m0 = create_method("d-gpp", {**PINNED, "K": 2}, ds.task())
+        local = plan_federation(m0, "d-gpp", ds.train, dataset=ds, options=FederationOptions(nodes_per_host=per_host))
+        local.rounds = 3
+        seen: list[tuple[str, int, int, str, bytes]] = []
+        want = run_federation(local, LocalFederation(local, tap=lambda *msg, into=seen: into.append(msg)))
+        folder = tmp_path / runtime
+        folder.mkdir()
+        m = create_method("d-gpp", {**PINNED, "K": 2}, ds.task())
+        plan = plan_on(runtime, m, "d-gpp", ds.train, dataset=ds, options=FederationOptions(**opts), seed=0)
+        plan.rounds = 3
+        out = run_planned(plan, tap=file_tap(str(folder)))
+        assert [len(r.completed) for r in out.records] == [2, 2, 2]
+        got = {f.stem: f.read_bytes() for f in folder.glob("*.bin")}
+        expected = {f"{kind}-{rnd}-{node}": b for d, rnd, node, kind, b in seen if d == "up"}
+        assert sorted(got) == sorted(expected) and {k.split("-")[0] for k in got} == {"update", "release"}
+        assert all(got[key] == expected[key] for key in got), runtime
+        assert out.totals()["bytes_up_total"] == want.totals()["bytes_up_total"] == sum(map(len, got.values()))
+        for split in ("train", "test"):
+            np.testing.assert_array_equal(m.released.z(split), m0.released.z(split))
+        assert set(out.records[1].node_local) == {0, 1}  # the side channel works across processes
 
 
 def test_node_local_metrics_reach_mlflow_marked_as_such(in_tmp):
-    params = {**FROZEN, "lr": 1e-3, "K": 2, "epochs": 1, "batch_size": 64}
+    """A `veil run` of D-GPP: the clients' own losses are logged as node_local/*, the logged model holds the
+    aggregator's psi and no encoder (a model rebuilt from it cannot encode), and the release bytes are counted."""
+    params = {**PINNED, "K": 2, "epochs": 1, "batch_size": 64}
     spec = RunSpec(
         method="d-gpp",
         dataset="gaussian-correlated",
@@ -215,3 +239,23 @@ def test_node_local_metrics_reach_mlflow_marked_as_such(in_tmp):
     logged = {m.step: m.value for m in client.get_metric_history(result.run_id, "node_local/loss/adversary")}
     per_node = [rounds[1]["node_local"][k]["loss/adversary"] for k in ("0", "1")]
     assert logged == {2: pytest.approx(np.mean(per_node), abs=1e-9)}
+    # the release: counted in the totals and recorded on the last round
+    release = sum(rounds[-1]["release_up"].values())
+    arrays = (4 * 3 + 8) * 300  # every row's z (d_z 3, float32) and id (int64), train and test
+    assert set(rounds[-1]["release_up"]) == {"0", "1"} and arrays < release <= arrays + 2 * 600
+    assert run.data.metrics["bytes_release_up"] == release
+    assert run.data.metrics["bytes_up_total"] == release + sum(sum(r["bytes_up"].values()) for r in rounds)
+    # the logged model is what the aggregator has: psi, no encoder
+    state = torch.load(client.download_artifacts(result.run_id, "model/state.pt", str(in_tmp)), weights_only=True)
+    assert state and all(k.startswith("utility.") for k in state)
+    rebuilt = load_method(
+        client.download_artifacts(result.run_id, "model/state.pt", str(in_tmp)), "d-gpp", params, ds_task(300)
+    )
+    with pytest.raises(EncodersStayHome):
+        rebuilt.encode(np.zeros((2, 10), np.float32))
+
+
+def ds_task(n: int):
+    from veil.datasets import load_dataset
+
+    return load_dataset("gaussian-correlated", {"n": n}).task()

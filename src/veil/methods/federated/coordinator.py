@@ -15,9 +15,14 @@ Per round r:
   6. when the method's nodes log their own metrics (`logs_node_metrics`), fetch them from the hosts of the
      nodes that delivered: a side channel standing for each node's own log, outside every message (not
      counted, not tapped), recorded as `node_local/*` (mean over those nodes) and per node in the record.
+After the rounds, for a method whose clients own private encoders, `release(requests)` asks the nodes to
+release z of their own rows (for the audit; every few rounds too for the live audit): a 'release' request
+down and each node's 'release' message up (row ids and z, never an encoder or s). Nothing else ever comes up
+from a node: no encoder, no node state.
 Every message is serialized once by `dumps` and its length is what is counted: bytes down per node
-(join + downlink) and bytes up per node (the serialized update). `tap(direction, round, node, kind,
-blob)` sees every blob that crosses the transport, for tests and audits of the protocol."""
+(join + downlink + release requests) and bytes up per node (the serialized update, the release).
+`tap(direction, round, node, kind, blob)` sees every blob that crosses the transport, for tests and audits
+of the protocol; `_receive` is where every blob from a node arrives."""
 
 from __future__ import annotations
 
@@ -53,7 +58,7 @@ class Pool(Protocol):
     def join(self, rnd: int, blobs: Mapping[int, bytes]) -> dict[int, Any]: ...
     def run_round(self, rnd: int, blobs: Mapping[int, bytes]) -> dict[int, Any]: ...
     def finalize(self, rnd: int, blobs: Mapping[int, bytes]) -> dict[int, Any]: ...
-    def export(self, rnd: int, node_ids: Sequence[int]) -> dict[int, Any]: ...
+    def release(self, rnd: int, blobs: Mapping[int, bytes]) -> dict[int, Any]: ...
     def local_metrics(self, rnd: int, node_ids: Sequence[int]) -> dict[int, Any]: ...
     def restarts(self) -> int: ...
     def shutdown(self) -> None: ...
@@ -74,6 +79,11 @@ class RoundRecord:
     metrics: dict[str, float]
     seconds: float
     final_bytes_down: dict[int, int] = field(default_factory=dict)
+    release_up: dict[int, int] = field(default_factory=dict)
+    """Bytes of the release messages the nodes sent after this round (a live audit's; after the last round
+    also the final release), per node; part of bytes_up_total."""
+    release_down: dict[int, int] = field(default_factory=dict)
+    """Bytes of the release requests sent after this round, per node; part of bytes_down_total."""
     node_local: dict[int, dict[str, float]] = field(default_factory=dict)
     """Each node's own metrics (never in a message); empty unless the method's nodes log them."""
     coordinator_failures: list[CoordinatorFailure] = field(default_factory=list)
@@ -102,7 +112,15 @@ class RoundRecord:
         d = asdict(self)
         d["failures"] = [f.to_dict() for f in self.failures]
         d["coordinator_failures"] = [f.to_dict() for f in self.coordinator_failures]
-        for k in ("bytes_up", "bytes_down", "payload_up", "final_bytes_down", "node_local"):
+        for k in (
+            "bytes_up",
+            "bytes_down",
+            "payload_up",
+            "final_bytes_down",
+            "release_up",
+            "release_down",
+            "node_local",
+        ):
             d[k] = {str(n): v for n, v in d[k].items()}
         return d
 
@@ -301,17 +319,27 @@ class Coordinator:
             self.records[-1].final_bytes_down = sent
         return sent
 
-    def snapshot(self) -> tuple[dict[str, np.ndarray], dict[int, Any]]:
-        """The global state and, for methods with private per-node models, every reachable node's export."""
-        gs = self.method.global_state()
-        ns: dict[int, Any] = {}
-        if self.method.needs_node_states():
-            nodes = [k for k in self.nodes if k not in self.dead]
-            rnd = self.last_round
-            for k, res in self.pool.export(rnd, nodes).items():
-                if isinstance(res, (bytes, bytearray)):
-                    ns[k] = self._receive(rnd, k, bytes(res), "export")
-        return gs, ns
+    def snapshot(self) -> dict[str, np.ndarray]:
+        """The global state (what every node may hold; for private-encoder methods the shared part only)."""
+        return self.method.global_state()
+
+    def release(self, requests: Mapping[int, Any]) -> tuple[dict[int, Any], dict[int, int], dict[int, int]]:
+        """Ask each node in `requests` (dead ones excepted) to release z of its own rows (`requests[k]`: per
+        split the row ids, or None for every row it owns); returns the release messages received and the bytes
+        up and down per node. A node that fails to answer releases nothing."""
+        nodes = [k for k in sorted(requests) if k not in self.dead]
+        if not nodes:
+            return {}, {}, {}
+        rnd = self.last_round
+        blobs = self._encode_all("down", rnd, "release", {k: requests[k] for k in nodes})
+        down = {k: len(blobs[k]) for k in nodes}
+        got: dict[int, Any] = {}
+        up: dict[int, int] = {}
+        for k, res in sorted(self.pool.release(rnd, blobs).items()):
+            if isinstance(res, (bytes, bytearray)):
+                got[k] = self._receive(rnd, k, bytes(res), "release")
+                up[k] = len(res)
+        return got, up, down
 
     def all_failures(self) -> list[Failure]:
         return [f for r in self.records for f in r.failures]

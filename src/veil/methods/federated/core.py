@@ -3,11 +3,13 @@
 A `FederatedMethod` plays both roles of one algorithm:
 - client role, inside a node host: `init_nodes`, `join` (full download of the global state),
   `client_update(node, global_state, round) -> ClientUpdate` (or `client_update_many` for a vectorised
-  ensemble of nodes), `finalize`, `export_node_state`;
+  ensemble of nodes), `finalize`, and for methods whose clients own private encoders (`private_encoders`)
+  `release_rows`: the z a client releases of its own rows (its encoder never leaves it);
 - server role, inside the coordinator: `join_message`, `configure` (the round's downlink),
   `aggregate(round, updates, failures) -> global_state`, `finalize_message`, `global_state`;
-- driver role: `assemble(global_state, node_states)` turns the final result into the model that
-  `encode` releases, so the ordinary audit works.
+- driver role: `assemble(global_state)` loads the final (or current) global state. A method that shares
+  its encoder (D-EIGAN, LDP-FedAvg) then releases z with `encode`; a method with private encoders
+  (D-GPP) cannot: what the driver has of the release is what the clients sent (`receive_release`).
 
 Messages are plain Python objects holding numpy arrays. Every message is serialized with pickle
 (protocol 5) by the transport, and the length of those bytes is what is counted as communication.
@@ -24,10 +26,12 @@ import torch
 
 from veil.datasets.base import Split
 from veil.errors import ConfigError, VeilError
-from veil.methods.randomness import NODE_STREAM, derive_seed, release_generator
+from veil.methods.randomness import NODE_RELEASE_STREAM, NODE_STREAM, derive_seed, release_generator
 
 PICKLE_PROTOCOL = 5
 NOT_JOINED = "not-joined"
+RELEASE_SPLITS = ("train", "test")
+"""The splits a node releases rows of: its training shard and the test rows the audit deals it."""
 
 
 class FederationError(VeilError, RuntimeError):
@@ -36,6 +40,18 @@ class FederationError(VeilError, RuntimeError):
 
 class ResourceError(VeilError, ValueError):
     """The cluster cannot satisfy what the federation asks for; raised before any actor starts."""
+
+
+class EncodersStayHome(VeilError, RuntimeError):
+    """A method whose clients keep their encoders (D-GPP) was asked, outside a client, to encode rows."""
+
+    def __init__(self, method: str) -> None:
+        super().__init__(
+            f"{method}: the encoders stay on their clients (each client releases z of its own rows; the aggregator "
+            "and the run's records hold only the utility classifiers psi), so a model assembled outside the clients "
+            "cannot encode rows; the release of a federated run is what its clients sent (the audit's "
+            "`Release`)"
+        )
 
 
 class InjectedFault(RuntimeError):
@@ -175,11 +191,17 @@ class Objective:
 
 @dataclass
 class NodeData:
-    """What a node owns: its training shard and its objective (shipped once to the node's host)."""
+    """What a node owns: its training shard and its objective (shipped once to the node's host), and for a
+    method whose nodes release their own rows (`private_encoders`), the ids of those rows in the run's train
+    split (`rows`, default 0..n-1) and the inputs and ids of the test rows the audit deals it (`test_x`,
+    `test_rows`; no labels: the audit has them, the node need not)."""
 
     node: int
     train: Split
     objective: Objective
+    rows: np.ndarray | None = None
+    test_x: np.ndarray | None = None
+    test_rows: np.ndarray | None = None
 
 
 class Node:
@@ -193,6 +215,12 @@ class Node:
         self.objective = data.objective
         self.num_examples = len(data.train)
         self.seed = seed
+        self.release_seed = release_seed
+        rows = np.arange(len(data.train)) if data.rows is None else np.asarray(data.rows, np.int64)
+        self.own: dict[str, tuple[np.ndarray, np.ndarray]] = {"train": (rows, data.train.x)}
+        if data.test_rows is not None and data.test_x is not None:
+            self.own["test"] = (np.asarray(data.test_rows, np.int64), np.asarray(data.test_x))
+        self.releases = 0  # releases of its own rows so far: with a release_seed, release n draws stream n
         self.joined = False
         self.state: dict[str, Any] = {}
         self.slot: tuple[Any, int] | None = None
@@ -203,6 +231,95 @@ class Node:
 
     def __repr__(self) -> str:
         return f"Node({self.id}, rows={self.num_examples}, joined={self.joined})"
+
+    def rows_to_release(self, request: Mapping[str, Any] | None) -> list[tuple[str, np.ndarray, np.ndarray]]:
+        """(split, row ids sorted, their inputs) for a release request: per split the ids asked for, or None
+        for every row of that split the node owns (a request None: every row it owns). A node releases only
+        its own rows: asking for another's is an error. Splits with no row asked for are left out."""
+        if request is not None and set(request) - set(self.own):
+            raise ValueError(f"node {self.id} holds no {'/'.join(sorted(set(request) - set(self.own)))} rows")
+        out = []
+        for split, (ids, x) in self.own.items():
+            if request is not None and split not in request:
+                continue
+            want = None if request is None else request[split]
+            order = np.argsort(ids, kind="stable")
+            if want is None:
+                pos = order
+            else:
+                want = np.unique(np.asarray(want, np.int64))
+                at = np.searchsorted(ids[order], want)
+                found = at < len(ids)
+                found[found] = ids[order][at[found]] == want[found]
+                if not found.all():
+                    raise ValueError(
+                        f"node {self.id} was asked to release {split} rows it does not own: {want[~found][:5].tolist()}"
+                    )
+                pos = order[at]
+            if len(pos):
+                out.append((split, ids[pos], x[pos]))
+        return out
+
+    def next_release_generator(self) -> torch.Generator:
+        """The generator of this node's next release of its own rows: OS entropy, or with a release_seed
+        (release_seed, NODE_RELEASE_STREAM, node, n) for its n-th release."""
+        gen = release_generator(self.release_seed, NODE_RELEASE_STREAM, self.id, self.releases)
+        self.releases += 1
+        return gen
+
+
+@dataclass
+class Release:
+    """The z the nodes released of their own rows, as the coordinator received them (methods with private
+    encoders): per split ('train', 'test') and node, the row ids (indices into the run's split) and their z.
+    Built from the release messages `{kind: 'release', <split>: {rows: int64[n], z: float32[n, d_z]}}`."""
+
+    parts: dict[str, dict[int, tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)
+
+    @classmethod
+    def from_messages(cls, messages: Mapping[int, Mapping[str, Any]]) -> "Release":
+        parts: dict[str, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
+        for k, msg in sorted(messages.items()):
+            for split in RELEASE_SPLITS:
+                if split not in msg:
+                    continue
+                rows, z = np.asarray(msg[split]["rows"], np.int64), np.asarray(msg[split]["z"], np.float32)
+                if z.ndim != 2 or len(rows) != len(z):
+                    raise ValueError(f"node {k}'s {split} release: {len(rows)} row ids for z of shape {z.shape}")
+                parts.setdefault(split, {})[int(k)] = (rows, z)
+        return cls(parts)
+
+    def nodes(self, split: str) -> list[int]:
+        """The nodes that released rows of `split`."""
+        return sorted(self.parts.get(split, {}))
+
+    def rows(self, split: str) -> np.ndarray:
+        """Every released row id of `split`, sorted."""
+        got = [r for r, _ in self.parts.get(split, {}).values()]
+        return np.sort(np.concatenate(got)) if got else np.empty(0, np.int64)
+
+    def z(self, split: str, rows: np.ndarray | None = None) -> np.ndarray:
+        """z of `rows` of `split`, in that order (default: every released row, by id); a row that no node
+        released is an error."""
+        got = list(self.parts.get(split, {}).values())
+        if not got:
+            raise KeyError(f"no node released {split} rows")
+        ids = np.concatenate([r for r, _ in got])
+        zs = np.concatenate([z for _, z in got])
+        order = np.argsort(ids, kind="stable")
+        ids, zs = ids[order], zs[order]
+        if rows is None:
+            return zs
+        rows = np.asarray(rows, np.int64)
+        at = np.searchsorted(ids, rows)
+        ok = (at < len(ids)) & (ids[np.minimum(at, len(ids) - 1)] == rows)
+        if not np.all(ok):
+            raise KeyError(f"{split} rows {rows[~ok][:5].tolist()} were not released by any node")
+        return zs[at]
+
+    def nbytes(self) -> int:
+        """Bytes of the released arrays (row ids and z), without the envelope."""
+        return sum(int(r.nbytes + z.nbytes) for p in self.parts.values() for r, z in p.values())
 
 
 def index_set(seed: int, size: int, count: int) -> np.ndarray:
@@ -278,9 +395,17 @@ class FederatedRoles:
         """Whether nodes keep their own metrics (`ClientUpdate.local`) for the run's log (`node_metrics`)."""
         return bool(getattr(self.config, "node_metrics", False))
 
-    def export_node_state(self, node: Node) -> dict[str, np.ndarray] | None:
-        """What the released model needs from this node (default: nothing, the global state suffices)."""
-        return None
+    def private_encoders(self) -> bool:
+        """Whether each client owns an encoder that never leaves it (D-GPP): then no `encode` exists outside the
+        clients, and the release of the run is what each client releases of its own rows (`release_rows`),
+        sent to the coordinator as a 'release' message and counted. False: the global state is the model
+        (D-EIGAN, LDP-FedAvg), and `encode` after `assemble` releases z."""
+        return False
+
+    def release_rows(self, node: Node, x: np.ndarray, generator: torch.Generator) -> np.ndarray:
+        """z (float32, one row per row of `x`) that `node` releases of its own rows `x`, any noise drawn from
+        `generator` (the node's release stream); only for methods with `private_encoders`."""
+        raise NotImplementedError
 
     # -- server role ---------------------------------------------------------------------------
     def server_start(self, sizes: Mapping[int, int]) -> None:
@@ -314,19 +439,29 @@ class FederatedRoles:
 
     def load_server_state(self, state: Mapping[str, Any]) -> None:
         """Restore `server_state()` into a server freshly started with `server_start` (a restarted coordinator)."""
-        self.assemble(state["global_state"], {})
+        self.assemble(state["global_state"])
 
     # -- driver role ---------------------------------------------------------------------------
-    def assemble(
-        self, global_state: Mapping[str, np.ndarray], node_states: Mapping[int, Mapping[str, np.ndarray]]
-    ) -> None:
-        """Load the federation's final (or current) result so that `encode` releases from it."""
+    released: Release | None = None
+    """What the clients released of their own rows (methods with `private_encoders`), once received."""
+
+    def assemble(self, global_state: Mapping[str, np.ndarray]) -> None:
+        """Load the federation's final (or current) global state (for a method that shares its encoder, the
+        model that `encode` releases from)."""
         raise NotImplementedError
 
-    def needs_node_states(self) -> bool:
-        """Whether `assemble` needs the nodes' exported states (True for private per-node encoders)."""
-        return False
+    def receive_release(self, release: Release) -> None:
+        """Keep the clients' release of their own rows (what the audit measures for `private_encoders`)."""
+        self.released = release
 
-    def encode_node(self, x: np.ndarray, node: int) -> np.ndarray:
-        """z for rows `x` as node `node` releases them (default: the global release)."""
-        return self.encode(x)  # type: ignore[attr-defined]
+
+def release_message(method: FederatedRoles, node: Node, request: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What `node` sends when asked to release its own rows (`Node.rows_to_release`): `{kind: 'release',
+    <split>: {rows: int64[n], z: float32[n, d_z]}}` and nothing else (no s, no parameter), its noise from the
+    node's release stream."""
+    gen = node.next_release_generator()
+    out: dict[str, Any] = {"kind": "release"}
+    for split, ids, x in node.rows_to_release(request):
+        z = np.asarray(method.release_rows(node, x, gen), np.float32)
+        out[split] = {"rows": ids.astype(np.int64), "z": z}
+    return out

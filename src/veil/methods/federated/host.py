@@ -6,7 +6,9 @@ what the coordinator counted. With several nodes, `client_update_many` runs them
 ensemble; with one node (one actor per node) it is the same code with P = 1. A node's own metrics
 (`ClientUpdate.local`) stay in the host until `local_metrics` hands them to the run's log. A round asked
 again with the same downlink (a coordinator restarted from its checkpoint replays the round) gets the
-answer already computed, so no node trains twice on one round."""
+answer already computed, so no node trains twice on one round. A node of a method with private encoders
+releases z of its own rows when asked (`release`); asked again for the same rows before it trained again, it
+replays that release instead of drawing fresh noise for the same rows."""
 
 from __future__ import annotations
 
@@ -18,7 +20,16 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from veil.datasets.base import TaskSpec
-from veil.methods.federated.core import NOT_JOINED, FederatedRoles, InjectedFault, Node, NodeData, dumps, loads
+from veil.methods.federated.core import (
+    NOT_JOINED,
+    FederatedRoles,
+    InjectedFault,
+    Node,
+    NodeData,
+    dumps,
+    loads,
+    release_message,
+)
 
 
 class NodeHost:
@@ -53,6 +64,8 @@ class NodeHost:
         self._local: dict[int, dict[str, float]] = {}  # each node's own metrics of its last round
         # per node, its last answer: (round, digest of the downlink, reply, own metrics)
         self._answered: dict[int, tuple[int, bytes, bytes, dict[str, float]]] = {}
+        self._trained: dict[int, int] = {}  # per node, how many times it trained (a release is replayed until then)
+        self._released: dict[int, tuple[tuple[int, bytes], bytes]] = {}  # per node, its last release
 
     def info(self) -> dict[str, Any]:
         return {
@@ -94,6 +107,8 @@ class NodeHost:
         if ready:
             msgs = {n.id: loads(blobs[n.id]) for n in ready}
             ups = self.method.client_update_many(ready, msgs, rnd)
+            for n in ready:
+                self._trained[n.id] = self._trained.get(n.id, 0) + 1
             for k, u in ups.items():
                 out[k] = dumps(u.wire())
                 self._answered[k] = (rnd, _digest(blobs[k]), out[k], dict(u.local))
@@ -109,10 +124,24 @@ class NodeHost:
         ready = [self.nodes[k] for k in sorted(blobs) if self.nodes[k].joined]
         if ready:
             self.method.finalize(ready, loads(blobs[ready[0].id]))
+            for n in ready:
+                self._trained[n.id] = self._trained.get(n.id, 0) + 1
         return {k: "ok" for k in blobs}
 
-    def export(self, node_ids: Sequence[int]) -> dict[int, bytes]:
-        return {k: dumps(self.method.export_node_state(self.nodes[k])) for k in node_ids}
+    def release(self, blobs: Mapping[int, bytes]) -> dict[int, bytes]:
+        """Each addressed node's release of its own rows (`release_message`), serialized: per split the row
+        ids and their z, nothing else. The same request again before the node trained again gets the same
+        bytes (a coordinator restarted mid-release asks again; no second draw of noise for the same rows)."""
+        out: dict[int, bytes] = {}
+        for k in sorted(blobs):
+            key = (self._trained.get(k, 0), _digest(blobs[k]))
+            seen = self._released.get(k)
+            if seen is not None and seen[0] == key:
+                out[k] = seen[1]
+                continue
+            out[k] = dumps(release_message(self.method, self.nodes[k], loads(blobs[k])))
+            self._released[k] = (key, out[k])
+        return out
 
 
 def _digest(blob: bytes) -> bytes:

@@ -20,7 +20,7 @@ from veil.datasets.base import Dataset, Split
 from veil.datasets.partition import column, constant_on_every_node, parse_scheme, partition
 from veil.errors import ConfigError
 from veil.methods.federated.coordinator import Coordinator, RoundRecord, Tap
-from veil.methods.federated.core import FederatedRoles, InjectedFault, NodeData, Objective, derive_seed
+from veil.methods.federated.core import FederatedRoles, InjectedFault, NodeData, Objective, Release, derive_seed
 from veil.methods.federated.host import NodeHost
 
 
@@ -181,12 +181,26 @@ def plan_federation(
     method.validate_partition(sizes)
     objectives = method.node_objectives()
     faults = parse_faults(opts.faults, k)
-    shards = [NodeData(i, train.take(parts[i]), objectives[i]) for i in range(k)]
     test_parts, note = (
         partition_test_split(train, dataset.test, parts, partition_scheme, seed)
         if dataset is not None
         else (None, "no test split")
     )
+    if method.private_encoders():  # a node releases its own rows: it learns their ids and its test rows' inputs
+        test_x = dataset.test.x if dataset is not None else None
+        shards = [
+            NodeData(
+                i,
+                train.take(parts[i]),
+                objectives[i],
+                rows=np.asarray(parts[i], np.int64),
+                test_x=test_x[test_parts[i]] if test_x is not None and test_parts is not None else None,
+                test_rows=np.asarray(test_parts[i], np.int64) if test_parts is not None else None,
+            )
+            for i in range(k)
+        ]
+    else:
+        shards = [NodeData(i, train.take(parts[i]), objectives[i]) for i in range(k)]
     per = opts.nodes_per_host or k
     warnings = [
         f"sensitive label '{name}' takes one value on every node (partition {partition_scheme}): no node's "
@@ -268,8 +282,8 @@ class PoolBase:
     def finalize(self, rnd: int, blobs: Mapping[int, bytes]) -> dict[int, Any]:
         return self._fanout(rnd, "finalize", blobs)
 
-    def export(self, rnd: int, node_ids: Sequence[int]) -> dict[int, Any]:
-        return self._fanout(rnd, "export", {k: None for k in node_ids}, pass_dict=False)
+    def release(self, rnd: int, blobs: Mapping[int, bytes]) -> dict[int, Any]:
+        return self._fanout(rnd, "release", blobs)
 
     def local_metrics(self, rnd: int, node_ids: Sequence[int]) -> dict[int, Any]:
         return self._fanout(rnd, "local_metrics", {k: None for k in node_ids}, pass_dict=False)
@@ -340,7 +354,8 @@ class Federation(Protocol):
     def start(self) -> dict[int, int]: ...
     def run_round(self, rnd: int) -> RoundRecord: ...
     def finish(self) -> dict[int, int]: ...
-    def snapshot(self) -> tuple[Any, Any]: ...
+    def snapshot(self) -> Any: ...
+    def release(self, requests: Mapping[int, Any]) -> tuple[dict[int, Any], dict[int, int], dict[int, int]]: ...
     def restarts(self) -> int: ...
     def shutdown(self) -> None: ...
 
@@ -361,8 +376,11 @@ class Coordinated:
     def finish(self) -> dict[int, int]:
         return self.coordinator.finish()
 
-    def snapshot(self) -> tuple[Any, Any]:
+    def snapshot(self) -> Any:
         return self.coordinator.snapshot()
+
+    def release(self, requests: Mapping[int, Any]) -> tuple[dict[int, Any], dict[int, int], dict[int, int]]:
+        return self.coordinator.release(requests)
 
     def restarts(self) -> int:
         return int(self.pool.restarts())
@@ -393,7 +411,9 @@ class LocalFederation(Coordinated):
 # ---------------------------------------------------------------------------------------------------
 @dataclass
 class FederationOutcome:
-    """What a federation produced: the assembled method, one record per round, totals."""
+    """What a federation produced: the assembled method, one record per round, totals. For a method whose
+    clients keep their encoders, `release_up` / `release_down` are the bytes of the final release (the z each
+    client released of its own rows, and the requests), per node; the release itself is `method.released`."""
 
     method: FederatedRoles
     records: list[RoundRecord]
@@ -404,6 +424,8 @@ class FederationOutcome:
     seconds: float
     startup_seconds: float = 0.0
     round_seconds: float = 0.0
+    release_up: dict[int, int] = field(default_factory=dict)
+    release_down: dict[int, int] = field(default_factory=dict)
 
     def failures(self) -> list[dict[str, Any]]:
         """Every failure, round by round: the coordinator's (role 'coordinator') before the nodes' of its round."""
@@ -413,16 +435,25 @@ class FederationOutcome:
         return out
 
     def totals(self) -> dict[str, float]:
+        """Byte totals count every message: up = the rounds' uploads + every release (live audits' and the final
+        one, recorded per round in `release_up`); down = joins + downlinks + the last broadcast + release
+        requests."""
         up = sum(sum(r.bytes_up.values()) for r in self.records)
         down = sum(sum(r.bytes_down.values()) for r in self.records)
+        rel_up = sum(sum(r.release_up.values()) for r in self.records)
+        rel_down = sum(sum(r.release_down.values()) for r in self.records)
+        if not self.records:  # no round to hold it: the final release is counted here
+            rel_up, rel_down = sum(self.release_up.values()), sum(self.release_down.values())
         join0 = sum(self.join_bytes.values())
         final = sum(self.final_bytes.values())
         return {
             "rounds": float(len(self.records)),
-            "bytes_up_total": float(up),
-            "bytes_down_total": float(down + join0 + final),
+            "bytes_up_total": float(up + rel_up),
+            "bytes_down_total": float(down + join0 + final + rel_down),
             "bytes_join_initial": float(join0),
             "bytes_down_final": float(final),
+            "bytes_release_up": float(rel_up),
+            "bytes_release_down": float(rel_down),
             "failures_total": float(sum(len(r.failures) + len(r.coordinator_failures) for r in self.records)),
             "restarts": float(self.restarts),
             "coordinator_restarts": float(sum(len(r.coordinator_failures) for r in self.records)),
@@ -433,20 +464,66 @@ class FederationOutcome:
 
 
 RoundHook = Callable[[int, dict[str, float]], None]
-LiveAudit = Callable[[Any], dict[str, float]]
+
+
+class LiveAudit(Protocol):
+    """The quick audit run every `audit_every` rounds on the current release; `rows` are the row ids of each
+    split it audits (None: every row), which the clients of a private-encoder method are asked to release."""
+
+    @property
+    def rows(self) -> Mapping[str, np.ndarray] | None: ...
+
+    def __call__(self, method: Any) -> dict[str, float]: ...
+
+
+def release_requests(plan: FederationPlan, rows: Mapping[str, np.ndarray] | None) -> dict[int, Any]:
+    """Each node's release request: per split, the ids among `rows` that are its own (rows None: a request None,
+    every row it owns). The driver knows the partition; a node is never asked for another's rows."""
+    k = len(plan.shards)
+    if rows is None:
+        return {i: None for i in range(k)}
+    out: dict[int, Any] = {}
+    for i in range(k):
+        own = {"train": plan.parts[i]}
+        if plan.test_parts is not None:
+            own["test"] = plan.test_parts[i]
+        out[i] = {
+            split: np.intersect1d(own[split], want).astype(np.int64) for split, want in rows.items() if split in own
+        }
+    return out
+
+
+def _add(into: dict[int, int], more: Mapping[int, int]) -> None:
+    for k, v in more.items():
+        into[k] = into.get(k, 0) + int(v)
 
 
 def run_federation(
     plan: FederationPlan, fed: Federation, *, on_round: RoundHook | None = None, live_audit: LiveAudit | None = None
 ) -> FederationOutcome:
-    """Run every round of a started-to-be federation `fed`, finish, assemble the final release; `fed` is
-    shut down whatever happens."""
+    """Run every round of a started-to-be federation `fed`, finish, assemble the final global state and (for a
+    method whose clients keep their encoders) collect the clients' release of their own rows; `fed` is shut
+    down whatever happens."""
     m, opts = plan.method, plan.options
+    private = m.private_encoders()
     t0 = time.time()
     records: list[RoundRecord] = []
     history: list[dict[str, float]] = []
     round_walls: list[float] = []
     started = t0
+    release_up: dict[int, int] = {}
+    release_down: dict[int, int] = {}
+
+    def collect(
+        rec: RoundRecord | None, rows: Mapping[str, np.ndarray] | None
+    ) -> tuple[dict[int, int], dict[int, int]]:
+        got, up, down = fed.release(release_requests(plan, rows))
+        m.receive_release(Release.from_messages(got))
+        if rec is not None:
+            _add(rec.release_up, up)
+            _add(rec.release_down, down)
+        return up, down
+
     try:
         join_bytes = fed.start()
         started = time.time()
@@ -462,7 +539,10 @@ def run_federation(
                 "round_wall_seconds": round_walls[-1],
             }
             if live_audit is not None and opts.audit_every and (r % opts.audit_every == 0 or r == plan.rounds):
-                m.assemble(*fed.snapshot())
+                m.assemble(fed.snapshot())
+                if private:
+                    up, _ = collect(rec, getattr(live_audit, "rows", None))
+                    row["bytes_release_up"] = float(sum(up.values()))
                 row.update({f"live/{k}": v for k, v in live_audit(m).items()})
             history.append(row)
             if on_round:
@@ -470,7 +550,9 @@ def run_federation(
         final = fed.finish()
         if records and final:
             records[-1].final_bytes_down = final
-        m.assemble(*fed.snapshot())
+        m.assemble(fed.snapshot())
+        if private:
+            release_up, release_down = collect(records[-1] if records else None, None)
         restarts = fed.restarts()
     finally:
         fed.shutdown()
@@ -484,6 +566,8 @@ def run_federation(
         time.time() - t0,
         startup_seconds=(started - t0) if records else time.time() - t0,
         round_seconds=float(sum(round_walls)),
+        release_up=release_up,
+        release_down=release_down,
     )
 
 
@@ -491,12 +575,21 @@ def run_in_process(
     method: FederatedRoles,
     train: Split,
     *,
+    dataset: Dataset | None = None,
     partition_scheme: str = "iid",
     options: FederationOptions | None = None,
     tap: Tap | None = None,
 ) -> FederationOutcome:
-    """`FederatedMethod.fit`: the whole federation in this process (one vectorised host by default)."""
+    """`FederatedMethod.fit`: the whole federation in this process (one vectorised host by default). With
+    `dataset`, nodes are dealt its test rows too (as `veil run` does), so that clients with private encoders
+    release z of their test rows as well as their training rows."""
     plan = plan_federation(
-        method, method.name, train, partition_scheme=partition_scheme, options=options, seed=method.config.seed
+        method,
+        method.name,
+        train,
+        dataset=dataset,
+        partition_scheme=partition_scheme,
+        options=options,
+        seed=method.config.seed,
     )
     return run_federation(plan, LocalFederation(plan, tap=tap))

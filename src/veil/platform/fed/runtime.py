@@ -302,7 +302,7 @@ class RayPool(PoolBase):
                 if method == "run_round":  # died mid-round: a failure of this round; Ray restarts the actor
                     self._deaths += 1
                     out.append((h, e))
-                else:  # join / finalize / export are idempotent: wait for the restart and ask again
+                else:  # join / finalize / release are idempotent: wait for the restart and ask again
                     out.append((h, self._retry(h, method, args, e)))
             except ray.exceptions.RayActorError as e:
                 out.append((h, e))
@@ -499,8 +499,15 @@ class RayFederation:
         self._flush(self._last)
         return out
 
-    def snapshot(self):
+    def snapshot(self) -> Any:
         out = self._call("snapshot", self._round())
+        self._flush(self._last)
+        return out
+
+    def release(self, requests: Mapping[int, Any]) -> tuple[dict[int, Any], dict[int, int], dict[int, int]]:
+        """The nodes' release of their own rows, received by the coordinator actor and handed to the driver (a
+        node asked again after a coordinator restart replays the release it already sent)."""
+        out = self._call("release", self._round(), requests)
         self._flush(self._last)
         return out
 
