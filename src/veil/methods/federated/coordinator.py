@@ -251,6 +251,8 @@ class Coordinator:
                     blobs2 = {k: blobs[k] for k in retry}
                     for k in retry:
                         bytes_down[k] += len(blobs2[k])
+                        if self.tap:  # sent again: the tap sees every blob that is counted
+                            self.tap("down", rnd, k, "round", blobs2[k])
                     results.update(self.pool.run_round(rnd, blobs2))
         updates: list[ClientUpdate] = []
         bytes_up: dict[int, int] = {}

@@ -437,7 +437,7 @@ class FederationOutcome:
     def totals(self) -> dict[str, float]:
         """Byte totals count every message: up = the rounds' uploads + every release (live audits' and the final
         one, recorded per round in `release_up`); down = joins + downlinks + the last broadcast + release
-        requests."""
+        requests. Methods whose clients keep their encoders also report the releases apart (bytes_release_*)."""
         up = sum(sum(r.bytes_up.values()) for r in self.records)
         down = sum(sum(r.bytes_down.values()) for r in self.records)
         rel_up = sum(sum(r.release_up.values()) for r in self.records)
@@ -446,14 +446,18 @@ class FederationOutcome:
             rel_up, rel_down = sum(self.release_up.values()), sum(self.release_down.values())
         join0 = sum(self.join_bytes.values())
         final = sum(self.final_bytes.values())
+        releases = (
+            {"bytes_release_up": float(rel_up), "bytes_release_down": float(rel_down)}
+            if self.method.private_encoders()
+            else {}
+        )  # only methods whose clients keep their encoders release at the nodes
         return {
             "rounds": float(len(self.records)),
             "bytes_up_total": float(up + rel_up),
             "bytes_down_total": float(down + join0 + final + rel_down),
             "bytes_join_initial": float(join0),
             "bytes_down_final": float(final),
-            "bytes_release_up": float(rel_up),
-            "bytes_release_down": float(rel_down),
+            **releases,
             "failures_total": float(sum(len(r.failures) + len(r.coordinator_failures) for r in self.records)),
             "restarts": float(self.restarts),
             "coordinator_restarts": float(sum(len(r.coordinator_failures) for r in self.records)),
