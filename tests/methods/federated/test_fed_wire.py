@@ -24,7 +24,7 @@ from veil.datasets import load_dataset
 from veil.datasets.base import Dataset
 from veil.methods import create_method
 from veil.methods.federated.coordinator import Coordinator
-from veil.methods.federated.core import EncodersStayHome, Node, NodeData, Objective, loads
+from veil.methods.federated.core import EncodersStayHome, FederationError, Node, NodeData, Objective, loads
 from veil.methods.federated.simulation import (
     FederationOptions,
     FederationOutcome,
@@ -357,3 +357,27 @@ def test_live_audits_and_a_restarted_client_release_only_what_is_asked(ds: Datas
     assert [r.round for r in out.records if r.release_up] == [2, 4, 6]
     assert [int("live/utility_auc" in h) for h in out.history] == [0, 1, 0, 1, 0, 1]
     assert out.history[1]["bytes_release_up"] == sum(out.records[1].release_up.values())
+
+
+def test_the_audit_reads_only_what_the_clients_released(ds: Dataset) -> None:
+    """A client whose host is gone at the end releases nothing: the audit report says so, the global audit scores
+    the rows that were released (and no other), and that client's per-node row is NaN. A release that claims rows
+    a client does not own is refused."""
+    plan, out, _, _ = recorded_run("d-gpp", ds, RUNS["d-gpp"])
+    m = out.method
+    assert m.released is not None and plan.test_parts is not None
+    full = audit_final(plan, ds, m, CFG)
+    for split in ("train", "test"):
+        del m.released.parts[split][1]  # as if client 1's host had died for good before the release
+    report, rows, z_train, z_test = audit_final(plan, ds, m, CFG)
+    assert z_train.shape[0] == len(ds.train) - len(plan.parts[1]) and z_test.shape[0] == len(ds.test) - len(
+        plan.test_parts[1]
+    )
+    assert [w.split(" released")[0] for w in report.warnings] == ["node 1", "node 1"]
+    assert np.isnan(rows[1]["utility_auc"]) and rows[1]["train_rows"] == len(plan.parts[1])
+    for k in (0, 2):  # the others' audits do not change (stacked probes: equal up to floating-point order)
+        assert rows[k] == pytest.approx(full[1][k], abs=1e-6)
+    rows0, z0 = m.released.parts["train"][0]
+    m.released.parts["train"][0] = (rows0 + 1, z0)  # rows it does not own
+    with pytest.raises(FederationError, match="node 0's train release"):
+        audit_final(plan, ds, m, CFG)
