@@ -8,6 +8,7 @@ from veil.methods.federated.aggregation import AGGREGATION_RULES, aggregate, get
 from veil.methods.federated.coordinator import Coordinator, Pool, RoundRecord
 from veil.methods.federated.core import (
     ClientUpdate,
+    EncodersStayHome,
     Failure,
     FederatedRoles,
     FederationError,
@@ -15,6 +16,7 @@ from veil.methods.federated.core import (
     Node,
     NodeData,
     Objective,
+    Release,
     ResourceError,
     derive_seed,
 )
@@ -35,6 +37,7 @@ __all__ = [
     "AGGREGATION_RULES",
     "ClientUpdate",
     "Coordinator",
+    "EncodersStayHome",
     "Failure",
     "FederatedMethod",
     "FederatedRoles",
@@ -50,6 +53,7 @@ __all__ = [
     "NodeHost",
     "Objective",
     "Pool",
+    "Release",
     "ResourceError",
     "RoundRecord",
     "aggregate",
