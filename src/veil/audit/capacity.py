@@ -23,21 +23,11 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from veil.audit.probes import label_tasks, prepare, probe_metrics
+from veil.audit.probes import PROBES, label_tasks, prepare, probe_metrics
 from veil.audit.train import sklearn_proba, train_classifier
 from veil.config import as_params, param
 from veil.datasets.base import Split
 
-#: probe families of the sweep: name -> (kind, MLP hidden widths)
-PROBES: dict[str, tuple[str, tuple[int, ...]]] = {
-    "logistic": ("logistic", ()),
-    "mlp-32": ("mlp", (32,)),
-    "mlp-256-128": ("mlp", (256, 128)),
-    "mlp-512-256-128": ("mlp", (512, 256, 128)),
-    "mlp-256x4": ("mlp", (256, 256, 256, 256)),
-    "random-forest": ("random-forest", ()),
-    "hist-gradient-boosting": ("hist-gradient-boosting", ()),
-}
 #: families whose fit does not depend on the seed at these sizes: trained once, not `repeats` times
 DETERMINISTIC = frozenset({"logistic", "hist-gradient-boosting"})
 

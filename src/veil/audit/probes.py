@@ -21,7 +21,9 @@ __all__ = [
     "AuditReport",
     "LabelScore",
     "LabelTask",
+    "CERTIFICATE_SUITE",
     "MI_CHOICES",
+    "PROBES",
     "ROLE_OFFSETS",
     "ProbeMetrics",
     "accuracy_auc",
@@ -36,6 +38,7 @@ __all__ = [
     "prepare",
     "probe_metrics",
     "probe_score",
+    "proba_score",
     "roc_auc",
     "score_label",
     "standardize",
@@ -43,6 +46,20 @@ __all__ = [
 
 #: the values `AuditConfig.mi` accepts: "none" or a registered MI estimator (`veil.audit.mi.register_estimator`)
 MI_CHOICES: tuple[str, ...] = ("none", *MI_ESTIMATORS)
+
+#: probe families of the sweep: name -> (kind, MLP hidden widths)
+PROBES: dict[str, tuple[str, tuple[int, ...]]] = {
+    "logistic": ("logistic", ()),
+    "mlp-32": ("mlp", (32,)),
+    "mlp-256-128": ("mlp", (256, 128)),
+    "mlp-512-256-128": ("mlp", (512, 256, 128)),
+    "mlp-256x4": ("mlp", (256, 256, 256, 256)),
+    "random-forest": ("random-forest", ()),
+    "hist-gradient-boosting": ("hist-gradient-boosting", ()),
+}
+#: the certificate's adversaries besides the audit's own probe (`veil.audit.certificate`): a linear model, MLPs
+#: narrower and wider than the probe, and gradient boosting
+CERTIFICATE_SUITE: tuple[str, ...] = ("logistic", "mlp-32", "mlp-512-256-128", "hist-gradient-boosting")
 
 
 @dataclass(frozen=True)
@@ -69,6 +86,12 @@ class AuditConfig:
         "also run the adversary-capacity sweep (logistic, MLPs of growing size, random "
         "forest, boosting; 3 seeds) and report its worst case as adversary_auc_max",
     )
+    suite: tuple[str, ...] = param(
+        CERTIFICATE_SUITE,
+        "the certificate's adversaries on every sensitive label, besides the probe above (one seed each)",
+        choices=tuple(PROBES),
+    )
+    bootstrap: int = param(1000, "bootstrap resamples of the test rows behind every certificate interval", ge=100)
 
     def probe_settings(self) -> dict[str, Any]:
         """The `train_classifier` keywords these settings fix (all but seed and standardisation)."""
@@ -99,6 +122,9 @@ class AuditReport:
     config: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     """Lines shown above the table (e.g. a release reproducible from the run's params)."""
+    probas: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    """Each label's probe's class probabilities on the test rows (not recorded: the certificate's bootstrap
+    reads them)."""
 
     def by_role(self, role: str) -> list[LabelScore]:
         return [s for s in self.scores if s.role == role]
@@ -248,7 +274,12 @@ def probe_score(
     label: str, role: str, probe: Classifier, z_te: np.ndarray, y_te: np.ndarray, n_classes: int
 ) -> LabelScore:
     """A trained probe's score on one label of the test representation."""
-    m = probe_metrics(y_te, probe.predict_proba(z_te), n_classes)
+    return proba_score(label, role, probe.predict_proba(z_te), y_te, n_classes)
+
+
+def proba_score(label: str, role: str, proba: np.ndarray, y_te: np.ndarray, n_classes: int) -> LabelScore:
+    """The score of class probabilities `proba` (test rows x classes) on one label."""
+    m = probe_metrics(y_te, proba, n_classes)
     majority = float(np.bincount(y_te, minlength=n_classes).max() / len(y_te))
     return LabelScore(label, role, m.accuracy, m.auc, m.gap, majority, n_classes, m.logloss)
 
@@ -321,11 +352,12 @@ def audit(
     """Score fresh probes for every utility and sensitive label on the released representation."""
     cfg = config or AuditConfig()
     z_tr, z_te = prepare(z_train, z_test, cfg.standardize)
-    scores = [
-        score_label(t.name, t.role, z_tr, t.y_train, z_te, t.y_test, t.n_classes, cfg, cfg.seed + t.offset)
-        for t in label_tasks(train, test, num_classes)
-    ]
-    return AuditReport(scores, as_params(cfg))
+    scores, probas = [], {}
+    for t in label_tasks(train, test, num_classes):
+        probe = train_classifier(z_tr, t.y_train, t.n_classes, seed=cfg.seed + t.offset, **cfg.probe_settings())
+        probas[t.name] = probe.predict_proba(z_te)
+        scores.append(proba_score(t.name, t.role, probas[t.name], t.y_test, t.n_classes))
+    return AuditReport(scores, as_params(cfg), probas=probas)
 
 
 def audit_many(
@@ -360,6 +392,7 @@ def audit_many(
         for j, t in enumerate(member_tasks):
             groups.setdefault((prepared[i][0].shape[1], t.n_classes), []).append((i, j))
     scores: dict[tuple[int, int], LabelScore] = {}
+    probas: dict[tuple[int, int], np.ndarray] = {}
     for (_, n_classes), keys in groups.items():  # predicting on torch's default threads costs ~1 ms a probe
         probes = train_classifiers_stacked(
             [prepared[i][0] for i, _ in keys],
@@ -372,5 +405,13 @@ def audit_many(
         with torch_threads(num_threads):
             for (i, j), probe in zip(keys, probes):
                 t = tasks[i][j]
-                scores[i, j] = probe_score(t.name, t.role, probe, prepared[i][1], t.y_test, n_classes)
-    return [AuditReport([scores[i, j] for j in range(len(tasks[i]))], as_params(cfg)) for i in range(count)]
+                probas[i, j] = probe.predict_proba(prepared[i][1])
+                scores[i, j] = proba_score(t.name, t.role, probas[i, j], t.y_test, n_classes)
+    return [
+        AuditReport(
+            [scores[i, j] for j in range(len(tasks[i]))],
+            as_params(cfg),
+            probas={tasks[i][j].name: probas[i, j] for j in range(len(tasks[i]))},
+        )
+        for i in range(count)
+    ]

@@ -1,0 +1,352 @@
+"""The certificate of a release: what an adversary reaches on held-out rows, with intervals, against the target.
+
+After the audit, every sensitive label is attacked by the audit's own probe and by the suite of other adversaries
+(`AuditConfig.suite`: logistic regression, MLPs narrower and wider than the probe, gradient boosting), each
+trained on the released train rows and scored on the released test rows, read once here. Every figure gets a 95%
+bootstrap interval over the test rows (`veil.audit.intervals`, one set of resamples for all of them), and the worst
+case over the suite and the labels gets its interval from the same resamples (per resample, the worst adversary).
+A gap or AUC bound is met only when that worst case's upper end is within it. eps-LDP releases add the empirical
+epsilon test of their mechanism (`veil.audit.dp_test`), which must not find more epsilon than claimed.
+
+A certificate is empirical and says so: it bounds what these adversaries reach on these held-out rows, not what
+every conceivable adversary could; only the eps of an LDP mechanism is a formal bound, and the test checks it."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from veil.audit.intervals import Interval, auc_draws, class_auc_draws, gap_draws, interval, resample_counts
+from veil.audit.probes import AuditConfig, AuditReport, label_tasks, prepare
+from veil.audit.targets import MI_PREFIX, Target
+from veil.datasets.base import Dataset
+
+CONFIDENCE = 0.95
+#: confidence of the empirical epsilon test: a correctly scaled mechanism fails it less than once in 1,000 runs
+EPS_TEST_CONFIDENCE = 0.999
+SCOPE = (
+    "empirical: the adversaries of the suite, trained on the released train rows and scored on held-out test rows "
+    "(95% bootstrap intervals over those rows); not a bound on every conceivable adversary"
+)
+
+
+@dataclass(frozen=True)
+class Adversary:
+    """One adversary (probe family) on one sensitive label: its test AUC and privacy gap with intervals."""
+
+    label: str
+    probe: str
+    auc: Interval
+    gap: Interval
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "probe": self.probe, "auc": self.auc.to_dict(), "privacy_gap": self.gap.to_dict()}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One bound of the target, checked."""
+
+    metric: str
+    limit: float
+    value: float
+    """the point estimate (the worst case over the suite for gap and AUC bounds)"""
+    checked: float
+    """what was compared with the limit: the interval's upper end, the estimate, or the mechanism's epsilon"""
+    how: str
+    met: bool
+
+    def text(self) -> str:
+        verdict = "met" if self.met else "NOT met"
+        return f"{self.metric} <= {self.limit:g}: {verdict} ({self.how} {self.checked:.4g})"
+
+
+@dataclass
+class Certificate:
+    """Target, achieved values with intervals, the strongest adversary, the knob and how it was set, and `met`."""
+
+    target: Target
+    checks: list[Check]
+    adversaries: list[Adversary]
+    worst_gap: Interval
+    worst_auc: Interval
+    strongest: str
+    """'<label> / <probe>' of the adversary with the highest upper end of its gap"""
+    utility: Interval
+    """mean utility AUC of the audit's probe over the utility labels"""
+    utility_labels: dict[str, Interval]
+    test_rows: int
+    bootstrap: int
+    suite: tuple[str, ...]
+    knob: dict[str, Any] | None = None
+    """{'field', 'value', 'set_by': 'calibration' | 'run' | 'default' | 'preset paper'}"""
+    calibration: dict[str, Any] | None = None
+    ldp: list[dict[str, Any]] = field(default_factory=list)
+    reference: dict[str, float] = field(default_factory=dict)
+    """per sensitive label, the gap of predicting it from the utility labels alone (what keeping u costs)"""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def met(self) -> bool:
+        return bool(self.checks) and all(c.met for c in self.checks)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "met": self.met,
+            "target": self.target.to_dict(),
+            "target_source": "default" if self.target.default else "run",
+            "checks": [asdict(c) for c in self.checks],
+            "privacy_gap": self.worst_gap.to_dict(),
+            "adversary_auc_max": self.worst_auc.to_dict(),
+            "strongest_adversary": self.strongest,
+            "utility_auc": self.utility.to_dict(),
+            "utility_by_label": {k: v.to_dict() for k, v in self.utility_labels.items()},
+            "adversaries": [a.to_dict() for a in self.adversaries],
+            "knob": self.knob,
+            "calibration": self.calibration,
+            "ldp_epsilon_tests": self.ldp,
+            "utility_labels_reveal": self.reference,
+            "test_rows": self.test_rows,
+            "bootstrap_resamples": self.bootstrap,
+            "confidence": CONFIDENCE,
+            "suite": list(self.suite),
+            "scope": SCOPE,
+            "notes": list(self.notes),
+        }
+
+    def metrics(self) -> dict[str, float]:
+        """Figures logged as MLflow metrics (certificate/*)."""
+        out = {
+            "certificate/met": float(self.met),
+            "certificate/privacy_gap": self.worst_gap.point,
+            "certificate/privacy_gap_high": self.worst_gap.high,
+            "certificate/adversary_auc_max": self.worst_auc.point,
+            "certificate/adversary_auc_max_high": self.worst_auc.high,
+            "certificate/utility_auc": self.utility.point,
+            "certificate/utility_auc_low": self.utility.low,
+        }
+        if self.ldp:
+            out["certificate/eps_lower_bound"] = max(float(t["lower_bound"]) for t in self.ldp)
+        return out
+
+    def headline(self) -> str:
+        """One line: met or not, against what, with the worst gap and the utility."""
+        verdict = "MET" if self.met else "NOT MET"
+        return (
+            f"certificate {verdict}: target {self.target.text()}; worst privacy gap {self.worst_gap.text()} "
+            f"({self.strongest}); utility AUC {self.utility.text()}; 95% intervals over {self.test_rows} test rows"
+        )
+
+    def to_markdown(self) -> str:
+        """The certificate as Markdown (the run's MLflow description and certificate.md)."""
+        lines = [
+            f"### Release certificate: {'met' if self.met else '**NOT met**'}",
+            "",
+            f"Target: {self.target.text()}.",
+        ]
+        if self.knob:
+            lines.append(f"Knob: `{self.knob['field']} = {self.knob['value']:.4g}` (set by {self.knob['set_by']}).")
+        lines += ["", "| bound | value | checked | met |", "|---|---|---|---|"]
+        for c in self.checks:
+            lines.append(
+                f"| {c.metric} <= {c.limit:g} | {c.value:.4f} | {c.how} {c.checked:.4f} | {'yes' if c.met else 'NO'} |"
+            )
+        lines += [
+            "",
+            f"Worst privacy gap {self.worst_gap.text()} ({self.strongest}); utility AUC {self.utility.text()}; "
+            f"95% bootstrap intervals over {self.test_rows} test rows ({self.bootstrap} resamples).",
+            "",
+            "| sensitive label | adversary | AUC [95%] | privacy gap [95%] |",
+            "|---|---|---|---|",
+        ]
+        for a in self.adversaries:
+            lines.append(f"| {a.label} | {a.probe} | {a.auc.text()} | {a.gap.text()} |")
+        for t in self.ldp:
+            lines.append(
+                f"\nEmpirical epsilon ({t['pair']} pair, L1 {t['l1']:.3g}): >= {t['lower_bound']:.3f} at "
+                f"{t['confidence']:.1%} (claimed {t['claimed']:g}): {'consistent' if t['consistent'] else 'VIOLATED'}."
+            )
+        if self.notes:
+            lines += [""] + [f"- {n}" for n in self.notes]
+        lines += ["", f"Scope: {SCOPE}."]
+        return "\n".join(lines)
+
+
+def suite_probas(
+    z_tr: np.ndarray, z_te: np.ndarray, ds: Dataset, cfg: AuditConfig
+) -> dict[tuple[str, str], np.ndarray]:
+    """Test class probabilities of every suite adversary on every sensitive label: (label, probe) -> proba."""
+    from veil.audit.capacity import CapacityConfig, fit_predict
+
+    ccfg = CapacityConfig(epochs=cfg.epochs, lr=cfg.lr, batch_size=cfg.batch_size, seed=cfg.seed)
+    out = {}
+    for t in label_tasks(ds.train, ds.test, ds.num_classes):
+        if t.role != "adversary":
+            continue
+        for probe in cfg.suite:
+            out[t.name, probe] = fit_predict(probe, z_tr, t.y_train, z_te, t.n_classes, ccfg, cfg.seed + 500 + t.offset)
+    return out
+
+
+def utility_reveals(ds: Dataset) -> dict[str, float]:
+    """For each sensitive label, the privacy gap of predicting it from the utility labels alone (class frequencies
+    of s per utility-label combination on the train rows, scored on the test rows): a release that keeps every
+    utility label cannot hide s below this."""
+
+    def key(split: Any) -> np.ndarray:
+        cols = [np.asarray(v) for v in split.utility.values()]
+        return np.stack(cols, axis=1) if cols else np.zeros((len(split), 1), np.int64)
+
+    ktr, kte = key(ds.train), key(ds.test)
+    combos, tr_idx = np.unique(ktr, axis=0, return_inverse=True)
+    lookup = {tuple(c): i for i, c in enumerate(combos)}
+    te_idx = np.array([lookup.get(tuple(r), -1) for r in kte])
+    out = {}
+    for name, y_tr in ds.train.sensitive.items():
+        k = int(ds.num_classes[name])
+        table = np.ones((len(combos) + 1, k))  # +1 smoothing; the last row: a combination unseen in train
+        np.add.at(table, (tr_idx.ravel(), np.asarray(y_tr)), 1.0)
+        proba = (table / table.sum(axis=1, keepdims=True))[te_idx]
+        aucs = class_auc_draws(np.asarray(ds.test.sensitive[name]), proba, k, None)
+        out[name] = float(gap_draws(aucs)[0])
+    return out
+
+
+def certify(
+    z_train: np.ndarray,
+    z_test: np.ndarray,
+    ds: Dataset,
+    report: AuditReport,
+    target: Target,
+    cfg: AuditConfig,
+    *,
+    ldp: Any = None,
+    knob: Mapping[str, Any] | None = None,
+    calibration: Mapping[str, Any] | None = None,
+) -> Certificate:
+    """The certificate of the release (z_train, z_test) of `ds` against `target`. `report` is the audit's (its
+    probes' test probabilities are reused); `ldp` a `veil.methods.base.LDPRelease` for eps-LDP releases."""
+    z_tr, z_te = prepare(z_train, z_test, cfg.standardize)
+    n = len(ds.test)
+    counts = resample_counts(n, cfg.bootstrap, cfg.seed + 7)
+    probe_name = "mlp-" + "-".join(str(h) for h in cfg.hidden) + " (audit)"
+    adversaries: list[Adversary] = []
+    gap_by: list[np.ndarray] = []
+    auc_by: list[np.ndarray] = []
+    sets = {
+        (t.name, probe_name): report.probas[t.name]
+        for t in label_tasks(ds.train, ds.test, ds.num_classes)
+        if t.role == "adversary"
+    }
+    sets.update(suite_probas(z_tr, z_te, ds, cfg))
+    for (label, probe), proba in sets.items():
+        y, k = np.asarray(ds.test.sensitive[label]), int(ds.num_classes[label])
+        point = class_auc_draws(y, proba, k, None)
+        draws = class_auc_draws(y, proba, k, counts)
+        gd, ad = gap_draws(draws), auc_draws(draws)
+        gap_by.append(gd)
+        auc_by.append(ad)
+        adversaries.append(
+            Adversary(label, probe, interval(float(auc_draws(point)[0]), ad), interval(float(gap_draws(point)[0]), gd))
+        )
+    with np.errstate(invalid="ignore"):
+        worst_gap = interval(max(a.gap.point for a in adversaries), np.nanmax(np.stack(gap_by), axis=0))
+        worst_auc = interval(max(a.auc.point for a in adversaries), np.nanmax(np.stack(auc_by), axis=0))
+    strongest = max(adversaries, key=lambda a: (a.gap.high, a.gap.point))
+    util_labels: dict[str, Interval] = {}
+    util_draws: list[np.ndarray] = []
+    for name, y in ds.test.utility.items():
+        k = int(ds.num_classes[name])
+        u_draws = auc_draws(class_auc_draws(np.asarray(y), report.probas[name], k, counts))
+        util_labels[name] = interval(
+            float(auc_draws(class_auc_draws(np.asarray(y), report.probas[name], k, None))[0]), u_draws
+        )
+        util_draws.append(u_draws)
+    utility = interval(float(np.mean([u.point for u in util_labels.values()])), np.mean(np.stack(util_draws), axis=0))
+    cert = Certificate(
+        target,
+        [],
+        adversaries,
+        worst_gap,
+        worst_auc,
+        f"{strongest.label} / {strongest.probe}",
+        utility,
+        util_labels,
+        n,
+        cfg.bootstrap,
+        tuple(cfg.suite),
+        dict(knob) if knob else None,
+        dict(calibration) if calibration else None,
+        reference=utility_reveals(ds),
+    )
+    if ldp is not None:
+        from veil.audit.dp_test import epsilon_tests
+
+        tests = epsilon_tests(
+            ldp.mechanism, ldp.bounded, ldp.bound, ldp.width, ds.test.x, seed=cfg.seed, confidence=EPS_TEST_CONFIDENCE
+        )
+        cert.ldp = [t.to_dict() for t in tests]
+    cert.checks = [check(b.metric, b.limit, cert, z_train, z_test, ds, cfg) for b in target.bounds]
+    if cert.ldp and not all(t["consistent"] for t in cert.ldp):
+        worst = max(cert.ldp, key=lambda t: t["lower_bound"])
+        cert.checks.append(
+            Check(
+                "ldp_epsilon_test",
+                worst["claimed"],
+                worst["lower_bound"],
+                worst["lower_bound"],
+                "empirical eps >=",
+                False,
+            )
+        )
+    cert.notes = notes(cert)
+    return cert
+
+
+def check(
+    metric: str, limit: float, cert: Certificate, z_train: np.ndarray, z_test: np.ndarray, ds: Dataset, cfg: AuditConfig
+) -> Check:
+    """One bound of the target against the certificate's figures."""
+    if metric == "privacy_gap":
+        iv = cert.worst_gap
+        return Check(metric, limit, iv.point, iv.high, "95% upper end", bool(iv.high <= limit))
+    if metric == "adversary_auc_max":
+        iv = cert.worst_auc
+        return Check(metric, limit, iv.point, iv.high, "95% upper end", bool(iv.high <= limit))
+    if metric == "eps":
+        eps = min((float(t["claimed"]) for t in cert.ldp), default=math.inf) if cert.ldp else math.inf
+        return Check(metric, limit, eps, eps, "the mechanism's epsilon", bool(eps <= limit))
+    if metric.startswith(MI_PREFIX):
+        from veil.audit.mi import estimate_mi
+
+        _, est, label = metric.split("/")
+        y_tr, y_te = np.asarray(ds.train.sensitive[label]), np.asarray(ds.test.sensitive[label])
+        value = estimate_mi(z_train, y_tr, z_test, y_te, est, seed=cfg.seed).value
+        return Check(metric, limit, value, value, "estimate (no interval)", bool(value <= limit))
+    raise ValueError(f"unknown target metric {metric!r}")  # parse_target refuses it before
+
+
+def notes(cert: Certificate) -> list[str]:
+    """Plain-language lines a reviewer needs beside the figures."""
+    out = []
+    for c in cert.checks:
+        if c.metric == "privacy_gap" and not c.met and c.value <= c.limit:
+            out.append(
+                f"the worst gap's point estimate ({c.value:.3f}) is within the target but its 95% interval reaches "
+                f"{c.checked:.3f}: {cert.test_rows} test rows cannot show it below {c.limit:g}"
+            )
+    if cert.utility.low <= 0.5:
+        out.append(
+            f"the release keeps no utility these test rows can tell from chance (utility AUC {cert.utility.text()}): "
+            "at this target the method hides the utility labels too"
+        )
+    revealing = {k: v for k, v in cert.reference.items() if v > 0.05}
+    for name, gap in revealing.items():
+        out.append(
+            f"the utility labels alone reveal '{name}' with a privacy gap of {gap:.3f} on the test rows: a release "
+            "that keeps them fully cannot hide it further, so meeting a smaller target costs utility"
+        )
+    return out
