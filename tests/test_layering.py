@@ -12,7 +12,17 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 LOWER = ("veil.methods", "veil.audit", "veil.datasets")
-UPPER = ("veil.platform", "veil.run", "veil.runspec", "veil.sweeps", "veil.tracking", "veil.cli", "veil.nightly")
+UPPER = (
+    "veil.platform",
+    "veil.run",
+    "veil.runspec",
+    "veil.calibrate",
+    "veil.release",
+    "veil.sweeps",
+    "veil.tracking",
+    "veil.cli",
+    "veil.nightly",
+)
 BLOCKED = ("ray", "mlflow", "optuna")
 
 

@@ -39,7 +39,7 @@ from torch.nn import functional as F
 from veil.config import build, param
 from veil.datasets.base import Split, TaskSpec
 from veil.errors import ConfigError
-from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext, step
+from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, PrivacyKnob, TrainContext, step
 from veil.methods.nets import loss_row, loss_sum, make_optimizer, mlp
 from veil.methods.population import Fitted, register_population
 from veil.methods.randomness import gaussian_like
@@ -135,6 +135,7 @@ class AdjustableAE(Method):
         "release knobs noise (f) and lam (g) set privacy without retraining; z has width d_in"
     )
     paper = "adjustable privacy autoencoder paper (seed 003), Alg. 1, Table 2, Sec. 4.2"
+    privacy_knob = PrivacyKnob("noise", 0.5, 5000.0, "log", "high")  # a release knob: calibration trains once
     config: AdjustableAEConfig
     AE_ROLES = ("encoder", "classifier", "rest", "decoder")  # trained on the reconstruction (eq. 9)
     CLASSIFIER_ROLES = ("encoder", "classifier")  # trained on the utility NLL (eq. 10)

@@ -8,9 +8,11 @@ between processes (checkpoints load with weights_only=True)."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from abc import ABC
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Iterable, Iterator, Mapping
+from typing import Any, Callable, ClassVar, Iterable, Iterator, Literal, Mapping
 
 import numpy as np
 import torch
@@ -67,6 +69,70 @@ class PaperValue:
     """False where the paper gives no value and `preset: paper` keeps Veil's earlier choice: not a deviation."""
 
 
+@dataclass(frozen=True)
+class PrivacyKnob:
+    """The config field that trades utility for privacy, and the range calibration searches it over (`veil.calibrate`):
+    GPP's beta, EIGAN's alpha, LDP's eps, the adjustable AE's noise. Positions run from 0 (the private end) to 1
+    (the useful end) in the knob's scale, so one search serves knobs that hide more when they grow and when they
+    shrink."""
+
+    field: str
+    """the method's config field"""
+    low: float
+    """smallest value searched"""
+    high: float
+    """largest value searched"""
+    scale: Literal["log", "logit", "linear"] = "log"
+    """how values are spaced between low and high ('logit' for weights in (0, 1))"""
+    private_end: Literal["low", "high"] = "low"
+    """which end of the range hides more ('low': beta, alpha, eps; 'high': noise)"""
+
+    def __post_init__(self) -> None:
+        if not self.low < self.high:
+            raise ValueError(f"knob {self.field}: low {self.low} must be below high {self.high}")
+        if self.scale == "log" and self.low <= 0:
+            raise ValueError(f"knob {self.field}: a log scale needs low > 0")
+        if self.scale == "logit" and not 0 < self.low < self.high < 1:
+            raise ValueError(f"knob {self.field}: a logit scale needs 0 < low < high < 1")
+
+    def _warp(self, v: float) -> float:
+        if self.scale == "log":
+            return math.log(v)
+        if self.scale == "logit":
+            return math.log(v / (1 - v))
+        return v
+
+    def _unwarp(self, w: float) -> float:
+        if self.scale == "log":
+            return math.exp(w)
+        if self.scale == "logit":
+            return 1 / (1 + math.exp(-w))
+        return w
+
+    def value_at(self, position: float) -> float:
+        """The knob value at `position` in [0, 1] (0: the private end, 1: the useful end)."""
+        t = position if self.private_end == "low" else 1 - position
+        lo, hi = self._warp(self.low), self._warp(self.high)
+        return float(self._unwarp(lo + min(max(t, 0.0), 1.0) * (hi - lo)))
+
+    def position_of(self, value: float) -> float:
+        """Inverse of `value_at` (clipped to [0, 1])."""
+        lo, hi = self._warp(self.low), self._warp(self.high)
+        t = (self._warp(min(max(value, self.low), self.high)) - lo) / (hi - lo)
+        return t if self.private_end == "low" else 1 - t
+
+    def read(self, config: "MethodConfig") -> float:
+        """The knob's value in `config` (the first client's for a per-client tuple)."""
+        v = getattr(config, self.field)
+        return float(v[0] if isinstance(v, tuple) else v)
+
+    def apply(self, config: "MethodConfig", value: float) -> "MethodConfig":
+        """`config` with the knob set to `value` (every client's, for a per-client tuple)."""
+        current = getattr(config, self.field)
+        new: Any = (float(value),) if isinstance(current, tuple) else value
+        return dataclasses.replace(config, **{self.field: new})
+
+
 @dataclass
 class Batch:
     """A minibatch on the training device."""
@@ -109,6 +175,20 @@ class BatchSampler:
 
     def sample(self) -> Batch:
         return self._take(torch.randperm(self.n, generator=self.gen)[: self.batch_size])
+
+
+@dataclass(frozen=True)
+class LDPRelease:
+    """An eps-LDP release z = M(v(x)): the mechanism, the bounded map v, and the bound c on v's coordinates."""
+
+    mechanism: Any
+    """a `veil.methods.mechanisms.LaplaceMechanism`"""
+    bounded: Callable[[torch.Tensor], torch.Tensor]
+    """x -> v, every coordinate in [-bound, bound]"""
+    bound: float
+    """c: the bound on every coordinate of v"""
+    width: int
+    """width of v (and of z)"""
 
 
 class TrainContext:
@@ -159,6 +239,9 @@ class Method(ABC):
     releases_input_format: ClassVar[bool] = False  # z is an obfuscated record in x's format (adds seed 003's audit)
     #: the paper's value of every field whose default departs from it; `preset: paper` restores them all
     paper_values: ClassVar[Mapping[str, PaperValue]] = {}
+    #: the field that trades utility for privacy, which calibration sets to meet a leakage target (None: the
+    #: method has no privacy knob, e.g. the no-privacy autoencoder)
+    privacy_knob: ClassVar[PrivacyKnob | None] = None
 
     def __init__(self, config: MethodConfig, task: TaskSpec) -> None:
         self.config = config
@@ -193,6 +276,11 @@ class Method(ABC):
         """Map a batch of inputs to the released representation z (default: the encoder's output); any
         noise of the release is drawn from `generator`, never from the global RNG."""
         return self.modules()["encoder"](x)
+
+    def ldp_release(self) -> LDPRelease | None:
+        """For a release made by an eps-LDP mechanism: the mechanism and the map it is applied to (the
+        certificate tests the mechanism's epsilon empirically); None for every other release."""
+        return None
 
     @classmethod
     def deviations(cls, config: MethodConfig) -> dict[str, Any]:

@@ -14,7 +14,17 @@ from torch.nn import functional as F
 
 from veil.config import param
 from veil.datasets.base import Split, TaskSpec
-from veil.methods.base import Batch, BatchSampler, ClosedFormConfig, Method, MethodConfig, TrainContext, step
+from veil.methods.base import (
+    Batch,
+    BatchSampler,
+    ClosedFormConfig,
+    LDPRelease,
+    Method,
+    MethodConfig,
+    PrivacyKnob,
+    TrainContext,
+    step,
+)
 from veil.methods.mechanisms import LaplaceMechanism, l1_sensitivity
 from veil.methods.nets import make_optimizer, mlp
 from veil.methods.randomness import gaussian_like
@@ -71,6 +81,7 @@ class NoisyEncoder(Autoencoder):
     Config = NoisyEncoderConfig
     description = "autoencoder whose code gets N(0, noise^2) noise in training and at release"
     paper = "baseline in the GPP paper (seed 001), Sec. VI"
+    privacy_knob = PrivacyKnob("noise", 0.01, 100.0, "log", "high")
     config: NoisyEncoderConfig
 
     def code(self, x: torch.Tensor) -> torch.Tensor:
@@ -216,6 +227,7 @@ class DPInput(Method):
         "z has width d_in"
     )
     paper = "DP baseline in the EIGAN paper (seed 000, Sec. 3 'Baselines', Fig. 3, Table 3)"
+    privacy_knob = PrivacyKnob("eps", 1.0, 1e5, "log", "low")
     config: DPInputConfig
 
     def build(self) -> None:
@@ -244,3 +256,6 @@ class DPInput(Method):
 
     def release(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         return self.mechanism(self.encoder(x), generator)
+
+    def ldp_release(self) -> LDPRelease:
+        return LDPRelease(self.mechanism, self.encoder, self.config.clip, self.task.d_in)

@@ -42,7 +42,7 @@ from torch.nn import functional as F
 
 from veil.config import param
 from veil.errors import ConfigError
-from veil.methods.base import Method, MethodConfig, PaperValue
+from veil.methods.base import Method, MethodConfig, PaperValue, PrivacyKnob
 from veil.methods.deviations import WHY_UNIFORM, fraction_deviation, privacy_loss_deviation, release_deviation
 from veil.methods.ensemble_ops import (
     assign_slots,
@@ -149,6 +149,7 @@ class DGPP(FederatedMethod, Method):
     )
     paper = "GPP paper (seed 001), Alg. 2"
     paper_values = {"privacy_loss": PaperValue("neg-ce", WHY_UNIFORM)}
+    privacy_knob = PrivacyKnob("beta", 1e-3, 30.0, "log", "low")  # one beta_m for every client
     message_kind = "representations"
     config: DGPPConfig
 

@@ -17,7 +17,7 @@ from torch import nn
 
 from veil.config import param
 from veil.datasets.base import Split, TaskSpec
-from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, PaperValue, TrainContext, step
+from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, PaperValue, PrivacyKnob, TrainContext, step
 from veil.methods.deviations import WHY_ADAM, WHY_UNIFORM, optimizer_deviation, privacy_loss_deviation
 from veil.methods.ensemble_ops import copy_ces, privacy_term, single
 from veil.methods.federated.ensemble import Stack, step_all
@@ -53,6 +53,9 @@ EIGAN_PAPER_VALUES = {
         stated=False,
     ),
 }
+
+#: EIGAN's and D-EIGAN's privacy knob: a smaller alpha weighs the adversaries more
+EIGAN_KNOB = PrivacyKnob("alpha", 0.01, 0.99, "logit", "low")
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,7 @@ class EIGAN(Method):
     description = "encoder vs n allies and m adversaries, L_E = alpha/n sum CE(A) - (1-alpha)/m sum CE(V)"
     paper = "EIGAN paper (seed 000), Alg. A1"
     paper_values = EIGAN_PAPER_VALUES
+    privacy_knob = EIGAN_KNOB
     config: EIGANConfig
 
     def build(self) -> None:
@@ -201,6 +205,6 @@ def fit_eigan_population(configs: Sequence[MethodConfig], task: TaskSpec, train:
             **{f"loss/adversary/{k}": v.detach() for k, v in zip(names_v, lv)},
         }
 
-    histories = train_members(sampler, c.epochs, n, train_step)
+    histories = train_members(sampler, c.epochs, n, train_step, ctx)
     load_members(members, {"encoder": encoder, **allies, **adversaries})
     return list(zip(members, histories))

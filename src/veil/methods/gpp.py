@@ -18,7 +18,7 @@ from torch import nn
 
 from veil.config import param
 from veil.datasets.base import Split, TaskSpec
-from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, PaperValue, TrainContext, step
+from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, PaperValue, PrivacyKnob, TrainContext, step
 from veil.methods.deviations import WHY_UNIFORM, privacy_loss_deviation, release_deviation
 from veil.methods.ensemble_ops import copy_ces, pair, privacy_term
 from veil.methods.federated.ensemble import Stack, step_all
@@ -96,6 +96,7 @@ class GPP(Method):
     description = "Gaussian encoder, beta*CE(u) - CE(s) + lambda*KL, k classifier steps per encoder step"
     paper = "GPP paper (seed 001), Alg. 1, eq. 39"
     paper_values = {"privacy_loss": PaperValue("neg-ce", WHY_UNIFORM)}
+    privacy_knob = PrivacyKnob("beta", 1e-3, 30.0, "log", "low")
     config: GPPConfig
 
     def build(self) -> None:
@@ -203,6 +204,6 @@ def fit_gpp_population(configs: Sequence[MethodConfig], task: TaskSpec, train: S
             **{f"loss/adversary/{k}": v.detach() for k, v in zip(names_s, ls_heads)},
         }
 
-    histories = train_members(sampler, c.epochs, n, train_step)
+    histories = train_members(sampler, c.epochs, n, train_step, ctx)
     load_members(members, {"encoder": encoder, **utility, **adversaries})
     return list(zip(members, histories))

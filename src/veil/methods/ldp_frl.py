@@ -30,7 +30,17 @@ from torch.nn import functional as F
 
 from veil.config import param
 from veil.datasets.base import Split, TaskSpec
-from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, PaperValue, TrainContext, step
+from veil.methods.base import (
+    Batch,
+    BatchSampler,
+    LDPRelease,
+    Method,
+    MethodConfig,
+    PaperValue,
+    PrivacyKnob,
+    TrainContext,
+    step,
+)
 from veil.methods.deviations import WHY_ADAM, optimizer_deviation
 from veil.methods.ensemble_ops import copy_ces, single
 from veil.methods.federated.ensemble import Stack, step_all
@@ -141,6 +151,7 @@ class LDPFRL(Method):
     description = "bounded extractor + eps-LDP Laplace on z; loss CE(y) + beta * MSE of (z, s) -> x side decoders"
     paper = "LDP-FRL paper (seed 002), Alg. 1, eq. 15, Table 1"
     paper_values = LDP_PAPER_VALUES
+    privacy_knob = PrivacyKnob("eps", 0.1, 1000.0, "log", "low")
     config: LDPFRLConfig
 
     def build(self) -> None:
@@ -170,6 +181,10 @@ class LDPFRL(Method):
 
     def release(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         return self.mechanism(self.encoder(x), generator)
+
+    def ldp_release(self) -> LDPRelease:
+        c = self.config
+        return LDPRelease(self.mechanism, self.encoder, c.clip, c.d_z)
 
     def train_step(self, batch: Batch, sampler: BatchSampler, ctx: TrainContext) -> dict[str, float]:
         z = self.mechanism(self.encoder(batch.x))
@@ -236,6 +251,6 @@ def fit_ldp_frl_population(configs: Sequence[MethodConfig], task: TaskSpec, trai
             **{f"loss/side/{k}": x.detach() for k, x in zip(names_s, ls)},
         }
 
-    histories = train_members(sampler, c.epochs, n, train_step)
+    histories = train_members(sampler, c.epochs, n, train_step, ctx)
     load_members(members, stacks)
     return list(zip(members, histories))

@@ -26,7 +26,7 @@ import numpy as np
 
 from veil.config import param
 from veil.datasets.base import Split
-from veil.methods.base import ClosedFormConfig, MethodConfig
+from veil.methods.base import ClosedFormConfig, MethodConfig, PrivacyKnob
 from veil.methods.baselines import LinearBaseline
 from veil.methods.registry import register_method
 
@@ -94,6 +94,7 @@ class LinearARL(LinearBaseline):
         "closed-form linear ARL: z spans the eigenvectors of lambda*SS^T - (1-lambda)*YY^T with negative eigenvalue"
     )
     paper = "Sadeghi, Yu & Boddeti, ICCV 2019 (linear case); baseline in the EIGAN paper (seed 000)"
+    privacy_knob = PrivacyKnob("lambda_arl", 0.01, 0.99, "logit", "high")
     config: LinearARLConfig
 
     def build(self) -> None:

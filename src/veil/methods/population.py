@@ -142,7 +142,7 @@ def fit_population(
 ) -> Fitted:
     """Train `configs` (one population of `method_name`) as one vectorised model on `train_split`; each member's
     ordinary fitted `Method` (on the CPU, as the inline executor leaves it) and per-epoch loss rows. `ctx.on_epoch`
-    is not called: the rows come back with each member."""
+    hears the first member's row after each epoch (for progress); every member's rows come back with it."""
     form = population_form(method_name)
     if form is None:
         raise ValueError(f"method {method_name!r} has no population form (methods with one: {sorted(POPULATIONS)})")
@@ -227,10 +227,14 @@ def shared(labels: Mapping[str, torch.Tensor], copies: int) -> dict[str, torch.T
 
 
 def train_members(
-    sampler: BatchSampler, epochs: int, copies: int, train_step: Callable[[Batch], Mapping[str, torch.Tensor]]
+    sampler: BatchSampler,
+    epochs: int,
+    copies: int,
+    train_step: Callable[[Batch], Mapping[str, torch.Tensor]],
+    ctx: TrainContext | None = None,
 ) -> list[list[dict[str, float]]]:
     """`epochs` passes of `sampler` as `Method.fit` makes them; `train_step` returns each loss as a (P,) tensor.
-    Every member's per-epoch mean loss rows."""
+    Every member's per-epoch mean loss rows; `ctx.report` hears the first member's row after each epoch (progress)."""
     histories: list[list[dict[str, float]]] = [[] for _ in range(copies)]
     for _ in range(epochs):
         sums: list[dict[str, float]] = [{} for _ in range(copies)]
@@ -242,6 +246,8 @@ def train_members(
             steps += 1
         for p in range(copies):
             histories[p].append({k: v / steps for k, v in sums[p].items()})
+        if ctx is not None:
+            ctx.report(len(histories[0]) - 1, histories[0][-1])
     return histories
 
 
