@@ -8,6 +8,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from veil.datasets.transform import Column, FeatureTransform
 from veil.errors import DataError
 
 UTILITY_PREFIX = "u:"
@@ -67,6 +68,8 @@ class Dataset:
     """Parameters the dataset was built with (size, dimension, seed, ...)."""
     feature_names: tuple[str, ...] = ()
     """Column names of X, if known."""
+    transform: FeatureTransform | None = None
+    """How the source table's columns became X (`veil release` applies it to new rows); None if unknown."""
 
     def __post_init__(self) -> None:
         if not self.train.utility:
@@ -178,12 +181,17 @@ def assemble(
     feature_names: Sequence[str] = (),
     standardize: Sequence[int] = (),
     params: Mapping[str, Any] | None = None,
+    columns: Sequence[Column] | None = None,
+    other: Sequence[str] = (),
 ) -> Dataset:
     """A Dataset from full arrays and a given split. Labels are coded 0..C-1 over all rows (as make_dataset
-    does); the `standardize` columns are scaled to zero mean, unit variance with TRAIN statistics only."""
+    does); the `standardize` columns are scaled to zero mean, unit variance with TRAIN statistics only.
+    `columns`: the source columns behind x (a table's), recorded with those statistics as the dataset's
+    `transform` (`other`: the table's label and extra columns); without them the transform names the features."""
     x = np.asarray(x, dtype=np.float32)
     if len(train_idx) == 0 or len(test_idx) == 0:
         raise DataError(f"dataset '{name}': the split leaves {len(train_idx)} train and {len(test_idx)} test rows")
+    stats: dict[int, tuple[float, float]] = {}
     if standardize:
         cols = np.asarray(list(standardize), dtype=np.int64)
         # float64 statistics: float32 sums and squares overflow for values beyond ~1e19
@@ -191,6 +199,7 @@ def assemble(
         mu, sd = train.mean(axis=0), train.std(axis=0)
         sd[sd == 0] = 1.0
         x[:, cols] = ((x[:, cols] - mu) / sd).astype(np.float32)
+        stats = {int(c): (float(m), float(s)) for c, m, s in zip(cols, mu, sd)}
     if not np.all(np.isfinite(x)):
         bad = np.argwhere(~np.isfinite(x))[0]
         col = feature_names[bad[1]] if len(feature_names) > bad[1] else bad[1]
@@ -213,7 +222,28 @@ def assemble(
         num_classes,
         dict(params or {}),
         tuple(str(f) for f in feature_names),
+        record_transform(columns, stats, other, feature_names, x.shape[1]),
     )
+
+
+def record_transform(
+    columns: Sequence[Column] | None,
+    stats: Mapping[int, tuple[float, float]],
+    other: Sequence[str],
+    feature_names: Sequence[str],
+    width: int,
+) -> FeatureTransform | None:
+    """The transform a dataset records: its source columns with the standardisation each numeric one got
+    (`stats`: feature position -> (mean, deviation)), or its feature names; None when neither is known."""
+    if columns is None:
+        return FeatureTransform.of_features(feature_names) if len(feature_names) == width else None
+    out, pos = [], 0
+    for c in columns:
+        if c.kind == "numeric" and pos in stats:
+            c = Column(c.name, c.kind, *stats[pos])
+        out.append(c)
+        pos += c.width
+    return FeatureTransform(tuple(out), tuple(other))
 
 
 def to_frame(ds: Dataset) -> pd.DataFrame:
@@ -236,6 +266,7 @@ def from_frame(
     num_classes: Mapping[str, int],
     params: Mapping[str, Any] | None = None,
     feature_names: tuple[str, ...] = (),
+    transform: FeatureTransform | None = None,
 ) -> Dataset:
     """Inverse of `to_frame`."""
     fcols = [c for c in frame.columns if c.startswith(FEATURE_PREFIX)]
@@ -250,4 +281,4 @@ def from_frame(
             pick(EXTRA_PREFIX),
         )
 
-    return Dataset(name, side("train"), side("test"), dict(num_classes), dict(params or {}), feature_names)
+    return Dataset(name, side("train"), side("test"), dict(num_classes), dict(params or {}), feature_names, transform)

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from veil.datasets.base import Dataset, from_frame, to_frame
+from veil.datasets.transform import FeatureTransform
 
 META_KEY = b"veil.dataset"
 
@@ -31,6 +32,7 @@ def write_parquet(ds: Dataset, path: str | Path) -> Path:
         "num_classes": dict(ds.num_classes),
         "params": dict(ds.params),
         "feature_names": list(ds.feature_names),
+        "transform": ds.transform.to_dict() if ds.transform is not None else None,
     }
     table = table.replace_schema_metadata(
         {**(table.schema.metadata or {}), META_KEY: json.dumps(meta, default=str).encode()}
@@ -50,6 +52,7 @@ def read_parquet(path: str | Path) -> Dataset:
     """Read a Dataset written by `write_parquet`."""
     table = pq.read_table(path)
     meta = json.loads(table.schema.metadata[META_KEY])
+    transform = FeatureTransform.from_dict(meta["transform"]) if meta.get("transform") else None
     return from_frame(
-        table.to_pandas(), meta["name"], meta["num_classes"], meta["params"], tuple(meta["feature_names"])
+        table.to_pandas(), meta["name"], meta["num_classes"], meta["params"], tuple(meta["feature_names"]), transform
     )

@@ -31,6 +31,7 @@ from veil.config import param
 from veil.datasets.base import Dataset, assemble, split_indices
 from veil.datasets.cards import read_card
 from veil.datasets.entries import DatasetEntry
+from veil.datasets.transform import Column
 from veil.errors import DataError
 
 ANY_COLUMN = "*"
@@ -47,7 +48,7 @@ random split often leaves it no test row and its one-vs-rest AUC cannot be score
 MAX_FLOAT_CLASSES = 20
 """A label of non-integer numbers with more distinct values than this looks continuous (bin it first)."""
 
-CHECKS_VERSION = 2
+CHECKS_VERSION = 3
 """Part of a file's cache key: raise it when `check_table`'s checks change, so that a file cached before is
 checked again instead of read back from the cache."""
 
@@ -346,10 +347,11 @@ def check_split_classes(
 
 def encode_features(
     frame: pd.DataFrame, cols: Sequence[str], *, source: str, categorical: Sequence[str] = (), max_categories: int = 100
-) -> tuple[np.ndarray, list[str], list[int]]:
+) -> tuple[np.ndarray, list[str], list[int], list[Column]]:
     """Feature matrix of `cols`: numbers as they are, booleans 0/1, text one-hot. Returns (x, names,
-    indices of the numeric columns to standardise)."""
+    indices of the numeric columns to standardise, how each source column was encoded)."""
     blocks: list[np.ndarray] = []
+    specs: list[Column] = []
     names: list[str] = []
     numeric_idx: list[int] = []
     width = 0
@@ -357,6 +359,7 @@ def encode_features(
         s = frame[c]
         if pd.api.types.is_bool_dtype(s):
             blocks.append(s.to_numpy(dtype=np.float32)[:, None])
+            specs.append(Column(c, "bool"))
             names.append(c)
             width += 1
             continue
@@ -379,6 +382,7 @@ def encode_features(
                     f"range of features (about ±{FLOAT32_MAX:.1e}); rescale the column (e.g. log or divide)"
                 )
             blocks.append(v.astype(np.float32)[:, None])
+            specs.append(Column(c, "numeric"))
             names.append(c)
             numeric_idx.append(width)
             width += 1
@@ -404,11 +408,12 @@ def encode_features(
         block = np.zeros((len(s), len(cats)), dtype=np.float32)
         block[np.arange(len(s)), [index[v] for v in text]] = 1.0
         blocks.append(block)
+        specs.append(Column(c, "categorical", categories=tuple(cats)))
         names += [f"{c}={v}" for v in cats]
         width += len(cats)
     if not blocks:
         raise DataError(f"{source}: no feature columns left after removing labels and extras")
-    return np.hstack(blocks), names, numeric_idx
+    return np.hstack(blocks), names, numeric_idx, specs
 
 
 def check_table(
@@ -486,7 +491,7 @@ def table_to_dataset(
         test_fraction=test_fraction,
         max_categories=max_categories,
     )
-    x, fnames, numeric_idx = encode_features(
+    x, fnames, numeric_idx, specs = encode_features(
         frame, feats, source=source, categorical=categorical, max_categories=max_categories
     )
 
@@ -509,4 +514,6 @@ def table_to_dataset(
         extra={c: frame[c].to_numpy() for c in extra},
         feature_names=fnames,
         standardize=numeric_idx if standardize else (),
+        columns=specs,
+        other=[*labels, *extra],
     )
