@@ -27,7 +27,7 @@ def split_assignments(items: Sequence[str], method: str, dataset: str) -> dict[s
     from veil.runspec import KeyRouter
 
     router = KeyRouter.for_run(method, dataset)
-    out: dict[str, dict[str, Any]] = {"method": {}, "dataset": {}, "audit": {}, "fed": {}, "run": {}}
+    out: dict[str, dict[str, Any]] = {"method": {}, "dataset": {}, "audit": {}, "fed": {}, "run": {}, "calibration": {}}
     for item in items:
         if "=" not in item:
             raise ConfigError("--set", item, "key=value")
@@ -35,6 +35,9 @@ def split_assignments(items: Sequence[str], method: str, dataset: str) -> dict[s
         key, value = key.strip(), parse_value(raw.strip())
         if key == "seed":
             out["run"]["seed"] = value
+            continue
+        if key.startswith("calibration."):  # checked with the rest of the calibration settings by `validate`
+            out["calibration"][key.split(".", 1)[1]] = value
             continue
         try:
             section, name = router.route(key)
@@ -83,6 +86,15 @@ def build_run_spec(args: argparse.Namespace):
         data["federation"] = {**data.get("federation", {}), **routed["fed"]}
     if "seed" in routed["run"]:
         data["seed"] = routed["run"]["seed"]
+    if routed["calibration"]:
+        data["calibration"] = {**data.get("calibration", {}), **routed["calibration"]}
+    from veil.audit.targets import target_from_flags
+
+    flags = target_from_flags(args.target or [])
+    if flags is not None:
+        data["target"] = "none" if not flags else flags.to_dict()
+    if getattr(args, "no_calibrate", False):
+        data["calibrate"] = False
     for key in ("executor", "experiment", "tracking_uri", "address", "run_name", "partition", "runtime"):
         if getattr(args, key, None) is not None:
             data[key] = getattr(args, key)
@@ -139,7 +151,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             bar = tqdm(
                 total=None if federated else v.method_config.epochs,
-                desc=f"{spec.method} on {spec.dataset}",
+                desc=f"{spec.method} on {spec.dataset}" + (f" ({phase})" if phase else ""),
                 unit="round" if federated else "epoch",
                 file=sys.stderr,
                 dynamic_ncols=True,
@@ -152,15 +164,61 @@ def cmd_run(args: argparse.Namespace) -> int:
             bar.update(1)
             bar.set_postfix({k.split("/", 1)[-1][:12]: f"{val:.3f}" for k, val in list(row.items())[:3]})
 
+    phase = ""
+
+    def note(text: str) -> None:
+        nonlocal bar, phase
+        if bar is not None:  # a calibration stage's epochs end: the next stage opens its own bar
+            bar.close()
+            bar = None
+        phase = "release" if text.startswith("calibrated ") else "calibrating"
+        if not args.quiet or text.startswith("calibration found no value"):
+            print(f"[veil] {text}", file=sys.stderr, flush=True)
+
     try:
-        result = execute(v, on_epoch=on_epoch)
+        result = execute(v, on_epoch=on_epoch, note=note)
     finally:
         if bar is not None:
             bar.close()
     print_summary(result, v.executor_label, out)
+    print_certificate(result, out)
     if args.json:
         print(json.dumps(result.to_json(), default=str), flush=True)
-    return 0
+    return result.exit_code
+
+
+def print_certificate(result: Any, out: Any) -> None:
+    """The certificate's verdict after a run: its headline and checks, and a warning or an error when unmet."""
+    cert = result.certificate
+    if cert is None:
+        print("no leakage target (target: none): the release is not certified", file=out)
+        return
+    print(cert.headline(), file=out)
+    for c in cert.checks:
+        print(f"  {c.text()}", file=out)
+    if cert.met:
+        return
+    for n in cert.notes:
+        print(f"  note: {n}", file=out)
+    knob = cert.knob or {}
+    if result.calibration is not None:
+        print(
+            f"error: calibration could not meet the target ({cert.target.text()}): the release above (the least "
+            f"leaking value found, {knob.get('field')}={knob.get('value', float('nan')):.4g}) is recorded with met: "
+            f"false; exit code {result.exit_code}",
+            file=sys.stderr,
+        )
+    else:
+        who = (
+            f"{knob.get('field')}={knob.get('value', float('nan')):.4g} set by {knob.get('set_by')}"
+            if knob
+            else "no knob"
+        )
+        hint = f"; leave {knob.get('field')} unset to let Veil calibrate it" if knob.get("set_by") == "run" else ""
+        print(
+            f"[veil] warning: this release does NOT meet its target ({cert.target.text()}; {who}){hint}",
+            file=sys.stderr,
+        )
 
 
 def check_run_tracking(uri: str | None, address: str | None, args: argparse.Namespace) -> None:
@@ -179,10 +237,11 @@ def check_run_tracking(uri: str | None, address: str | None, args: argparse.Name
 def check_run(v: Any) -> int:
     """`veil run --check`: the parameters are valid and the data load; nothing trains, nothing is logged."""
     from veil.datasets.registry import load_dataset
-    from veil.run import check_release
+    from veil.run import check_release, check_target
 
     ds = load_dataset(v.spec.dataset, v.dataset_config)
     check_release(v, ds)
+    check_target(v, ds)
     labels = f"utility {', '.join(ds.utility_names)}; sensitive {', '.join(ds.sensitive_names)}"
     print(
         f"ok: {v.spec.method} on {v.spec.dataset} ({len(ds.train)} train / {len(ds.test)} test rows, {ds.d_in} "
@@ -285,7 +344,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"veil {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    run = sub.add_parser("run", help="train one method on one dataset, audit it and log it to MLflow")
+    run = sub.add_parser(
+        "run",
+        help="train one method on one dataset, audit it, certify it against a leakage target and log it to MLflow",
+        description="Train, audit, certify and log one run. Exit codes: 0 done (a release whose knob the run set "
+        "and that misses its target ends with a warning); 2 bad input, refused before anything ran; 3 calibration "
+        "could not meet the target (the least leaking release is recorded with met: false).",
+    )
     run.add_argument(
         "file",
         nargs="?",
@@ -304,6 +369,21 @@ def build_parser() -> argparse.ArgumentParser:
     from veil.datasets.commands import add_dataset_param_flag
 
     add_dataset_param_flag(run, "-p n=2000, or for your own file -p utility=COLUMN -p sensitive=COLUMN")
+    run.add_argument(
+        "--target",
+        "-t",
+        action="append",
+        metavar="METRIC=BOUND",
+        help="leakage target the release must meet: privacy_gap=0.05 (the default for privacy methods), "
+        "adversary_auc_max=0.55, eps=4 (eps-LDP methods), mi/ESTIMATOR/LABEL=0.01; repeat for several; "
+        "'none' for no certificate. Without the method's knob set, Veil calibrates the knob to it",
+    )
+    run.add_argument(
+        "--no-calibrate",
+        dest="no_calibrate",
+        action="store_true",
+        help="certify the release at the knob's default instead of calibrating it to the target",
+    )
     run.add_argument(
         "--executor",
         help="where training runs: auto | inline | ray-train (auto: ray-train when --gpu "
@@ -374,7 +454,7 @@ def _optional_command_modules() -> list[Any]:
     import importlib
 
     mods = []
-    for name in ("veil.sweeps.commands", "veil.nightly", "veil.tracking.sync"):
+    for name in ("veil.sweeps.commands", "veil.nightly", "veil.tracking.sync", "veil.release"):
         try:
             mods.append(importlib.import_module(name))
         except ModuleNotFoundError as e:

@@ -15,16 +15,29 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from veil import __version__
+from veil.audit.certificate import Certificate, certify
 from veil.audit.probes import AuditConfig, AuditReport
 from veil.audit.release import AuditOutcome, audit_release, audit_releases, check_mi_case
+from veil.audit.targets import Target, check_labels, default_target, parse_target
+from veil.calibrate import EXIT_NOT_MET, Calibration, calibrate, check_resolution
 from veil.config import as_params, build
 from veil.datasets.base import Dataset
 from veil.datasets.partition import parse_scheme
 from veil.datasets.registry import dataset_params, load_dataset
+from veil.datasets.transform import FeatureTransform
 from veil.errors import ConfigError, UnknownNameError
+from veil.methods.base import Method
 from veil.methods.federated.simulation import FederationOptions
 from veil.methods.registry import get_method, is_federated, method_config
-from veil.runspec import RUN_KEYS, RunSpec, ValidatedRun, centralized_refusal, load_run_file, spec_from_mapping
+from veil.runspec import (
+    RUN_KEYS,
+    CalibrationConfig,
+    RunSpec,
+    ValidatedRun,
+    centralized_refusal,
+    load_run_file,
+    spec_from_mapping,
+)
 from veil.sizing import check_memory
 
 if TYPE_CHECKING:
@@ -45,6 +58,7 @@ def validate(spec: RunSpec) -> ValidatedRun:
     mcfg = method_config(spec.method, spec.method_values())
     dcfg = dataset_params(spec.dataset, spec.dataset_values())
     acfg = build(AuditConfig, spec.audit_values(), where="audit")
+    goal = resolve_target(spec)
     check_memory(mcfg, dcfg, spec.dataset, get_method(spec.method).releases_input_format)
     if spec.executor not in EXECUTOR_CHOICES:
         raise ConfigError("executor", spec.executor, " | ".join(EXECUTOR_CHOICES))
@@ -58,14 +72,42 @@ def validate(spec: RunSpec) -> ValidatedRun:
         partition = spec.partition or "iid"
         parse_scheme(partition)  # a bad scheme fails here, before any data are loaded
         fed = build(FederationOptions, dict(spec.federation), where="federation")
-        return ValidatedRun(spec, mcfg, dcfg, acfg, "federated", fed, runtime, partition)
+        return ValidatedRun(spec, mcfg, dcfg, acfg, "federated", fed, runtime, partition, **goal)
     width = get_method(spec.method).release_width_for(mcfg, None)
     if width is not None:  # else known once the data are loaded: `check_release`
         check_mi_case(acfg, width)
     for key in ("partition", "runtime", "federation"):
         if getattr(spec, key):
             raise centralized_refusal(key, getattr(spec, key), spec.method)
-    return ValidatedRun(spec, mcfg, dcfg, acfg, choose_executor(spec.executor, spec.num_workers, spec.use_gpu))
+    executor = choose_executor(spec.executor, spec.num_workers, spec.use_gpu)
+    return ValidatedRun(spec, mcfg, dcfg, acfg, executor, **goal)
+
+
+def resolve_target(spec: RunSpec) -> dict[str, Any]:
+    """The run's target (its own, else the default for a method with a privacy knob), whether it calibrates, and
+    who sets the knob: keyword arguments of `ValidatedRun`."""
+    cls = get_method(spec.method)
+    knob = cls.privacy_knob
+    given = parse_target(spec.target)
+    target = given if given is not None else default_target() if knob else Target(())
+    eps = target.get("eps")
+    if eps is not None and cls.ldp_release is Method.ldp_release:
+        raise ConfigError("target.eps", eps.limit, "a bound of eps-LDP methods only (ldp-frl, ldp-fedavg, dp-input)")
+    ccfg = build(CalibrationConfig, dict(spec.calibration), where="calibration")
+    if knob is None:
+        if spec.calibration:
+            raise ConfigError(
+                "calibration", dict(spec.calibration), f"nothing: method {spec.method!r} has no privacy knob"
+            )
+        return {"target": target}
+    preset = spec.params.get("preset", "default")
+    set_by = "run" if knob.field in spec.params else "preset paper" if preset == "paper" else "default"
+    calibrates = bool(target) and spec.calibrate and set_by == "default"
+    return {
+        "target": target,
+        "calibration": ccfg if calibrates else None,
+        "knob_set_by": "calibration" if calibrates else set_by,
+    }
 
 
 @dataclass
@@ -82,6 +124,16 @@ class RunResult:
     seconds: float
     extra: dict[str, Any] = field(default_factory=dict)
     """Federated runs: 'per_node' audit rows and 'federation' totals."""
+    certificate: Certificate | None = None
+    """The release's certificate against the run's target (None: the run has no target)."""
+    calibration: Calibration | None = None
+    """The calibration that set the privacy knob (None: the run did not calibrate)."""
+
+    @property
+    def exit_code(self) -> int:
+        """0, or `EXIT_NOT_MET` when the run calibrated for its target and its release does not meet it."""
+        failed = self.certificate is not None and not self.certificate.met
+        return EXIT_NOT_MET if failed and self.calibration is not None else 0
 
     def to_json(self) -> dict[str, Any]:
         out = {
@@ -94,6 +146,8 @@ class RunResult:
         }
         if self.extra.get("per_node"):
             out["per_node"] = self.extra["per_node"]
+        if self.certificate is not None:
+            out["certificate"] = self.certificate.to_dict()
         return out
 
 
@@ -114,10 +168,19 @@ def code_version() -> str:
 
 def check_release(v: ValidatedRun, ds: Dataset) -> None:
     """Checks that need the data: the MI estimator copes with the release's width (known only with the task:
-    EIGAN derives d_z from the allies' classes, the adjustable AE releases x')."""
+    EIGAN derives d_z from the allies' classes, the adjustable AE releases x'); an MI bound names a sensitive
+    label."""
     width = get_method(v.spec.method).release_width_for(v.method_config, ds.task())
     if v.executor != "federated" and width is not None:
         check_mi_case(v.audit_config, width)
+    check_labels(v.target, ds.sensitive_names, v.spec.dataset)
+
+
+def check_target(v: ValidatedRun, ds: Dataset) -> None:
+    """A run that calibrates must have a target its test split can certify (`check_resolution`): refused before
+    the minutes calibration takes, naming the smallest bound the data can show."""
+    if v.calibration is not None:
+        check_resolution(ds, v.target, v.spec.dataset, v.spec.seed)
 
 
 def run_params(v: ValidatedRun, ds_params: Mapping[str, Any]) -> dict[str, Any]:
@@ -138,6 +201,9 @@ def run_params(v: ValidatedRun, ds_params: Mapping[str, Any]) -> dict[str, Any]:
     out.update(
         {f"method.deviation.{k}": val for k, val in get_method(s.method).recorded_deviations(v.method_config).items()}
     )
+    out.update(v.target.params())
+    if v.knob_set_by is not None:
+        out["knob_set_by"] = v.knob_set_by
     return out
 
 
@@ -165,6 +231,7 @@ def log_outcome(
         },
         "model/config.json",
     )
+    tracker.log_dict(feature_transform(ds).to_dict(), "model/features.json")
     tracker.log_dict(audited.report.to_dict(), "audit/report.json")
     tracker.log_text(audited.report.to_markdown() + "\n", "audit/report.md")
     for path, obj in audited.artifacts.items():
@@ -192,14 +259,16 @@ def execute(
     on_epoch: Callable[[int, dict[str, float]], None] | None = None,
     parent_run_id: str | None = None,
     storage: Path | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> RunResult:
     """THE pipeline of every run, centralized or federated, from the CLI or a sweep trial: validate (unless
-    given a validated run), load the data, let the executor check and plan it, then track: train, audit, log.
-    Everything refusable is refused before the MLflow run starts; a crash after that leaves the run FAILED
-    with everything logged before it."""
+    given a validated run), load the data, let the executor check and plan it, calibrate the privacy knob when
+    the run asks for it, then track: train, audit, certify, log. Everything refusable is refused before the
+    MLflow run starts; a crash after that leaves the run FAILED with everything logged before it. `note` hears
+    calibration's progress lines."""
     v = run if isinstance(run, ValidatedRun) else validate(run)
     ds = load_dataset(v.spec.dataset, v.dataset_config)
-    return execute_loaded(v, ds, on_epoch=on_epoch, parent_run_id=parent_run_id, storage=storage)
+    return execute_loaded(v, ds, on_epoch=on_epoch, parent_run_id=parent_run_id, storage=storage, note=note)
 
 
 def execute_loaded(
@@ -209,13 +278,37 @@ def execute_loaded(
     on_epoch: Callable[[int, dict[str, float]], None] | None = None,
     parent_run_id: str | None = None,
     storage: Path | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> RunResult:
-    """`execute` on data already loaded for `v`: check, plan with the run's executor, track."""
+    """`execute` on data already loaded for `v`: check, calibrate the knob when the run asks for it, plan with the
+    run's executor, track."""
     from veil.platform.executors import get_executor
 
     check_release(v, ds)
-    job = get_executor(v.executor)(v, ds, storage or Path(".veil") / "ray")
-    return track(v, ds, job, on_epoch=on_epoch, parent_run_id=parent_run_id)
+    storage = storage or Path(".veil") / "ray"
+    job = get_executor(v.executor)(v, ds, storage)  # the executor's refusals come before calibration's minutes
+    if v.calibration is None:
+        return track(v, ds, job, on_epoch=on_epoch, parent_run_id=parent_run_id)
+    check_target(v, ds)
+    cal = calibrate(v, ds, v.target, v.calibration, note, on_epoch)
+    v, job = calibrated_job(v, ds, cal, storage)
+    trains = cal.method is None  # a federation trains again; a centralized candidate's epochs are only logged
+    return track(v, ds, job, on_epoch=on_epoch if trains else None, parent_run_id=parent_run_id, calibration=cal)
+
+
+def calibrated_job(v: ValidatedRun, ds: Dataset, cal: Calibration, storage: Path) -> tuple[ValidatedRun, Job]:
+    """The run with its knob at the calibrated value, and the job that releases it: the calibrated candidate
+    itself (centralized), or a federation trained again on every training row (federated)."""
+    from veil.platform.executors import TrainOutcome, get_executor
+
+    knob = cal.knob
+    v = dataclasses.replace(v, method_config=knob.apply(v.method_config, cal.released.value))
+    if cal.method is None:
+        return v, get_executor(v.executor)(v, ds, storage)
+    job = get_executor("inline")(v, ds, storage)
+    outcome = TrainOutcome(cal.method, cal.history, "inline", job.device or "cpu", cal.seconds)
+    tags = {"veil.calibrated": "true"}
+    return v, dataclasses.replace(replayed(job, outcome), tags={**job.tags, **tags})
 
 
 def track(
@@ -228,6 +321,7 @@ def track(
     tags: Mapping[str, str] | None = None,
     audited: AuditOutcome | None = None,
     spent: float = 0.0,
+    calibration: Calibration | None = None,
 ) -> RunResult:
     """One planned run in its own MLflow run: params, `job.train` (its rows as per-epoch metrics), the audit
     (`audited` when done already), metrics and artifacts. `tags` are added to the run's own; `spent`: seconds
@@ -251,7 +345,7 @@ def track(
         },
     )
     with tracker:
-        params = {**run_params(v, ds.params), **job.params}
+        params = {**run_params(v, ds.params), **job.params, **(calibration.params() if calibration else {})}
         tracker.log_params(params)
         federated = job.federation is not None
 
@@ -287,6 +381,16 @@ def track(
         metrics["train_seconds"] = outcome.seconds
         if not federated:
             metrics["train_rows"] = len(ds.train)
+        cert = certify_release(v, ds, outcome.method, audited, calibration)
+        if cert is not None:
+            metrics.update(cert.metrics())
+            tracker.log_dict(cert.to_dict(), "certificate.json")
+            tracker.log_text(cert.to_markdown() + "\n", "certificate.md")
+            tracker.set_tags(
+                {"veil.certificate": "met" if cert.met else "not met", "mlflow.note.content": cert.to_markdown()}
+            )
+        if calibration is not None:
+            tracker.log_dict(calibration.to_dict(), "calibration.json")
         metrics["total_seconds"] = time.time() - t0
         tracker.log_metrics(metrics)
         log_outcome(tracker, v, ds, outcome, audited, job, params["code_version"])
@@ -310,6 +414,31 @@ def track(
         outcome.history,
         time.time() - t0,
         extra=extra,
+        certificate=cert,
+        calibration=calibration,
+    )
+
+
+def certify_release(
+    v: ValidatedRun, ds: Dataset, method: Any, audited: AuditOutcome, calibration: Calibration | None
+) -> Certificate | None:
+    """The release's certificate against the run's target (None without a target)."""
+    if not v.target:
+        return None
+    knob = get_method(v.spec.method).privacy_knob
+    knob_info = None
+    if knob is not None:
+        knob_info = {"field": knob.field, "value": knob.read(v.method_config), "set_by": v.knob_set_by}
+    return certify(
+        audited.z_train,
+        audited.z_test,
+        ds,
+        audited.report,
+        v.target,
+        v.audit_config,
+        ldp=method.ldp_release(),
+        knob=knob_info,
+        calibration=calibration.to_dict() if calibration is not None else None,
     )
 
 
@@ -439,6 +568,15 @@ def data_difference(v: ValidatedRun, home: tuple[Any, ...] | None) -> str:
     mine, theirs = as_params(v.dataset_config), as_params(home[1])
     diff = ", ".join(f"{k} {mine.get(k)} vs {theirs.get(k)}" for k in mine if mine.get(k) != theirs.get(k))
     return f"dataset {v.spec.dataset} params differ ({diff})"
+
+
+def feature_transform(ds: Dataset) -> FeatureTransform:
+    """How new rows become the run's input (`veil release`): the dataset's recorded transform, else its feature
+    columns by name (x0, x1, ... when it names none)."""
+    if ds.transform is not None:
+        return ds.transform
+    names = ds.feature_names if len(ds.feature_names) == ds.d_in else tuple(f"x{i}" for i in range(ds.d_in))
+    return FeatureTransform.of_features(names)
 
 
 def load_method(state_file: str | Path, method: str, config: Mapping[str, Any], task: Any):

@@ -11,6 +11,8 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from veil.audit.probes import AuditConfig
+from veil.audit.targets import Target, parse_target
+from veil.config import param
 from veil.datasets.registry import get_dataset_entry
 from veil.errors import ConfigError, UnknownNameError
 from veil.methods.federated.simulation import FederationOptions
@@ -33,6 +35,9 @@ RUN_KEYS = (
     "partition",
     "runtime",
     "federation",
+    "target",
+    "calibrate",
+    "calibration",
 )
 
 TEXT_KEYS = ("executor", "experiment", "run_name", "tracking_uri", "address", "partition", "runtime")
@@ -79,6 +84,13 @@ class RunSpec:
     vectorised) or 'auto' (= virtual); unset = 'auto'. Given for a centralized method, it is refused."""
     federation: Mapping[str, Any] = field(default_factory=dict)
     """Federated methods: placement, live audit and fault options (see `veil.methods.federated.FederationOptions`)."""
+    target: Any = None
+    """Leakage target, e.g. {privacy_gap: 0.05} (`veil.audit.targets`); 'none' for no certificate; unset = the
+    default target for a method with a privacy knob, none for the others."""
+    calibrate: bool = True
+    """Calibrate the privacy knob to the target when the run does not set it (sweep trials never do)."""
+    calibration: Mapping[str, Any] = field(default_factory=dict)
+    """How calibration searches (`veil.calibrate.CalibrationConfig`: validation, grid, refine, margin, seed)."""
 
     def method_values(self) -> dict[str, Any]:
         return {"seed": self.seed, **self.params}
@@ -98,6 +110,30 @@ class RunSpec:
 
 
 @dataclass(frozen=True)
+class CalibrationConfig:
+    """How a run searches its privacy knob for the most useful value that meets the target."""
+
+    validation: float = param(
+        0.25,
+        "fraction of the training rows held out to score the candidates (the test split is never read)",
+        gt=0,
+        lt=0.9,
+    )
+    grid: int = param(6, "knob values of the first stage, spread over the knob's range", ge=2, le=64)
+    refine: int = param(
+        4, "knob values of each refinement stage, inside the bracket where the target starts to fail", ge=0, le=64
+    )
+    rounds: int = param(2, "refinement stages after the first (each narrows the bracket refine + 1 times)", ge=0, le=8)
+    margin: float | None = param(
+        None,
+        "room a gap or AUC bound must leave on validation; unset = the half-width of the 95% interval the "
+        "certificate will put on the test split",
+        ge=0,
+    )
+    seed: int | None = param(None, "seed of the validation split (unset: the run's seed)", ge=0)
+
+
+@dataclass(frozen=True)
 class ValidatedRun:
     """A RunSpec whose every part has been checked and built once: downstream code (executors, Ray workers,
     node hosts, sweep trials) uses these objects as they are and never validates again."""
@@ -114,6 +150,12 @@ class ValidatedRun:
     """Federated methods: the runtime's registered name ('auto' resolved)."""
     partition: str | None = None
     """Federated methods: the partition scheme, checked ('iid' when the spec left it unset)."""
+    target: Target = Target(())
+    """The leakage target the release is certified against (empty: no certificate)."""
+    calibration: CalibrationConfig | None = None
+    """Set when the run calibrates its privacy knob to the target before releasing."""
+    knob_set_by: str | None = None
+    """Who set the privacy knob: 'run', 'preset paper', 'default' or 'calibration' (None: the method has none)."""
 
     @property
     def executor_label(self) -> str:
@@ -144,15 +186,18 @@ def check_keys(data: Any, keys: Sequence[str], kind: str, where: str) -> Mapping
 def spec_from_mapping(data: Mapping[str, Any], where: str = "run spec") -> RunSpec:
     """Build a RunSpec from a YAML mapping; unknown keys are rejected by name."""
     check_keys(data, RUN_KEYS, "run spec", where)
-    for k in ("params", "dataset_params", "audit", "tags", "federation"):
+    for k in ("params", "dataset_params", "audit", "tags", "federation", "calibration"):
         if data.get(k) is not None and not isinstance(data[k], Mapping):
             raise ConfigError(k, data[k], "a mapping", where)
     kw = {k: v for k, v in data.items() if v is not None}
     for k in TEXT_KEYS:
         if k in kw and not isinstance(kw[k], str):
             raise ConfigError(k, kw[k], "a string", where)
-    if "use_gpu" in kw and not isinstance(kw["use_gpu"], bool):
-        raise ConfigError("use_gpu", kw["use_gpu"], "true | false", where)
+    for k in ("use_gpu", "calibrate"):
+        if k in kw and not isinstance(kw[k], bool):
+            raise ConfigError(k, kw[k], "true | false", where)
+    if "target" in kw:
+        parse_target(kw["target"], where)  # refused here, naming the bound, before anything else
     for name, value in (kw.get("tags") or {}).items():
         if not isinstance(name, str) or not isinstance(value, (str, int, float, bool)):
             raise ConfigError(f"tags.{name}", value, "a tag name mapped to a string or a number", where)

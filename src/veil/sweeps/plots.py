@@ -21,6 +21,8 @@ FRONT_COLOR = "#1f6fb4"
 DOMINATED_COLOR = "#9a9a9a"
 INFEASIBLE_COLOR = "#c0504d"
 BETTER_COLOR = "#2a7a2a"
+MET_COLOR = "#2a9d4a"
+MET = "certificate/met"
 
 
 def plot_axes(results: SweepResults) -> tuple[str | None, str]:
@@ -165,6 +167,18 @@ def _draw_panel(ax: Any, t: pd.DataFrame, xm: str | None, ym: str, results: Swee
                 gid=POINT_LABEL,
                 in_layout=False,
             )
+    met = meets_target(t)
+    if met.any():
+        ax.scatter(
+            x[met],
+            y[met],
+            s=150,
+            facecolors="none",
+            edgecolors=MET_COLOR,
+            linewidths=1.5,
+            label=f"meets the target ({results.spec.target_text()})",
+            zorder=5,
+        )
     direction = dict(zip(results.spec.metrics, results.spec.directions))
     mark_better(ax, direction.get(xm) if xm else None, direction[ym])
     ax.set_xlabel(axis_label(xm, results), fontsize=9)
@@ -173,6 +187,13 @@ def _draw_panel(ax: Any, t: pd.DataFrame, xm: str | None, ym: str, results: Swee
     ax.grid(alpha=0.25)
     if not len(t):
         ax.text(0.5, 0.5, "no finished trials", ha="center", va="center", transform=ax.transAxes)
+
+
+def meets_target(t: pd.DataFrame) -> np.ndarray:
+    """Which trials' certificates meet the sweep's target on every seed (`certificate/met` is their mean)."""
+    if MET not in t.columns:
+        return np.zeros(len(t), dtype=bool)
+    return pd.to_numeric(t[MET], errors="coerce").fillna(0).to_numpy(dtype=float) >= 1.0 - 1e-9
 
 
 POINT_LABEL = "veil-point-label"
@@ -358,9 +379,15 @@ def _svg(results: SweepResults, width: int = 760, height: int = 500) -> str:
     if len(front):
         fxs = (front[xm] if xm else front["trial"]).astype(float)
         rank = {idx: k for k, idx in enumerate(fxs.sort_values(kind="stable").index)}
+    met = dict(zip(t.index, meets_target(t)))
     for idx, r in t.iterrows():
         X, Y = sx(float(r[xm] if xm else r["trial"])), sy(float(r[ym]))
         tip = html.escape(_tooltip(r, results))
+        if met[idx]:
+            out.append(
+                f'<circle class="met" cx="{X:.1f}" cy="{Y:.1f}" r="9" fill="none" stroke="{MET_COLOR}" '
+                'stroke-width="1.6"/>'
+            )
         if r["pareto"]:
             ye = _std(r, ym) / (y1 - y0) * ph
             if ye:
@@ -438,6 +465,17 @@ tr.failed td { color: #999; }
 """
 
 
+def target_summary(results: SweepResults) -> str:
+    """'privacy_gap <= 0.05: 3 of 14 trials meet it (ringed in the plot)', or that trials are not certified."""
+    spec = results.spec
+    if not spec.certifies():
+        return "none (trials are not certified)"
+    t = _finished(results)
+    return (
+        f"{spec.target_text()}: {int(meets_target(t).sum())} of {len(t)} finished trials meet it (ringed in the plot)"
+    )
+
+
 def front_html(results: SweepResults, path: str | Path) -> Path:
     """The trade-off as one self-contained HTML file (hover a point for its parameters and metrics)."""
     s = results.summary()
@@ -451,6 +489,7 @@ def front_html(results: SweepResults, path: str | Path) -> Path:
             + ")",
         ),
         ("seeds per trial", ", ".join(map(str, results.spec.seeds))),
+        ("leakage target", target_summary(results)),
         ("hypervolume", hypervolume_text(results, label=False)),
         (
             "convex-hull AUC",

@@ -33,6 +33,7 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from veil.audit.mi import MI_ESTIMATORS
+from veil.audit.targets import parse_target
 from veil.errors import ConfigError, UnknownNameError
 from veil.methods.registry import is_federated
 from veil.platform.executors import EXECUTOR_CHOICES
@@ -72,6 +73,7 @@ SPEC_KEYS = (
     "num_workers",
     "experiment",
     "chull_origin",
+    "target",
 )
 SWEEP_EXECUTORS = tuple(e for e in EXECUTOR_CHOICES if e != "auto")
 PARAM_TYPES = ("float", "int", "log", "categorical")
@@ -151,6 +153,9 @@ FEDERATED_METRICS = (
 )
 #: metrics shown in trial tables besides the objectives (the raw adversary_auc next to privacy_gap: the gap
 #: says how much leaks, the AUC on which side of chance the adversary sits)
+#: what a certified sweep tracks of each trial's certificate: met (the mean over seeds is the share of seeds that
+#: met it) and the worst gap's 95% upper end
+CERTIFICATE_METRICS = ("certificate/met", "certificate/privacy_gap_high")
 SUMMARY_METRICS = ("utility_auc", "adversary_auc", "privacy_gap", "utility_acc", "adversary_acc", "total_seconds")
 #: hypervolume reference used when the spec gives none: the worst sensible value of each bounded metric
 DEFAULT_REFERENCE = {
@@ -457,6 +462,9 @@ class SweepSpec:
     num_workers: int = 1
     experiment: str = "veil"
     chull_origin: str = "zero"
+    target: Any = None
+    """The leakage target every trial is certified against (trials never calibrate: a sweep explores the knobs);
+    None = the default target for a method with a privacy knob, 'none' for no certificate."""
     name: str | None = None
     description: str = ""
     warnings: tuple[str, ...] = ()
@@ -483,10 +491,28 @@ class SweepSpec:
     def tracked_metrics(self) -> list[str]:
         """Objectives, constraint metrics and the summary metrics, in that order, without repeats."""
         out: list[str] = []
-        for m in [*self.metrics, *(c.metric for c in self.constraints), *SUMMARY_METRICS]:
+        for m in [*self.metrics, *(c.metric for c in self.constraints), *SUMMARY_METRICS, *self.certificate_metrics()]:
             if m not in out:
                 out.append(m)
         return out
+
+    def certifies(self) -> bool:
+        """Whether its trials are certified against a target (the spec's, or a privacy method's default)."""
+        from veil.audit.targets import parse_target
+        from veil.methods.registry import get_method
+
+        given = parse_target(self.target)
+        return bool(given) if given is not None else get_method(self.method).privacy_knob is not None
+
+    def target_text(self) -> str:
+        """The target trials are certified against, as text ('privacy_gap <= 0.05 (the default target)')."""
+        from veil.audit.targets import default_target, parse_target
+
+        return (parse_target(self.target) or default_target()).text()
+
+    def certificate_metrics(self) -> tuple[str, ...]:
+        """The certificate's figures a certified sweep tracks per trial (CERTIFICATE_METRICS), else none."""
+        return CERTIFICATE_METRICS if self.certifies() else ()
 
     def tune_trials(self) -> int:
         """How many Tune trials run the sweep's trials: one per population of up to `population` trials."""
@@ -534,6 +560,8 @@ class SweepSpec:
             run_name=run_name,
             tracking_uri=tracking_uri,
             tags=dict(tags or {}),
+            target=self.target,
+            calibrate=False,
             **fed,
         )
 
@@ -903,6 +931,8 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
     params = _mapping(data, "params", where)
     dparams = _mapping(data, "dataset_params", where)
     audit = _mapping(data, "audit", where)
+    target = data.get("target")
+    parse_target(target, where)  # a bad bound is refused here, naming it
     if check_names:
         for key, names, kind in (
             ("params", sections.names("method"), "method parameter"),
@@ -1082,6 +1112,7 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
         num_workers=num_workers,
         experiment=experiment,
         chull_origin=chull_origin,
+        target=target,
         name=sweep_name,
         description=description,
         warnings=warnings,

@@ -1,0 +1,214 @@
+"""`veil release RUN --data FILE -o z.parquet`: a certified run's encoder applied to new rows.
+
+The run's recorded artifacts are all it needs: the trained weights (`model/state.pt`, loaded with
+weights_only=True), the method's config and task (`model/config.json`), how the source table's columns became its
+input (`model/features.json`, `veil.datasets.transform`) and its certificate (`certificate.json`). New rows must
+have the run's schema (the same feature columns; label and extra columns are allowed and ignored, never released);
+each release draws fresh OS-entropy noise (a `release_seed` recorded with the run is not used: reproducible noise
+voids the guarantee). A run without a certificate, or whose certificate is not met, is refused unless the user
+passes --allow-unmet, which the written certificate then records. z is written with the certificate beside it
+(`<output>.certificate.json`)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from veil.errors import ConfigError, DataError, VeilError
+
+ARTIFACTS = ("model/config.json", "model/state.pt", "model/features.json", "certificate.json")
+
+
+class ReleaseRefused(VeilError):
+    """The run cannot release new rows (no certificate, an unmet one, a method whose encoders stay elsewhere)."""
+
+
+def fetch_run(uri: str, run_id: str, into: Path) -> dict[str, Path | None]:
+    """Download the run's release artifacts into `into`; a missing one maps to None. An unknown run is refused."""
+    from veil.tracking.mlflow_run import client
+
+    c = client(uri)
+    try:
+        c.get_run(run_id)
+    except Exception as e:  # MlflowException: RESOURCE_DOES_NOT_EXIST, or a malformed id
+        raise ConfigError("RUN", run_id, f"the id of a run in the store at {uri} ({type(e).__name__})") from None
+    out: dict[str, Path | None] = {}
+    for name in ARTIFACTS:
+        try:
+            out[name] = Path(c.download_artifacts(run_id, name, str(into)))
+        except Exception:
+            out[name] = None
+    return out
+
+
+def load_released_method(config_file: Path, state_file: Path) -> Any:
+    """The run's method with its trained weights, its release noise drawn from fresh OS entropy."""
+    import torch
+
+    from veil.datasets.base import TaskSpec
+    from veil.methods.registry import create_method, method_config
+
+    meta = json.loads(config_file.read_text())
+    task = TaskSpec(**meta["task"])
+    config = method_config(meta["method"], {**meta["config"], "release_seed": None})
+    method = create_method(meta["method"], config, task)
+    method.load_state(torch.load(state_file, weights_only=True))
+    return method, meta
+
+
+def release(
+    run_id: str,
+    data: str,
+    output: str,
+    *,
+    tracking_uri: str | None = None,
+    allow_unmet: bool = False,
+    keep: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """Release z for the rows of `data` with run `run_id`'s encoder, write it to `output` (Parquet) and the
+    certificate beside it; returns what was written."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from veil.datasets.files import file_sha256, read_table
+    from veil.datasets.transform import FeatureTransform
+    from veil.tracking.mlflow_run import check_tracking
+
+    uri = check_tracking(tracking_uri)
+    out = Path(output)
+    if out.suffix.lower() not in (".parquet", ".pq"):
+        raise ConfigError("--output", output, "a .parquet path")
+    frame = read_table(data)  # a bad file is refused before the run is fetched
+    with tempfile.TemporaryDirectory() as tmp:
+        files = fetch_run(uri, run_id, Path(tmp))
+        cert_file, config_file, state_file = (
+            files["certificate.json"],
+            files["model/config.json"],
+            files["model/state.pt"],
+        )
+        if config_file is None or state_file is None:
+            raise ReleaseRefused(
+                f"run {run_id} has no trained model to release with (model/config.json, model/state.pt)"
+            )
+        if cert_file is None:
+            if not allow_unmet:
+                raise ReleaseRefused(
+                    f"run {run_id} has no certificate (it ran with target: none, or before Veil certified releases): "
+                    "nothing says what its release leaks. Rerun it with a target, or pass --allow-unmet to release anyway"
+                )
+            certificate: dict[str, Any] = {"met": False, "missing": True}
+        else:
+            certificate = json.loads(cert_file.read_text())
+        if not certificate.get("met") and not allow_unmet and cert_file is not None:
+            raise ReleaseRefused(
+                f"run {run_id}'s certificate is not met (target {certificate.get('target')}, worst privacy gap "
+                f"{certificate.get('privacy_gap', {}).get('high', float('nan')):.3f} at its 95% upper end): its release "
+                "leaks more than its target allows. Pass --allow-unmet to release anyway (recorded in the output)"
+            )
+        method, meta = load_released_method(config_file, state_file)
+        features_file = files["model/features.json"]
+        if features_file is None:
+            raise ReleaseRefused(
+                f"run {run_id} did not record its input schema (model/features.json); rerun it to release"
+            )
+        transform = FeatureTransform.from_dict(json.loads(features_file.read_text()))
+    used = [c.name for c in transform.columns] + list(transform.other)
+    for k in keep:
+        if k not in frame.columns:
+            raise ConfigError("--keep", k, f"a column of {data}: {', '.join(frame.columns)}")
+        if k in used:
+            raise ConfigError(
+                "--keep",
+                k,
+                "an id column that is neither a feature nor a label of the run (a feature or label copied beside z "
+                "would be released unprotected)",
+            )
+    x = transform.apply(frame.drop(columns=list(keep)), data)
+    if x.shape[1] != int(meta["task"]["d_in"]):
+        raise DataError(f"{data}: the run's schema gives {x.shape[1]} features, its model takes {meta['task']['d_in']}")
+    try:
+        z = method.encode(x)
+    except VeilError as e:
+        raise ReleaseRefused(f"run {run_id} cannot release new rows: {e}") from None
+    table = pd.DataFrame({f"z{i}": z[:, i] for i in range(z.shape[1])})
+    for k in keep:
+        table[k] = frame[k].to_numpy()
+    stamp = {
+        "run_id": run_id,
+        "tracking_uri": uri,
+        "method": meta["method"],
+        "source": str(data),
+        "source_sha256": file_sha256(Path(data)),
+        "rows": int(len(z)),
+        "released_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "release_noise": "fresh OS entropy (not reproducible from anything recorded)",
+        "certificate_met": bool(certificate.get("met")),
+        "released_despite_unmet_certificate": bool(allow_unmet and not certificate.get("met")),
+    }
+    arrow = pa.Table.from_pandas(table, preserve_index=False)
+    arrow = arrow.replace_schema_metadata(
+        {**(arrow.schema.metadata or {}), b"veil.release": json.dumps(stamp).encode()}
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(arrow, out)
+    cert_out = out.with_name(out.name + ".certificate.json")
+    cert_out.write_text(json.dumps({**certificate, "release": stamp}, indent=2, default=str) + "\n")
+    return {
+        "output": str(out),
+        "certificate": str(cert_out),
+        "rows": int(len(z)),
+        "width": int(z.shape[1]),
+        **stamp,
+        "finite": bool(np.isfinite(z).all()),
+    }
+
+
+def cmd_release(args: argparse.Namespace) -> int:
+    info = release(
+        args.run,
+        args.data,
+        args.output,
+        tracking_uri=args.tracking_uri,
+        allow_unmet=args.allow_unmet,
+        keep=tuple(args.keep or ()),
+    )
+    verdict = "met" if info["certificate_met"] else "NOT met (released with --allow-unmet)"
+    print(
+        f"released {info['rows']} rows of {args.data} as z ({info['width']} columns) with run {args.run} "
+        f"({info['method']}): {info['output']}; certificate {verdict}: {info['certificate']}"
+    )
+    if not info["certificate_met"]:
+        print("[veil] warning: this release does not meet its run's certificate", file=sys.stderr)
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "release",
+        help="apply a certified run's encoder to new rows (fresh release noise); writes z and its certificate",
+        description="Release z for new rows of the run's schema with the run's trained encoder. Refuses a run "
+        "without a met certificate unless --allow-unmet.",
+    )
+    p.add_argument("run", metavar="RUN", help="MLflow run id of a `veil run` (printed at its end, and in --json)")
+    p.add_argument("--data", required=True, help="CSV or Parquet file of new rows with the run's feature columns")
+    p.add_argument("--output", "-o", required=True, help="where to write z (.parquet); the certificate goes beside it")
+    p.add_argument("--keep", action="append", metavar="COLUMN", help="copy this column (an id) into the output")
+    p.add_argument(
+        "--allow-unmet", dest="allow_unmet", action="store_true", help="release even without a met certificate"
+    )
+    p.add_argument(
+        "--tracking-uri",
+        dest="tracking_uri",
+        help="MLflow tracking URI (default $MLFLOW_TRACKING_URI or sqlite:///./mlflow.db)",
+    )
+    p.set_defaults(func=cmd_release)
+
+
+__all__ = ["ReleaseRefused", "add_parser", "release"]

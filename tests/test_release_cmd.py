@@ -1,0 +1,154 @@
+"""`veil release RUN --data FILE -o z.parquet`: a certified run's encoder on new rows of the same schema, with fresh
+release noise and the certificate beside z; refused for an unmet certificate (unless asked), a changed schema, a
+run that does not exist, and a D-GPP run (its encoders stay on the clients)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from veil.cli import main
+from veil.datasets.transform import Column, FeatureTransform
+from veil.errors import DataError
+
+SMALL = ["--set", "encoder_hidden=[16]", "--set", "head_hidden=[8]", "--set", "epochs=2", "--set", "audit.epochs=3"]
+
+
+def table(n: int, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    group = rng.choice(["A", "B"], n)
+    income = rng.normal(50, 10, n) + np.where(group == "B", 3.0, 0.0)
+    debt = rng.uniform(0, 0.6, n)
+    region = rng.choice(["north", "south", "east"], n)
+    approved = np.where((income - 52) / 10 - 3 * (debt - 0.3) + rng.normal(0, 0.7, n) > 0, "yes", "no")
+    return pd.DataFrame({"income": income.round(1), "debt_ratio": debt.round(3), "region": region, "group": group, "approved": approved})
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Two GPP runs on a user's CSV: one whose certificate is met (calibrated to a loose target), one that is
+    not (beta set high, strict target). Returns (directory, met run id, unmet run id)."""
+    import os
+
+    d = tmp_path_factory.mktemp("release")
+    cwd = os.getcwd()
+    os.chdir(d)
+    try:
+        table(6000, 0).to_csv("train.csv", index=False)
+        ids = []
+        for extra in (
+            ["--target", "privacy_gap=0.1", "--set", "calibration.grid=3", "--set", "calibration.rounds=0"],
+            ["--set", "beta=30", "--set", "lr=1e-2", "--target", "privacy_gap=0.05"],
+        ):
+            argv = ["run", "-q", "-m", "gpp", "-d", "train.csv", "-p", "utility=approved", "-p", "sensitive=group", *SMALL, *extra]
+            code = main([*argv, "--run-name", "r", "--json"])
+            assert code == 0
+            ids.append(latest_run_id(d))
+        return d, ids[0], ids[1]
+    finally:
+        os.chdir(cwd)
+
+
+def latest_run_id(d: Path) -> str:
+    from mlflow.tracking import MlflowClient
+
+    c = MlflowClient(f"sqlite:///{d / 'mlflow.db'}")
+    exp = c.get_experiment_by_name("veil")
+    return c.search_runs([exp.experiment_id], order_by=["attributes.start_time DESC"], max_results=1)[0].info.run_id
+
+
+def test_a_met_run_releases_new_rows_with_fresh_noise(runs, monkeypatch, capsys) -> None:
+    d, met, _ = runs
+    monkeypatch.chdir(d)
+    new = table(500, 7).drop(columns=["approved"])  # the sensitive column may come along: it is ignored
+    new.insert(0, "applicant_id", np.arange(500))
+    new.to_csv("new.csv", index=False)
+    assert main(["release", met, "--data", "new.csv", "-o", "out/z.parquet", "--keep", "applicant_id"]) == 0
+    z = pq.read_table("out/z.parquet")
+    assert z.num_rows == 500 and z.column_names == [*(f"z{i}" for i in range(8)), "applicant_id"]
+    assert "group" not in z.column_names and "income" not in z.column_names
+    stamp = json.loads(z.schema.metadata[b"veil.release"])
+    assert stamp["run_id"] == met and stamp["certificate_met"] is True and stamp["rows"] == 500
+    cert = json.loads(Path("out/z.parquet.certificate.json").read_text())
+    assert cert["met"] is True and cert["release"]["source_sha256"] == stamp["source_sha256"]
+    # GPP releases a draw: two releases of the same rows differ (fresh OS entropy), their means agree
+    assert main(["release", met, "--data", "new.csv", "-o", "out/z2.parquet", "--keep", "applicant_id"]) == 0
+    a = z.to_pandas().filter(like="z").to_numpy()
+    b = pq.read_table("out/z2.parquet").to_pandas().filter(like="z").to_numpy()
+    assert not np.allclose(a, b) and np.abs(a.mean(0) - b.mean(0)).max() < 0.2
+    assert "certificate met" in capsys.readouterr().out
+
+
+def test_an_unmet_certificate_is_refused_unless_asked(runs, monkeypatch, capsys) -> None:
+    d, _, unmet = runs
+    monkeypatch.chdir(d)
+    table(50, 8).to_csv("few.csv", index=False)
+    assert main(["release", unmet, "--data", "few.csv", "-o", "u.parquet"]) == 2
+    assert "certificate is not met" in capsys.readouterr().err and not Path("u.parquet").exists()
+    assert main(["release", unmet, "--data", "few.csv", "-o", "u.parquet", "--allow-unmet"]) == 0
+    stamp = json.loads(pq.read_table("u.parquet").schema.metadata[b"veil.release"])
+    assert stamp["released_despite_unmet_certificate"] is True
+    assert "does not meet" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda f: f.drop(columns=["income"]), "column 'income' of the run's schema is missing"),
+        (lambda f: f.assign(extra=1), "column 'extra' is not in the run's schema"),
+        (lambda f: f.assign(region="mars"), "'mars' at data row 1, which the run never saw"),
+        (lambda f: f.assign(income="high"), "column 'income' should hold numbers"),
+    ],
+)
+def test_a_different_schema_is_refused_by_column(runs, monkeypatch, capsys, edit, message) -> None:
+    d, met, _ = runs
+    monkeypatch.chdir(d)
+    edit(table(20, 9)).to_csv("bad.csv", index=False)
+    assert main(["release", met, "--data", "bad.csv", "-o", "bad.parquet"]) == 2
+    assert message in capsys.readouterr().err and not Path("bad.parquet").exists()
+
+
+def test_keep_refuses_a_feature_and_an_unknown_run_is_named(runs, monkeypatch, capsys) -> None:
+    d, met, _ = runs
+    monkeypatch.chdir(d)
+    table(20, 10).to_csv("k.csv", index=False)
+    assert main(["release", met, "--data", "k.csv", "-o", "k.parquet", "--keep", "income"]) == 2
+    assert "released unprotected" in capsys.readouterr().err
+    assert main(["release", "0123456789abcdef", "--data", "k.csv", "-o", "k.parquet"]) == 2
+    assert "'RUN'" in capsys.readouterr().err
+
+
+def test_the_transform_reproduces_the_training_features_and_survives_the_cache(in_tmp) -> None:
+    """The recorded transform applied to the training file gives back the dataset's own feature matrix."""
+    from veil.datasets.registry import dataset_params, load_dataset
+
+    table(400, 11).to_csv("t.csv", index=False)
+    ds = load_dataset("t.csv", dataset_params("t.csv", {"utility": "approved", "sensitive": "group"}))
+    again = load_dataset("t.csv", dataset_params("t.csv", {"utility": "approved", "sensitive": "group"}))  # cached
+    assert ds.transform is not None and again.transform == ds.transform
+    kinds = {c.name: c.kind for c in ds.transform.columns}
+    assert kinds == {"income": "numeric", "debt_ratio": "numeric", "region": "categorical"}
+    x = ds.transform.apply(pd.read_csv("t.csv"), "t.csv")
+    from veil.datasets.base import split_indices
+
+    train_idx, test_idx = split_indices(400, 0.25, 0)
+    assert np.allclose(x[train_idx], ds.train.x, atol=1e-5) and np.allclose(x[test_idx], ds.test.x, atol=1e-5)
+    t = FeatureTransform((Column("b", "bool"),))
+    with pytest.raises(DataError, match="true/false"):
+        t.apply(pd.DataFrame({"b": [1, 0]}), "b.csv")
+    assert FeatureTransform.from_dict(ds.transform.to_dict()) == ds.transform
+
+
+def test_a_d_gpp_run_cannot_release_new_rows(in_tmp, capsys) -> None:
+    argv = ["run", "-q", "-m", "d-gpp", "-d", "gaussian-correlated", "-p", "n=600", "--set", "K=2", "--set", "epochs=1"]
+    argv += ["--set", "encoder_hidden=[8]", "--set", "head_hidden=[8]", "--set", "audit.epochs=2", "--target", "none"]
+    assert main([*argv, "--runtime", "in-process"]) == 0
+    run = latest_run_id(in_tmp)
+    pd.DataFrame(np.zeros((3, 10)), columns=[f"x{i}" for i in range(10)]).to_csv("x.csv", index=False)
+    assert main(["release", run, "--data", "x.csv", "-o", "x.parquet", "--allow-unmet"]) == 2
+    assert "encoder" in capsys.readouterr().err.lower() and not Path("x.parquet").exists()
