@@ -36,6 +36,8 @@ def test_veil_run_d_eigan_federated(ray_local, in_tmp, capsys):
         "audit.epochs=3",
         "--set",
         "fed.audit_every=1",
+        "--set",
+        "alpha=0.3",  # the knob set: the release is certified, not calibrated
         "--json",
     ]
     assert main(argv) == 0
@@ -48,6 +50,8 @@ def test_veil_run_d_eigan_federated(ray_local, in_tmp, capsys):
     assert p["executor"] == "federated:virtual" and p["method.phi"] == 0.8 and p["method.delta"] == 2
     assert p["federation.partition"] == "dirichlet:0.3" and p["federation.hosts"] == 2
     assert m["rounds"] == 2 and m["failures_total"] == 0 and len(out["per_node"]) == 10
+    assert out["certificate"]["knob"] == {"field": "alpha", "value": 0.3, "set_by": "run"}
+    assert out["certificate"]["met"] == (m["certificate/met"] == 1.0)
     client = MlflowClient(tracking_uri=f"sqlite:///{in_tmp / 'mlflow.db'}")
     rid = out["run_id"]
     assert client.get_run(rid).info.status == "FINISHED"

@@ -106,7 +106,7 @@ def test_federation_options_on_a_centralized_method_are_refused_alike(in_tmp, ca
 
 def test_own_data_labels_take_one_syntax(in_tmp, capsys):
     csv = str(EXAMPLES / "applicants.csv")
-    ok = "ok: gpp on {} (300 train / 100 test rows, 7 features; utility approved; sensitive group)"
+    ok = "ok: gpp on {} (6000 train / 2000 test rows, 7 features; utility approved; sensitive group)"
     assert main(["run", "-m", "gpp", "-d", csv, "-p", "utility=approved", "-p", "sensitive=group", "--check"]) == 0
     assert capsys.readouterr().out.startswith(ok.format(csv))
     (in_tmp / "r.yaml").write_text(f"method: gpp\ndataset: {csv}\ndataset_params: {{utility: approved}}\n")
@@ -114,7 +114,7 @@ def test_own_data_labels_take_one_syntax(in_tmp, capsys):
     assert capsys.readouterr().out.startswith(ok.format(csv))
     assert main(["datasets", "partition", csv, "-p", "utility=approved", "-p", "sensitive=group", "--nodes", "2"]) == 0
     assert capsys.readouterr().out.startswith(
-        f"{csv} (train, 300 rows) -> 2 nodes, scheme iid, seed 0\nnode  rows  approved"
+        f"{csv} (train, 6000 rows) -> 2 nodes, scheme iid, seed 0\nnode  rows  approved"
     )
     # leaving a label out: the error says what to type, in the syntax of where it is typed
     assert main(["run", "-m", "gpp", "-d", csv, "-p", "utility=approved", "--check"]) == 2

@@ -18,6 +18,7 @@ import pytest
 VEIL_LINE = re.compile(
     r"^$|^veil run  \S+ on \S+  \(executor \S+, [\d.]+ s\)$|^\|.*\|$|^utility_acc \d|^per node \(|^rounds \d+  bytes up "
     r"|^MLflow run [0-9a-f]{32} \(experiment \d+\) at sqlite:///"
+    r"|^certificate (MET|NOT MET): target |^  \S+ <= [\d.]+: |^  note: |^no leakage target \(target: none\)"
 )
 """Every line a `veil run` summary is made of (the audit tables are Markdown rows)."""
 NOISE = ("Creating initial MLflow database tables", "Token authentication", "core_worker.cc", "INFO", "WARNING")
@@ -88,7 +89,7 @@ def test_federated_run_on_ray_prints_only_veils_lines(tmp_path):
     """Nodes in Ray actors (runtime virtual): no forwarded worker lines (`core_worker.cc ... E`), no notice of
     Ray's token authentication."""
     ray_tmp = f"/tmp/vq-{uuid.uuid4().hex[:8]}"  # Ray's socket paths have a length limit
-    args = ["run", "-m", "d-eigan", "-d", "gaussian-nodes", "--set", "K=4", "--set", "epochs=2"]
+    args = ["run", "-m", "d-eigan", "-d", "gaussian-nodes", "--set", "K=4", "--set", "epochs=2", "--target", "none"]
     try:
         proc = finish(start(tmp_path, *args, "--set", "audit.epochs=2", "--quiet", env={"RAY_TMPDIR": ray_tmp}))
     finally:

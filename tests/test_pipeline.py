@@ -70,11 +70,15 @@ def test_fixed_seed_metrics_unchanged(in_tmp, name):
     got = result.metrics
     for key, value in expected.items():
         assert got[key] == pytest.approx(value, abs=1e-9), key
-    # the fixture predates the audit's log-loss (logloss/*, *_logloss): those are pinned in tests/audit
+    # the fixture predates the audit's log-loss (logloss/*, *_logloss) and the certificate (certificate/*): those
+    # are pinned in tests/audit
     assert set(expected) == {
-        k for k in got if not k.endswith("seconds") and k != "rounds_per_second" and "logloss" not in k
+        k
+        for k in got
+        if not k.endswith("seconds") and k != "rounds_per_second" and "logloss" not in k and "certificate/" not in k
     }
-    assert {"utility_logloss", "adversary_logloss"} <= set(got)
+    assert {"utility_logloss", "adversary_logloss", "certificate/met", "certificate/privacy_gap_high"} <= set(got)
+    assert result.certificate is not None and result.certificate.knob["set_by"] == "preset paper"
     reproducible = name == "centralized"
     assert (result.params.get("method.deviation.release_seed") == REPRODUCIBLE_RELEASE) == reproducible
     assert result.report.to_markdown().startswith("> **WARNING**: release_seed=3 is set") == reproducible
@@ -104,7 +108,7 @@ def test_cli_run_validates_each_config_once(in_tmp, builds):
         )
         == 0
     )
-    assert builds == Counter({"GPPConfig": 1, "CorrelatedParams": 1, "AuditConfig": 1}), builds
+    assert builds == Counter({"GPPConfig": 1, "CorrelatedParams": 1, "AuditConfig": 1, "CalibrationConfig": 1}), builds
 
 
 def test_federated_run_validates_each_config_once(in_tmp, builds):
@@ -128,13 +132,15 @@ def test_federated_run_validates_each_config_once(in_tmp, builds):
                 "fed.per_node_audit=false",
                 "--runtime",
                 "in-process",
+                "--target",
+                "none",
                 "--quiet",
             ]
         )
         == 0
     )
     assert builds["DEIGANConfig"] == 1 and builds["AuditConfig"] == 1 and builds["FederationOptions"] == 1, builds
-    assert sum(builds.values()) == 4, builds  # plus the dataset's params, once
+    assert builds["CalibrationConfig"] == 1 and sum(builds.values()) == 5, builds  # plus the dataset's params, once
 
 
 def test_sweep_trial_validates_each_config_once(in_tmp, builds):
@@ -156,7 +162,7 @@ def test_sweep_trial_validates_each_config_once(in_tmp, builds):
     )
     builds.clear()  # the spec's own checks ran on the driver, before any trial
     run_trial(spec, {"method.beta": 1.0}, "t0", sweep="s", parent_run_id=None, tracking_uri=resolve_tracking_uri())
-    assert builds == Counter({"GPPConfig": 1, "CorrelatedParams": 1, "AuditConfig": 1}), builds
+    assert builds == Counter({"GPPConfig": 1, "CorrelatedParams": 1, "AuditConfig": 1, "CalibrationConfig": 1}), builds
 
 
 def test_config_objects_are_the_ones_the_run_uses():

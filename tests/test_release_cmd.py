@@ -26,7 +26,9 @@ def table(n: int, seed: int) -> pd.DataFrame:
     debt = rng.uniform(0, 0.6, n)
     region = rng.choice(["north", "south", "east"], n)
     approved = np.where((income - 52) / 10 - 3 * (debt - 0.3) + rng.normal(0, 0.7, n) > 0, "yes", "no")
-    return pd.DataFrame({"income": income.round(1), "debt_ratio": debt.round(3), "region": region, "group": group, "approved": approved})
+    return pd.DataFrame(
+        {"income": income.round(1), "debt_ratio": debt.round(3), "region": region, "group": group, "approved": approved}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +47,20 @@ def runs(tmp_path_factory):
             ["--target", "privacy_gap=0.1", "--set", "calibration.grid=3", "--set", "calibration.rounds=0"],
             ["--set", "beta=30", "--set", "lr=1e-2", "--target", "privacy_gap=0.05"],
         ):
-            argv = ["run", "-q", "-m", "gpp", "-d", "train.csv", "-p", "utility=approved", "-p", "sensitive=group", *SMALL, *extra]
+            argv = [
+                "run",
+                "-q",
+                "-m",
+                "gpp",
+                "-d",
+                "train.csv",
+                "-p",
+                "utility=approved",
+                "-p",
+                "sensitive=group",
+                *SMALL,
+                *extra,
+            ]
             code = main([*argv, "--run-name", "r", "--json"])
             assert code == 0
             ids.append(latest_run_id(d))

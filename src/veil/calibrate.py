@@ -10,7 +10,8 @@ A run given a target (or the default one) and not its knob calibrates before it 
    probe, a logistic regression and gradient boosting on every sensitive label.
 3. Stage 2 (bracketing): `refine` values between the most useful feasible value and its nearest infeasible
    neighbour towards utility.
-4. The feasible value with the highest validation utility wins. Feasible means every bound holds on validation
+4. The feasible value nearest the knob's useful end wins (utility grows with the knob as leakage does; the
+   validation utility of a single candidate is too noisy near the private end to rank them). Feasible means every bound holds on validation
    with room for the test split's interval: a gap or AUC bound must hold with `margin` to spare, by default the
    half-width of the 95% interval the certificate will put on the test split (`veil.audit.intervals`), so that a
    value that passes here would pass the certificate if the test rows showed what the validation rows show.
@@ -465,7 +466,9 @@ def calibrate(
         trainer.stage(list(np.linspace(upper[0], upper[1], config.refine + 2)[1:-1]), stage)
     trail = trainer.trail
     feasible_ones = [c for c in trail if c.feasible]
-    chosen = max(feasible_ones, key=lambda c: (c.utility, c.position)) if feasible_ones else None
+    # utility grows with the position as leakage does; one validation split's utility is noise near the private
+    # end, so the feasible candidate nearest the useful end is the most useful one (not the best-looking score)
+    chosen = max(feasible_ones, key=lambda c: c.position) if feasible_ones else None
     released = chosen or min(trail, key=lambda c: (worst_excess(c, target), -c.utility))
     method, history = trainer.methods[released.value]
     cal = Calibration(

@@ -181,7 +181,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         if bar is not None:
             bar.close()
     print_summary(result, v.executor_label, out)
-    print_certificate(result, out)
     if args.json:
         print(json.dumps(result.to_json(), default=str), flush=True)
     return result.exit_code
@@ -196,10 +195,10 @@ def print_certificate(result: Any, out: Any) -> None:
     print(cert.headline(), file=out)
     for c in cert.checks:
         print(f"  {c.text()}", file=out)
-    if cert.met:
-        return
     for n in cert.notes:
         print(f"  note: {n}", file=out)
+    if cert.met:
+        return
     knob = cert.knob or {}
     if result.calibration is not None:
         print(
@@ -272,7 +271,10 @@ def print_summary(result, executor: str, out) -> None:
     m = result.metrics
     p = result.params
     print("", file=out)
-    print(f"veil run  {p['method']} on {p['dataset']}  (executor {executor}, {result.seconds:.1f} s)", file=out)
+    took = f"{result.seconds:.1f} s"
+    if result.calibration is not None:
+        took += f" after {result.calibration.seconds:.1f} s of calibration"
+    print(f"veil run  {p['method']} on {p['dataset']}  (executor {executor}, {took})", file=out)
     print(result.report.to_markdown(), file=out)
     keys = ["utility_acc", "utility_auc", "adversary_acc", "adversary_auc", "privacy_gap"]
     print("  ".join(f"{k} {m[k]:.3f}" for k in keys if k in m), file=out)
@@ -287,6 +289,7 @@ def print_summary(result, executor: str, out) -> None:
             f"failures {int(m['failures_total'])}  restarts {int(m['restarts'])}",
             file=out,
         )
+    print_certificate(result, out)
     print(f"MLflow run {result.run_id} (experiment {result.experiment_id}) at {result.tracking_uri}", file=out)
 
 

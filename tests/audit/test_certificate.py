@@ -88,7 +88,9 @@ def test_auc_bounds_and_the_record() -> None:
     cert = certificate(ds, rng.normal(size=(4000, 2)), rng.normal(size=(4000, 2)), target)
     assert [c.metric for c in cert.checks] == ["adversary_auc_max", "privacy_gap"] and cert.met
     d = cert.to_dict()
-    assert d["met"] is True and d["test_rows"] == 4000 and d["target"] == {"adversary_auc_max": 0.56, "privacy_gap": 0.06}
+    assert (
+        d["met"] is True and d["test_rows"] == 4000 and d["target"] == {"adversary_auc_max": 0.56, "privacy_gap": 0.06}
+    )
     assert d["adversary_auc_max"]["high"] <= 0.56 and "not a bound on every conceivable adversary" in d["scope"]
     md = cert.to_markdown()
     assert "Release certificate: met" in md and "| s | logistic |" in md

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from veil.audit.dp_test import clopper_pearson, furthest_pair, epsilon_tests
+from veil.audit.dp_test import clopper_pearson, epsilon_tests, furthest_pair
 from veil.methods.mechanisms import LaplaceMechanism
 
 

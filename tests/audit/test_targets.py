@@ -10,7 +10,11 @@ from veil.errors import ConfigError
 
 def test_a_mapping_of_bounds_and_none() -> None:
     t = parse_target({"privacy_gap": 0.05, "adversary_auc_max": "0.55", "mi/variational/gender": 0.02})
-    assert t is not None and [b.metric for b in t.bounds] == ["privacy_gap", "adversary_auc_max", "mi/variational/gender"]
+    assert t is not None and [b.metric for b in t.bounds] == [
+        "privacy_gap",
+        "adversary_auc_max",
+        "mi/variational/gender",
+    ]
     assert t.get("adversary_auc_max") == Bound("adversary_auc_max", 0.55)
     assert parse_target(None) is None
     assert parse_target("none") == Target(()) and not parse_target("NONE")

@@ -11,7 +11,7 @@ import sys
 from mlflow.tracking import MlflowClient
 
 RUNS = 4
-TINY = ["--set", "n=200", "--set", "epochs=1", "--set", "audit.epochs=1", "--quiet"]
+TINY = ["--set", "n=200", "--set", "epochs=1", "--set", "audit.epochs=1", "--quiet", "--target", "none"]
 
 
 def test_four_runs_at_once_in_a_fresh_directory(tmp_path):

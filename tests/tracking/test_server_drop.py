@@ -21,7 +21,17 @@ from veil.tracking.journal import Journal, pending
 EPOCHS = 15
 # small nets on 300 training rows; each run is held after its first epoch (start_run), so the test strikes mid-training
 RUN = ["run", "-m", "gpp", "-d", "gaussian-quadrant", "-p", "n=400", "--set", f"epochs={EPOCHS}"]
-RUN += ["--set", "encoder_hidden=[16]", "--set", "head_hidden=[8]", "--set", "audit.epochs=2", "--quiet"]
+RUN += [
+    "--set",
+    "encoder_hidden=[16]",
+    "--set",
+    "head_hidden=[8]",
+    "--set",
+    "audit.epochs=2",
+    "--quiet",
+    "--target",
+    "none",
+]
 
 
 def start_run(cwd: Path, *args: str) -> subprocess.Popen[str]:
