@@ -458,12 +458,14 @@ def calibrate(
     )
     trainer = Trainer(v, ds_cal, target, margin, say, on_epoch)
     lo, hi = search_range(knob, target)
-    trainer.stage(list(np.linspace(lo, hi, config.grid)), 1)
-    for stage in range(2, config.rounds + 2):
+    sizes = config.resolved(v.executor == "federated")
+    grid, refine, rounds = int(sizes.grid or 0), int(sizes.refine or 0), int(sizes.rounds or 0)
+    trainer.stage(list(np.linspace(lo, hi, grid)), 1)
+    for stage in range(2, rounds + 2):
         upper = bracket(trainer.trail)
-        if upper is None or not config.refine or upper[1] - upper[0] < MIN_BRACKET:
+        if upper is None or not refine or upper[1] - upper[0] < MIN_BRACKET:
             break
-        trainer.stage(list(np.linspace(upper[0], upper[1], config.refine + 2)[1:-1]), stage)
+        trainer.stage(list(np.linspace(upper[0], upper[1], refine + 2)[1:-1]), stage)
     trail = trainer.trail
     feasible_ones = [c for c in trail if c.feasible]
     # utility grows with the position as leakage does; one validation split's utility is noise near the private

@@ -105,7 +105,7 @@ def resolve_target(spec: RunSpec) -> dict[str, Any]:
     calibrates = bool(target) and spec.calibrate and set_by == "default"
     return {
         "target": target,
-        "calibration": ccfg if calibrates else None,
+        "calibration": ccfg.resolved(is_federated(spec.method)) if calibrates else None,
         "knob_set_by": "calibration" if calibrates else set_by,
     }
 

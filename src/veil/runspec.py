@@ -119,11 +119,25 @@ class CalibrationConfig:
         gt=0,
         lt=0.9,
     )
-    grid: int = param(6, "knob values of the first stage, spread over the knob's range", ge=2, le=64)
-    refine: int = param(
-        4, "knob values of each refinement stage, inside the bracket where the target starts to fail", ge=0, le=64
+    grid: int | None = param(
+        None,
+        "knob values of the first stage, spread over the knob's range (unset: 6; 4 for a federated method)",
+        ge=2,
+        le=64,
     )
-    rounds: int = param(2, "refinement stages after the first (each narrows the bracket refine + 1 times)", ge=0, le=8)
+    refine: int | None = param(
+        None,
+        "knob values of each refinement stage, inside the bracket where the target starts to fail (unset: 4; 2 for a "
+        "federated method)",
+        ge=0,
+        le=64,
+    )
+    rounds: int | None = param(
+        None,
+        "refinement stages after the first (unset: 2; 1 for a federated method: each value is a federation)",
+        ge=0,
+        le=8,
+    )
     margin: float | None = param(
         None,
         "room a gap or AUC bound must leave on validation; unset = the half-width of the 95% interval the "
@@ -131,6 +145,13 @@ class CalibrationConfig:
         ge=0,
     )
     seed: int | None = param(None, "seed of the validation split (unset: the run's seed)", ge=0)
+
+    def resolved(self, federated: bool) -> CalibrationConfig:
+        """The search with its unset sizes filled: fewer values for a federation, where each is a whole run."""
+        sizes = (4, 2, 1) if federated else (6, 4, 2)
+        given = (self.grid, self.refine, self.rounds)
+        grid, refine, rounds = (g if g is not None else d for g, d in zip(given, sizes))
+        return dataclasses.replace(self, grid=grid, refine=refine, rounds=rounds)
 
 
 @dataclass(frozen=True)
