@@ -2,7 +2,10 @@
 
 gaussian-correlated at rho 0.2: s copies u one time in five, so a release that keeps u with AUC A leaks s with a
 gap of about 0.2 (A - 0.5). The default target (gap <= 0.05) therefore costs utility, and a release at the knob's
-default (GPP beta 1) misses it. 3,000 test rows make 0.05 certifiable (the null floor is ~0.025)."""
+default misses it. 8,000 test rows make 0.05 certifiable against the suite (its floor there is ~0.02). LDP-FRL's
+eps trades utility for leakage smoothly (more noise, less of both), so the search has a trade-off to find; GPP's
+beta, on this data, switches from hiding everything to keeping u within a factor of three (measured), and the
+search finds no useful value between the two (its trail is in the calibration record)."""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from veil.errors import ConfigError
 from veil.methods.base import PrivacyKnob
 from veil.run import RunSpec, execute, validate
 
-DATA = {"n": 6000, "rho": 0.2, "test_fraction": 0.5}
+DATA = {"n": 16000, "rho": 0.2, "test_fraction": 0.5}
 SMALL_GPP = {"encoder_hidden": [32, 32], "head_hidden": [16], "lr": 3e-3, "epochs": 8}
 AUDIT = {"epochs": 10}
 
@@ -28,6 +31,20 @@ AUDIT = {"epochs": 10}
 def gpp(**kw) -> RunSpec:
     fields = {"method": "gpp", "dataset": "gaussian-correlated", "dataset_params": DATA, "params": SMALL_GPP}
     return RunSpec(**{**fields, "audit": AUDIT, "executor": "inline", **kw})
+
+
+def ldp_frl(**kw) -> RunSpec:
+    """LDP-FRL with no method option at all."""
+    return RunSpec(
+        **{
+            "method": "ldp-frl",
+            "dataset": "gaussian-correlated",
+            "dataset_params": DATA,
+            "audit": AUDIT,
+            "executor": "inline",
+            **kw,
+        }
+    )
 
 
 # -- pure logic ----------------------------------------------------------------------------------------------
@@ -66,37 +83,39 @@ def test_pooled_estimates_are_monotone_and_debiased() -> None:
 # -- through the pipeline ------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def calibrated(tmp_path_factory):
-    """One calibrated GPP run with no option but its size: the default target, the default calibration."""
+    """One calibrated LDP-FRL run with no method option: the default target, the default calibration."""
     import os
 
     cwd = os.getcwd()
     os.chdir(tmp_path_factory.mktemp("calibrated"))
     try:
-        return execute(gpp())
+        return execute(ldp_frl())
     finally:
         os.chdir(cwd)
 
 
-def test_a_calibrated_release_meets_the_default_target_and_keeps_utility(calibrated) -> None:
-    """Measured: beta ~0.06, certificate upper end ~0.04, test utility AUC ~0.65 (theory: about 0.5 + 0.05/0.2
-    minus the margin)."""
+def test_a_calibrated_release_meets_the_default_target_and_the_target_binds(calibrated) -> None:
+    """Measured over seeds 0, 1, 2: eps 0.44, 0.17, 0.47; certificate upper ends 0.037, 0.021, 0.033; test utility
+    AUC 0.563, 0.509, 0.536. Values of eps that keep much more utility (validation AUC >= 0.8 at eps >= 2.5) leak
+    past the target on validation, so the target, not the search, is what costs the utility."""
     cert, cal = calibrated.certificate, calibrated.calibration
     assert cal is not None and cert is not None and cert.target.default
     assert cert.met and calibrated.exit_code == 0, cert.to_dict()
-    assert cert.worst_gap.high <= 0.05
-    assert cert.utility.point >= 0.58, cert.utility  # keeps u: chance is 0.5
-    assert cert.knob == {"field": "beta", "value": cal.released.value, "set_by": "calibration"}
-    assert calibrated.params["method.beta"] == pytest.approx(cal.released.value)
+    assert cert.worst_gap.high <= 0.05 and cert.utility.point >= 0.5 - 0.02
+    assert cert.knob == {"field": "eps", "value": cal.released.value, "set_by": "calibration"}
+    assert calibrated.params["method.eps"] == pytest.approx(cal.released.value)
     assert calibrated.params["calibration.met_on_validation"] is True
-    # the released value is the feasible one nearest the useful end, and something more useful was tried and failed
+    # the released value is the feasible one nearest the useful end; more useful ones were tried and failed
     feasible = [c for c in cal.trail if c.feasible]
     assert cal.released.position == max(c.position for c in feasible)
-    assert any(not c.feasible and c.position > cal.released.position for c in cal.trail)
+    assert any(not c.feasible and c.utility >= 0.8 for c in cal.trail)
+    # the eps-LDP mechanism passed its empirical epsilon test at the released eps
+    assert cert.ldp and all(t["consistent"] and t["claimed"] == pytest.approx(cal.released.value) for t in cert.ldp)
 
 
 def test_the_knobs_default_misses_the_same_target(in_tmp) -> None:
     """Certify-only at GPP's default beta 1: the release keeps u (utility ~0.97) and leaks s past 0.05 (measured
-    gap ~0.1); the run finishes (exit 0) with met false."""
+    gap ~0.13); the run finishes (exit 0) with met false."""
     r = execute(gpp(calibrate=False))
     assert r.calibration is None and r.certificate is not None and not r.certificate.met
     assert r.certificate.worst_gap.point > 0.07 and r.exit_code == 0
@@ -106,7 +125,7 @@ def test_the_knobs_default_misses_the_same_target(in_tmp) -> None:
 def test_calibration_never_reads_the_test_split() -> None:
     """The same run calibrated with the test split's labels scrambled gives the same trail: only the training rows
     (the fit and validation parts) are read before the certificate."""
-    v = validate(gpp())
+    v = validate(gpp(dataset_params={**DATA, "n": 6000}))
     ds = load_dataset("gaussian-correlated", v.dataset_config)
     rng = np.random.default_rng(0)
     scrambled = dataclasses.replace(

@@ -3,24 +3,25 @@
 A run given a target (or the default one) and not its knob calibrates before it releases anything:
 
 1. A validation split is carved from the TRAINING rows (`CalibrationConfig.validation`); the test split is not
-   touched (the certificate reads it once, afterwards).
+   read (the certificate reads it once, afterwards).
 2. Stage 1: `grid` knob values spread over the knob's range (`PrivacyKnob`) train on the remaining rows, as one
    vectorised population where the method has a population form (`veil.methods.population`), else one by one.
-   Each is scored on the validation rows: the utility AUC of the audit's probe, and the leakage of the audit's
-   probe, a logistic regression and gradient boosting on every sensitive label.
-3. Stage 2 (bracketing): `refine` values between the most useful feasible value and its nearest infeasible
-   neighbour towards utility.
-4. The feasible value nearest the knob's useful end wins (utility grows with the knob as leakage does; the
-   validation utility of a single candidate is too noisy near the private end to rank them). Feasible means every bound holds on validation
-   with room for the test split's interval: a gap or AUC bound must hold with `margin` to spare, by default the
-   half-width of the 95% interval the certificate will put on the test split (`veil.audit.intervals`), so that a
-   value that passes here would pass the certificate if the test rows showed what the validation rows show.
+   Each is scored on the validation rows: the utility AUC of the audit's probe, and the worst leakage of the
+   audit's probe, a logistic regression and gradient boosting over the sensitive labels.
+3. Refinement stages (bracketing): `refine` values between the feasible value nearest the useful end and the
+   infeasible one beyond it, `rounds` times.
+4. Every candidate is judged together (`assess`): leakage grows with the knob, so each figure, with the finite
+   validation split's noise taken out, is fitted by an increasing isotonic regression over the knob, pooling the
+   noise of neighbouring candidates. A candidate is feasible when the fitted figure leaves `margin` to the bound:
+   what the certificate's interval adds on the test split, plus room for both splits' noise (`margin_for`). The
+   feasible value nearest the knob's useful end wins (utility grows with the knob as leakage does; one
+   candidate's validation utility is too noisy near the private end to rank them).
 
 A centralized run releases the winning candidate itself (the model that was validated is the model that is
 certified). A federation is trained again on every training row with the winning value: its clients release
 their rows during the federation, so a finished candidate cannot release the test rows afterwards.
 
-When no value is feasible the run goes on with the least leaking one, and its certificate says `met: false`."""
+When no value is feasible the run goes on with the least leaking one; its certificate decides met or not."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from veil.audit.intervals import null_resolution
+from veil.audit.intervals import Resolution, null_resolution
 from veil.audit.probes import AuditConfig, audit_many, label_tasks, prepare, probe_metrics
 from veil.audit.targets import MI_PREFIX, Target
 from veil.config import build
@@ -55,6 +56,8 @@ CALIBRATION_PROBES = ("logistic", "hist-gradient-boosting")
 EXIT_NOT_MET = 3
 #: a bracket narrower than this (in knob positions) is not refined further
 MIN_BRACKET = 0.005
+#: a validation utility this much above the feasible edge's marks where the trade-off turns (`bracket`)
+UTILITY_STEP = 0.03
 
 
 @dataclass
@@ -179,46 +182,65 @@ def validation_split(ds: Dataset, fraction: float, seed: int) -> tuple[Dataset, 
     return cal, fit, val
 
 
-def margin_for(ds: Dataset, target: Target, config: CalibrationConfig, seed: int) -> float:
-    """The room gap and AUC bounds must leave on validation: the configured margin, else the largest half-width
-    of the 95% interval the certificate's test split puts on a gap (from its size and the train rows' class
-    shares; no test label is read)."""
+def resolution(ds_side: Any, num_classes: Any, rows: int, scorers: int, seed: int) -> list[Resolution]:
+    """The null resolution of every sensitive label on `rows` rows, attacked by `scorers` adversaries (class
+    shares from `ds_side`, a split of training rows: no test label is read)."""
+    out = []
+    for name, y in ds_side.sensitive.items():
+        shares = np.bincount(np.asarray(y), minlength=int(num_classes[name])).astype(float)
+        out.append(null_resolution(name, shares[shares > 0], rows, scorers=scorers, seed=seed))
+    return out
+
+
+def certificate_floor(ds: Dataset, cfg: AuditConfig, metric: str, seed: int) -> tuple[float, str]:
+    """The typical upper end the certificate reaches on the test split for a release independent of every sensitive
+    label (the worst over the label's adversaries: the audit's probe and the suite), and that label."""
+    res = resolution(ds.train, ds.num_classes, len(ds.test), 1 + len(cfg.suite), seed)
+    worst = max(res, key=lambda r: r.floor if metric == "privacy_gap" else r.auc_floor)
+    return (worst.floor if metric == "privacy_gap" else worst.auc_floor), worst.label
+
+
+def margin_for(
+    ds: Dataset, ds_cal: Dataset, target: Target, config: CalibrationConfig, cfg: AuditConfig, seed: int
+) -> float:
+    """The room gap and AUC bounds must leave on validation: the configured margin, else the certificate's floor on
+    the test split (`certificate_floor`: what its upper end adds to a release that leaks nothing) plus room for the
+    two splits' noise (the typical worst point gap of an independent release on the validation rows against the
+    calibration's adversaries and on the test rows against the certificate's, added in quadrature), so that the
+    candidate released passes the certificate most of the time rather than half of it."""
     if config.margin is not None:
         return float(config.margin)
     if not any(b.interval_checked for b in target.bounds):
         return 0.0
-    widths = []
-    for name, y in ds.train.sensitive.items():
-        shares = np.bincount(np.asarray(y), minlength=int(ds.num_classes[name])).astype(float)
-        widths.append(null_resolution(name, shares[shares > 0], len(ds.test), seed=seed).half_width)
-    return max(widths)
+    floor = certificate_floor(ds, cfg, "privacy_gap", seed)[0]
+    test_noise = max(r.noise for r in resolution(ds.train, ds.num_classes, len(ds.test), 1 + len(cfg.suite), seed))
+    return floor + math.hypot(validation_noise(ds_cal, seed), test_noise)
 
 
-def check_resolution(ds: Dataset, target: Target, source: str, seed: int = 0) -> None:
+def check_resolution(ds: Dataset, target: Target, cfg: AuditConfig, source: str, seed: int = 0) -> None:
     """Refuse, before anything trains, a gap or AUC bound the test split is too small to certify: even a release
-    independent of a sensitive label typically reaches a higher upper end of its 95% interval."""
+    independent of a sensitive label typically reaches a higher upper end of its 95% interval, against the
+    certificate's adversaries."""
     for bound in (target.get("privacy_gap"), target.get("adversary_auc_max")):
         if bound is None:
             continue
         gap = bound.metric == "privacy_gap"
-        for name, y in ds.train.sensitive.items():
-            shares = np.bincount(np.asarray(y), minlength=int(ds.num_classes[name])).astype(float)
-            res = null_resolution(name, shares[shares > 0], len(ds.test), seed=seed)
-            floor = res.floor if gap else 0.5 + res.half_width
-            room = bound.limit if gap else bound.limit - 0.5
-            if floor <= bound.limit:
-                continue
-            need = math.ceil(len(ds.test) * ((floor - (0 if gap else 0.5)) / room) ** 2)
-            what = "the default target" if target.default else "the target"
-            loose = math.ceil(((floor - (0 if gap else 0.5)) * 1.5 + (0 if gap else 0.5)) * 100) / 100
-            raise ConfigError(
-                f"target.{bound.metric}",
-                bound.limit,
-                f"a bound this data can certify, above {floor:.3f}: {source} holds {len(ds.test)} test rows, and even "
-                f"a release independent of '{name}' typically reaches {floor:.3f} at the upper end of its 95% "
-                f"interval; certifying {bound.limit:g} takes about {need} test rows. Give more rows, loosen {what} "
-                f"(e.g. --target {bound.metric}={loose:g}), or say --target none for no certificate",
-            )
+        floor, name = certificate_floor(ds, cfg, bound.metric, seed)
+        if floor <= bound.limit:
+            continue
+        base = 0.0 if gap else 0.5
+        need = math.ceil(len(ds.test) * ((floor - base) / (bound.limit - base)) ** 2)
+        what = "the default target" if target.default else "the target"
+        loose = math.ceil(((floor - base) * 1.5 + base) * 100) / 100
+        raise ConfigError(
+            f"target.{bound.metric}",
+            bound.limit,
+            f"a bound this data can certify, above {floor:.3f}: {source} holds {len(ds.test)} test rows, and even a "
+            f"release independent of '{name}' typically reaches {floor:.3f} at the upper end of the certificate's 95% "
+            f"interval (the worst of its {1 + len(cfg.suite)} adversaries); certifying {bound.limit:g} takes about "
+            f"{need} test rows. Give more rows, loosen {what} (e.g. --target {bound.metric}={loose:g}), or say "
+            "--target none for no certificate",
+        )
 
 
 def leakage(
@@ -277,14 +299,11 @@ def leakage(
     return out
 
 
-def validation_noise(ds_cal: Dataset) -> float:
-    """The point gap an independent release typically shows on the validation rows (the largest over the
-    sensitive labels): what a finite split adds to every measured gap (`veil.audit.intervals.null_resolution`)."""
-    out = 0.0
-    for name, y in ds_cal.test.sensitive.items():
-        shares = np.bincount(np.asarray(y), minlength=int(ds_cal.num_classes[name])).astype(float)
-        out = max(out, null_resolution(name, shares[shares > 0], len(ds_cal.test)).noise)
-    return out
+def validation_noise(ds_cal: Dataset, seed: int = 0) -> float:
+    """The worst point gap an independent release typically shows on the validation rows against the calibration's
+    adversaries (the largest over the sensitive labels): what a finite split adds to every measured gap."""
+    res = resolution(ds_cal.train, ds_cal.num_classes, len(ds_cal.test), 1 + len(CALIBRATION_PROBES), seed)
+    return max(r.noise for r in res)
 
 
 def debiased(metric: str, value: float, noise: float) -> float:
@@ -451,7 +470,7 @@ def calibrate(
     t0 = time.time()
     seed = v.spec.seed if config.seed is None else config.seed
     ds_cal, fit, val = validation_split(ds, config.validation, seed + 7919)
-    margin = margin_for(ds, target, config, seed)
+    margin = margin_for(ds, ds_cal, target, config, v.audit_config, seed)
     say(
         f"calibrating {knob.field} for {target.text()} on {len(val)} validation rows held out of the "
         f"{len(ds.train)} training rows (the test split is read once, for the certificate); margin {margin:.3f}"
@@ -510,10 +529,13 @@ def bracket(trail: Sequence[Candidate]) -> tuple[float, float] | None:
     if not feasible_ones:
         return None
     edge = feasible_ones[-1]
-    above = [c for c in ordered if c.position > edge.position and not c.feasible]
+    above = [c for c in ordered if c.position > edge.position]
     if not above:
         return None
-    return edge.position, above[0].position
+    # an infeasible neighbour no more useful than the edge says nothing about where utility turns: widen the
+    # bracket to the first candidate that keeps clearly more utility, where the trade-off is
+    upper = next((c for c in above if c.utility > edge.utility + UTILITY_STEP), above[-1])
+    return edge.position, upper.position
 
 
 def worst_excess(c: Candidate, target: Target) -> float:

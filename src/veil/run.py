@@ -180,7 +180,7 @@ def check_target(v: ValidatedRun, ds: Dataset) -> None:
     """A run that calibrates must have a target its test split can certify (`check_resolution`): refused before
     the minutes calibration takes, naming the smallest bound the data can show."""
     if v.calibration is not None:
-        check_resolution(ds, v.target, v.spec.dataset, v.spec.seed)
+        check_resolution(ds, v.target, v.audit_config, v.spec.dataset, v.spec.seed)
 
 
 def run_params(v: ValidatedRun, ds_params: Mapping[str, Any]) -> dict[str, Any]:

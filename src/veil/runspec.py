@@ -114,7 +114,7 @@ class CalibrationConfig:
     """How a run searches its privacy knob for the most useful value that meets the target."""
 
     validation: float = param(
-        0.25,
+        0.3,
         "fraction of the training rows held out to score the candidates (the test split is never read)",
         gt=0,
         lt=0.9,
@@ -140,8 +140,8 @@ class CalibrationConfig:
     )
     margin: float | None = param(
         None,
-        "room a gap or AUC bound must leave on validation; unset = the half-width of the 95% interval the "
-        "certificate will put on the test split",
+        "room a gap or AUC bound must leave on validation; unset = what the certificate's interval adds on the test "
+        "split plus the two splits' noise (`veil.calibrate.margin_for`)",
         ge=0,
     )
     seed: int | None = param(None, "seed of the validation split (unset: the run's seed)", ge=0)

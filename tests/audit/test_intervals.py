@@ -74,9 +74,15 @@ def test_interval_covers_the_true_auc_about_95_percent_of_the_time() -> None:
     assert 88 <= covered <= 99, covered
 
 
-def test_null_resolution_shrinks_as_one_over_sqrt_rows_and_reads_only_sizes() -> None:
-    """Floors measured: 0.152 at 100 rows, 0.060 at 1000, 0.017 at 10000 (balanced binary label)."""
-    small, big = null_resolution("s", np.array([0.5, 0.5]), 250), null_resolution("s", np.array([0.5, 0.5]), 4000)
-    assert small.floor == pytest.approx(0.10, abs=0.03) and big.floor == pytest.approx(0.027, abs=0.008)
-    assert small.half_width / big.half_width == pytest.approx(4.0, rel=0.3)  # sqrt(4000 / 250)
-    assert null_resolution("s", np.array([0.5, 0.5]), 1000) == null_resolution("s", np.array([0.5, 0.5]), 1000)
+def test_null_resolution_shrinks_as_one_over_sqrt_rows_and_grows_with_the_adversaries() -> None:
+    """Measured floors (balanced binary label): one adversary 0.070 at 500 rows, 0.034 at 2,000; the worst of five
+    correlated ones 0.097 and 0.041. It reads sizes only, and is the same every call."""
+    half = np.array([0.5, 0.5])
+    small, big = null_resolution("s", half, 500), null_resolution("s", half, 2000)
+    assert small.floor == pytest.approx(0.07, abs=0.015) and big.floor == pytest.approx(0.034, abs=0.008)
+    assert small.floor / big.floor == pytest.approx(2.0, rel=0.3)  # sqrt(2000 / 500)
+    five = null_resolution("s", half, 2000, scorers=5)
+    assert five.floor > big.floor and five.auc_floor == pytest.approx(0.533, abs=0.01) and five.noise > big.noise
+    # beyond 3,000 rows the simulation is scaled by sqrt(3000 / rows)
+    assert null_resolution("s", half, 12000).floor == pytest.approx(null_resolution("s", half, 3000).floor / 2)
+    assert null_resolution("s", half, 1000) == null_resolution("s", half, 1000)

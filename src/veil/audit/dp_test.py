@@ -158,7 +158,7 @@ def epsilon_tests(
     rows = x_test[: min(len(x_test), 4000)]
     if len(rows) >= 2:
         with torch.no_grad():
-            v = bounded(torch.as_tensor(np.asarray(rows, np.float32)))
+            v = bounded(torch.from_numpy(np.array(rows, dtype=np.float32)))
         i, j, l1 = furthest_pair(v.numpy())
         va, vb = v[i : i + 1], v[j : j + 1]
         lb, event = epsilon_lower_bound(at(va), at(vb), samples=samples, seed=seed + 1, confidence=confidence)

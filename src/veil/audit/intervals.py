@@ -8,6 +8,7 @@ statistic over several of them (the worst gap of the adversary suite) gets its i
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -103,38 +104,74 @@ def interval(point: float, draws: np.ndarray, confidence: float = 0.95) -> Inter
 
 @dataclass(frozen=True)
 class Resolution:
-    """What a test split of this size can show for one sensitive label: for a release independent of it, the
-    typical upper end of the 95% interval of its privacy gap (`floor`: no smaller gap bound can be certified) and
-    the typical distance from the point to that upper end (`half_width`)."""
+    """What a split of this size can show for one sensitive label, found for a release independent of it as judged
+    by `scorers` adversaries at once (the worst of them, as the certificate takes it): the typical upper end of the
+    95% interval of the worst privacy gap (`floor`: no smaller gap bound can be certified) and of the worst AUC
+    (`auc_floor`), and the typical point value of the worst gap (`noise`: what a finite split adds to any gap)."""
 
     label: str
     rows: int
     floor: float
-    half_width: float
-    noise: float = 0.0
-    """the typical point gap of an independent release on these rows (|AUC - 0.5| is never 0 on finite rows)"""
+    auc_floor: float
+    noise: float
+    scorers: int = 1
+
+
+#: pairwise correlation of the simulated adversaries' scores: probes fitted on the same release agree in part
+SCORER_CORRELATION = 0.5
 
 
 def null_resolution(
-    label: str, class_shares: np.ndarray, rows: int, draws: int = 300, repeats: int = 7, seed: int = 0
+    label: str,
+    class_shares: np.ndarray,
+    rows: int,
+    *,
+    scorers: int = 1,
+    draws: int = 200,
+    repeats: int = 11,
+    seed: int = 0,
 ) -> Resolution:
-    """`Resolution` of a label with class proportions `class_shares` on `rows` test rows, by simulation: random
-    scores (a release independent of the label), the bootstrap as the certificate runs it, the median over
-    `repeats` simulated splits. Reads only the sizes, never test labels."""
-    shares = np.asarray(class_shares, dtype=np.float64)
-    shares = shares / shares.sum()
+    """`Resolution` of a label with class proportions `class_shares` on `rows` rows, by simulation: `scorers`
+    random scorers with correlated scores (a release independent of the label, attacked by several adversaries),
+    the bootstrap as the certificate runs it, the median over `repeats` simulated splits. Splits larger than
+    `SIMULATED_ROWS` are simulated at that size and scaled by sqrt(size ratio), as every figure here shrinks with
+    1/sqrt(rows). Reads only the sizes, never test labels."""
+    shares = tuple(round(float(x), 3) for x in np.asarray(class_shares, dtype=np.float64) / np.sum(class_shares))
+    sim = min(int(rows), SIMULATED_ROWS)
+    floor, auc_floor, noise = _simulate(shares, sim, scorers, draws, repeats, seed)
+    scale = float(np.sqrt(sim / rows))
+    return Resolution(label, int(rows), floor * scale, 0.5 + (auc_floor - 0.5) * scale, noise * scale, scorers)
+
+
+#: the largest split `null_resolution` simulates; larger ones are scaled from it
+SIMULATED_ROWS = 3000
+
+
+@functools.lru_cache(maxsize=256)
+def _simulate(
+    shares: tuple[float, ...], rows: int, scorers: int, draws: int, repeats: int, seed: int
+) -> tuple[float, float, float]:
+    """(median upper end of the worst gap, of the worst AUC, median worst point gap) over `repeats` splits."""
     k = len(shares)
-    counts = np.maximum(np.round(shares * rows).astype(int), 1)
+    counts = np.maximum(np.round(np.asarray(shares) * rows).astype(int), 1)
     y = np.repeat(np.arange(k), counts)
     rng = np.random.default_rng(seed)
-    uppers, widths, points = [], [], []
+    uppers, auc_uppers, points = [], [], []
+    a, b = np.sqrt(SCORER_CORRELATION), np.sqrt(1 - SCORER_CORRELATION)
     for r in range(repeats):
-        proba = rng.random((len(y), k))
-        proba /= proba.sum(axis=1, keepdims=True)
-        point = float(gap_draws(class_auc_draws(y, proba, k, None))[0])
-        draw = gap_draws(class_auc_draws(y, proba, k, resample_counts(len(y), draws, seed + 1 + r)))
-        iv = interval(point, draw)
-        uppers.append(iv.high)
-        widths.append(iv.high - iv.point)
-        points.append(point)
-    return Resolution(label, int(len(y)), float(np.median(uppers)), float(np.median(widths)), float(np.median(points)))
+        counts_r = resample_counts(len(y), draws, seed + 1 + r)
+        common = rng.standard_normal((len(y), k))
+        gap_pts, gap_dr, auc_pts, auc_dr = [], [], [], []
+        for _ in range(scorers):
+            logits = a * common + b * rng.standard_normal((len(y), k))
+            proba = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+            point = class_auc_draws(y, proba, k, None)
+            draw = class_auc_draws(y, proba, k, counts_r)
+            gap_pts.append(float(gap_draws(point)[0]))
+            auc_pts.append(float(auc_draws(point)[0]))
+            gap_dr.append(gap_draws(draw))
+            auc_dr.append(auc_draws(draw))
+        uppers.append(interval(max(gap_pts), np.max(np.stack(gap_dr), axis=0)).high)
+        auc_uppers.append(interval(max(auc_pts), np.max(np.stack(auc_dr), axis=0)).high)
+        points.append(max(gap_pts))
+    return float(np.median(uppers)), float(np.median(auc_uppers)), float(np.median(points))
