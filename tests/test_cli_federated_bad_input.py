@@ -7,6 +7,8 @@ import pytest
 
 from veil.cli import main
 
+#: these runs are refused for their federation options: no target, so no target's resolution check comes first
+NO_TARGET = ["--target", "none"]
 BASE = [
     "run",
     "--method",
@@ -18,6 +20,7 @@ BASE = [
     "--quiet",
     "--runtime",
     "in-process",
+    *NO_TARGET,
 ]
 
 
@@ -86,7 +89,21 @@ def test_partition_is_for_federated_methods_only(in_tmp, capsys, scheme):
 def test_unsatisfiable_resources_are_refused(ray_local, in_tmp, capsys, extra, needle):
     before = ray_local.available_resources().get("CPU")
     assert (
-        main(["run", "--method", "d-eigan", "--dataset", "gaussian-octant", "--set", "n=400", "--quiet", *extra]) == 2
+        main(
+            [
+                "run",
+                "--method",
+                "d-eigan",
+                "--dataset",
+                "gaussian-octant",
+                "--set",
+                "n=400",
+                "--quiet",
+                *NO_TARGET,
+                *extra,
+            ]
+        )
+        == 2
     )
     assert needle in capsys.readouterr().err
     assert not (in_tmp / "mlflow.db").exists()

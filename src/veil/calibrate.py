@@ -490,7 +490,8 @@ def calibrate(
     # utility grows with the position as leakage does; one validation split's utility is noise near the private
     # end, so the feasible candidate nearest the useful end is the most useful one (not the best-looking score)
     chosen = max(feasible_ones, key=lambda c: c.position) if feasible_ones else None
-    released = chosen or min(trail, key=lambda c: (worst_excess(c, target), -c.utility))
+    # nothing feasible: the least leaking by the pooled estimates, the private end among equals
+    released = chosen or min(trail, key=lambda c: (worst_excess(c, target), c.position))
     method, history = trainer.methods[released.value]
     cal = Calibration(
         knob,
@@ -539,8 +540,8 @@ def bracket(trail: Sequence[Candidate]) -> tuple[float, float] | None:
 
 
 def worst_excess(c: Candidate, target: Target) -> float:
-    """How far a candidate's worst figure lies beyond its bound (relative), to pick the least leaking one."""
-    excess = [(c.leakage.get(b.metric, math.inf) - b.limit) / b.limit for b in target.bounds]
+    """How far a candidate's worst pooled figure lies beyond its bound (relative), to pick the least leaking one."""
+    excess = [(c.estimate.get(b.metric, math.inf) - b.limit) / b.limit for b in target.bounds]
     return max(excess) if excess else 0.0
 
 

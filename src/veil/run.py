@@ -285,11 +285,11 @@ def execute_loaded(
     from veil.platform.executors import get_executor
 
     check_release(v, ds)
+    check_target(v, ds)  # cheap: before the executor, which may start Ray to place a federation
     storage = storage or Path(".veil") / "ray"
-    job = get_executor(v.executor)(v, ds, storage)  # the executor's refusals come before calibration's minutes
+    job = get_executor(v.executor)(v, ds, storage)  # its refusals come before calibration's minutes
     if v.calibration is None:
         return track(v, ds, job, on_epoch=on_epoch, parent_run_id=parent_run_id)
-    check_target(v, ds)
     cal = calibrate(v, ds, v.target, v.calibration, note, on_epoch)
     v, job = calibrated_job(v, ds, cal, storage)
     trains = cal.method is None  # a federation trains again; a centralized candidate's epochs are only logged

@@ -49,7 +49,7 @@ ROWS = [
 LONG_NAME = "a-sweep-whose-name-is-long-enough-to-overflow-any-single-line-title-" + "x" * 60
 
 
-def results(mapping: dict, name: str) -> SweepResults:
+def results(mapping: dict, name: str, met: list[float] | None = None) -> SweepResults:
     spec = sweep_from_mapping(mapping, where="test.yaml")
     rows = []
     for i, (beta, k, phi, u, gap, b) in enumerate(ROWS, 1):
@@ -64,6 +64,7 @@ def results(mapping: dict, name: str) -> SweepResults:
                 "utility_auc": u,
                 "privacy_gap": gap,
                 "bytes_up_total": b,
+                **({"certificate/met": met[i - 1]} if met else {}),
             }
         )
     return analyze(pd.DataFrame(rows), spec, name=name)
@@ -145,3 +146,26 @@ def test_three_objectives_pairwise_panels_each_with_its_better_corner():
     assert not any(a.overlaps(b) for a, b in itertools.combinations(panels, 2))
     assert not any(box.overlaps(p) for p in panels)
     assert not [t for ax in fig.axes for t in ax.texts if t.get_gid() == POINT_LABEL]  # no labels in projections
+
+
+def test_trials_that_meet_the_target_are_ringed_and_counted(tmp_path):
+    """A certified sweep (its spec's target) rings, in the PNG and the HTML, exactly the trials whose certificate
+    met the target on every seed; the HTML's summary and the console report count them."""
+    from veil.sweeps.plots import MET_COLOR, front_html
+    from veil.sweeps.results import format_report
+
+    met = [1.0 if gap <= 0.05 else 0.0 for *_, gap, _ in ROWS]  # trials 1 and 2
+    res = results({**TWO, "target": {"privacy_gap": 0.1}}, "certified", met)
+    ax = front_figure(res).axes[0]
+    rings = [c for c in ax.collections if c.get_label().startswith("meets the target (privacy_gap <= 0.1)")]
+    assert len(rings) == 1 and len(rings[0].get_offsets()) == 2
+    assert np.allclose(sorted(rings[0].get_offsets()[:, 0]), [0.0, 0.022])
+    page = front_html(res, tmp_path / "front.html").read_text()
+    assert page.count('class="met"') == 2 and MET_COLOR in page
+    assert "privacy_gap &lt;= 0.1: 2 of 8 finished trials meet it" in page
+    assert "leakage target privacy_gap <= 0.1: 2 of 8 finished trials meet it" in format_report(res)
+    uncertified = results({**TWO, "target": "none"}, "plain")
+    assert (
+        "leakage target" not in format_report(uncertified)
+        and "trials are not certified" in front_html(uncertified, tmp_path / "plain.html").read_text()
+    )

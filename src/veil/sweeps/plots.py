@@ -167,6 +167,9 @@ def _draw_panel(ax: Any, t: pd.DataFrame, xm: str | None, ym: str, results: Swee
                 gid=POINT_LABEL,
                 in_layout=False,
             )
+    bound = results.spec.target_bound(xm) if xm else None
+    if bound is not None:  # the point bound; a trial meets it only when its certificate's upper end does
+        ax.axvline(bound, color=MET_COLOR, ls="--", lw=1, alpha=0.7, label=f"target {xm} <= {bound:g}", zorder=1)
     met = meets_target(t)
     if met.any():
         ax.scatter(

@@ -512,6 +512,14 @@ def format_report(results: SweepResults) -> str:
             f"convex-hull AUC {results.chull_auc:.4f} ({results.axes[1]} over {chull_leakage_label(results.axes[0])}, "
             f"origin {spec.chull_origin})"
         )
+    if spec.certifies():
+        met = results.trials.get("certificate/met")
+        done = results.trials[results.trials["status"] == "FINISHED"] if "status" in results.trials else results.trials
+        n_met = int((met[done.index] >= 1.0 - 1e-9).sum()) if met is not None and len(done) else 0
+        lines.append(
+            f"leakage target {spec.target_text()}: {n_met} of {len(done)} finished trials meet it (their "
+            "certificates; ringed in front.png / front.html)"
+        )
     late = results.trials[results.trials["late"]] if "late" in results.trials else results.trials.iloc[:0]
     if len(late):
         lines.append(

@@ -510,6 +510,15 @@ class SweepSpec:
 
         return (parse_target(self.target) or default_target()).text()
 
+    def target_bound(self, metric: str) -> float | None:
+        """The bound the sweep's target (or the default one) puts on `metric`, if any (a certified sweep only)."""
+        from veil.audit.targets import default_target, parse_target
+
+        if not self.certifies():
+            return None
+        bound = (parse_target(self.target) or default_target()).get(metric)
+        return bound.limit if bound is not None else None
+
     def certificate_metrics(self) -> tuple[str, ...]:
         """The certificate's figures a certified sweep tracks per trial (CERTIFICATE_METRICS), else none."""
         return CERTIFICATE_METRICS if self.certifies() else ()
