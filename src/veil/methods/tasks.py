@@ -1,7 +1,7 @@
-"""The synthetic task of each privacy method's paper, on which its defaults are measured to hide s.
+"""The synthetic task of each privacy method's paper (where s is independent of u).
 
-tests/test_defaults_protect.py asserts the defaults' privacy on these tasks; `benchmarks/defaults_protect.py`
-measures the defaults against `preset: paper` on them and writes docs/defaults.md."""
+`benchmarks/defaults_protect.py` measures each method's knob defaults, uncalibrated, and `preset: paper` on these
+tasks, and on correlated data, and writes docs/defaults.md."""
 
 from __future__ import annotations
 
