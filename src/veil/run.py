@@ -432,7 +432,7 @@ def certify_release(
     return certify(
         audited.z_train,
         audited.z_test,
-        ds,
+        audited.covered(ds),
         audited.report,
         v.target,
         v.audit_config,

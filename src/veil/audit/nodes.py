@@ -9,6 +9,7 @@ platform's measurement, not a party to the protocol."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 from typing import Any, Mapping, Sequence
 
@@ -132,6 +133,18 @@ def audit_final(
         full_tr, full_te = _spread(len(ds.train), tr, z_tr), _spread(len(ds.test), te, z_te)
         rows = per_node_audit(plan, ds, full_tr, full_te, cfg, skip=silent)
     return report, rows, z_tr, z_te
+
+
+def released_data(ds: Dataset, method: FederatedMethod) -> Dataset:
+    """The rows `audit_final`'s z cover: `ds` itself, or for private-encoder methods whose clients did not all
+    release, the train and test rows that were released (in the release's order)."""
+    if not method.private_encoders():
+        return ds
+    rel = received_release(method)
+    tr, te = rel.rows("train"), rel.rows("test")
+    if len(tr) == len(ds.train) and len(te) == len(ds.test):
+        return ds
+    return dataclasses.replace(ds, train=ds.train.take(tr), test=ds.test.take(te))
 
 
 def per_node_audit(

@@ -31,6 +31,13 @@ class AuditOutcome:
     """Artifact path -> JSON-able object (or str for text files)."""
     tags: dict[str, str] = field(default_factory=dict)
     per_node: list[dict[str, Any]] = field(default_factory=list)
+    data: Dataset | None = None
+    """The rows z_train / z_test cover when they are not the whole dataset's (a D-GPP client that released
+    nothing); None: every row."""
+
+    def covered(self, ds: Dataset) -> Dataset:
+        """The dataset whose rows the released z cover."""
+        return self.data if self.data is not None else ds
 
 
 def check_mi_case(cfg: AuditConfig, release_width: int) -> None:
@@ -93,13 +100,16 @@ def audit_release(
         report = audit(z_train, ds.train, z_test, ds.test, ds.num_classes, cfg)
         per_node: list[dict[str, Any]] = []
     else:
-        from veil.audit.nodes import audit_final
+        from veil.audit.nodes import audit_final, released_data
 
         report, per_node, z_train, z_test = audit_final(federation, ds, method, cfg)  # type: ignore[arg-type]
         report.warnings.extend(federation.warnings)
     out = AuditOutcome(report, report.metrics(), z_train, z_test, per_node=per_node)
+    if federation is not None:
+        covered = released_data(ds, method)  # type: ignore[arg-type]
+        out.data = None if covered is ds else covered
     flag_reproducible_release(method, out)
-    extra_audits(cfg, ds, z_train, z_test, method.releases_input_format, out)
+    extra_audits(cfg, out.covered(ds), z_train, z_test, method.releases_input_format, out)
     if per_node:
         from veil.audit.nodes import per_node_csv, per_node_summary
 

@@ -9,6 +9,7 @@ the audit measures; the byte totals of the run count every one of those bytes.""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -381,3 +382,24 @@ def test_the_audit_reads_only_what_the_clients_released(ds: Dataset) -> None:
     m.released.parts["train"][0] = (rows0 + 1, z0)  # rows it does not own
     with pytest.raises(FederationError, match="node 0's train release"):
         audit_final(plan, ds, m, CFG)
+
+
+def test_a_partial_release_is_audited_and_certified_on_the_rows_it_covers(ds: Dataset) -> None:
+    """With client 1's release missing, the run's audit step (capacity sweep included) and the certificate read the
+    released rows only, and say how many test rows the certificate stands on."""
+    from veil.audit.certificate import certify
+    from veil.audit.release import audit_release
+    from veil.audit.targets import default_target
+
+    plan, out, _, _ = recorded_run("d-gpp", ds, RUNS["d-gpp"])
+    m = out.method
+    assert m.released is not None and plan.test_parts is not None
+    for split in ("train", "test"):
+        del m.released.parts[split][1]
+    cfg = dataclasses.replace(CFG, capacity=True)
+    audited = audit_release(m, ds, cfg, federation=plan)
+    covered = audited.covered(ds)
+    assert len(covered.test) == len(ds.test) - len(plan.test_parts[1]) == len(audited.z_test)
+    assert "adversary_auc_max" in audited.metrics
+    cert = certify(audited.z_train, audited.z_test, covered, audited.report, default_target(), cfg)
+    assert cert.test_rows == len(covered.test) and np.isfinite(cert.worst_gap.point)
