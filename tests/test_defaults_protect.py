@@ -102,3 +102,16 @@ def test_the_default_target_applies_to_every_privacy_method_and_no_other() -> No
     assert not validate(defaults("gpp", target="none")).target
     assert validate(defaults("gpp", params={"beta": 2.0})).calibration is None  # the knob set: certified only
     assert validate(defaults("gpp", params={"preset": "paper"})).knob_set_by == "preset paper"
+
+
+def test_the_readmes_first_command_says_its_release_misses_the_target(in_tmp, capsys) -> None:
+    """README's first command sets beta itself on the default data (rho 0.5): certified, not calibrated; the
+    release keeps u and so leaks s (measured worst gap ~0.28), and the run says so, exiting 0 (shortened by flags
+    as a user could: 4 epochs, a 5-epoch audit)."""
+    from veil.cli import main
+
+    argv = ["run", "--method", "gpp", "--dataset", "gaussian-correlated", "--set", "beta=1.0", "--set", "d_z=8"]
+    assert main([*argv, "--set", "epochs=4", "--set", "audit.epochs=5", "--quiet"]) == 0
+    out = capsys.readouterr()
+    assert "certificate NOT MET: target privacy_gap <= 0.05 (the default target)" in out.out
+    assert "this release does NOT meet its target" in out.err and "leave beta unset to let Veil calibrate it" in out.err
