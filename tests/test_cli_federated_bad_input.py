@@ -88,23 +88,8 @@ def test_partition_is_for_federated_methods_only(in_tmp, capsys, scheme):
 )
 def test_unsatisfiable_resources_are_refused(ray_local, in_tmp, capsys, extra, needle):
     before = ray_local.available_resources().get("CPU")
-    assert (
-        main(
-            [
-                "run",
-                "--method",
-                "d-eigan",
-                "--dataset",
-                "gaussian-octant",
-                "--set",
-                "n=400",
-                "--quiet",
-                *NO_TARGET,
-                *extra,
-            ]
-        )
-        == 2
-    )
+    on_ray = [*BASE[:5], "--set", "n=400", "--quiet", *NO_TARGET]  # BASE on the default runtime: Ray actors
+    assert main([*on_ray, *extra]) == 2
     assert needle in capsys.readouterr().err
     assert not (in_tmp / "mlflow.db").exists()
     assert ray_local.available_resources().get("CPU") == before  # no placement group, no actor

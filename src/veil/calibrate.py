@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 import numpy as np
 
 from veil.audit.intervals import Resolution, null_resolution
-from veil.audit.probes import AuditConfig, audit_many, label_tasks, prepare, probe_metrics
+from veil.audit.probes import AuditConfig, label_tasks, prepare, probe_metrics
+from veil.audit.release import stacked_audit
 from veil.audit.targets import MI_PREFIX, Target
 from veil.config import build
 from veil.datasets.base import Dataset, split_indices
@@ -395,14 +396,7 @@ class Trainer:
         for i, (m, _) in enumerate(fitted):
             with seeded_releases(m, derive_seed(self.v.spec.seed, 31, i)):
                 released.append((m.encode(ds.train.x), m.encode(ds.test.x)))
-        reports = audit_many(
-            [a for a, _ in released],
-            [ds.train] * len(fitted),
-            [b for _, b in released],
-            [ds.test] * len(fitted),
-            ds.num_classes,
-            self.cfg,
-        )
+        reports = stacked_audit(released, ds, self.cfg)
         return [(m, h, a, b, r) for (m, h), (a, b), r in zip(fitted, released, reports)]
 
     def _federated(self, config: Any) -> tuple[Method, list[dict[str, float]], np.ndarray, np.ndarray, Any]:

@@ -119,6 +119,17 @@ def audit_release(
     return out
 
 
+def stacked_audit(
+    released: Sequence[tuple[np.ndarray, np.ndarray]], ds: Dataset, cfg: AuditConfig
+) -> list[AuditReport]:
+    """The fresh-probe audit of several releases (z_train, z_test) of `ds`, every probe trained as one stacked model
+    (`audit_many`)."""
+    n = len(released)
+    return audit_many(
+        [a for a, _ in released], [ds.train] * n, [b for _, b in released], [ds.test] * n, ds.num_classes, cfg
+    )
+
+
 def audit_releases(methods: Sequence[Method], ds: Dataset, cfgs: Sequence[AuditConfig]) -> list[AuditOutcome]:
     """`[audit_release(m, ds, c) ...]` for centralized methods trained together (a population), with every
     member's fresh probes trained as stacked models (`audit_many`) when the members share one audit config."""
@@ -127,14 +138,7 @@ def audit_releases(methods: Sequence[Method], ds: Dataset, cfgs: Sequence[AuditC
     if len(methods) < 2 or any(c != cfgs[0] for c in cfgs):
         return [audit_release(m, ds, c) for m, c in zip(methods, cfgs)]
     released = [(m.encode(ds.train.x), m.encode(ds.test.x)) for m in methods]
-    reports = audit_many(
-        [zt for zt, _ in released],
-        [ds.train] * len(methods),
-        [ze for _, ze in released],
-        [ds.test] * len(methods),
-        ds.num_classes,
-        cfgs[0],
-    )
+    reports = stacked_audit(released, ds, cfgs[0])
     outs = []
     for m, (z_train, z_test), report in zip(methods, released, reports):
         out = AuditOutcome(report, report.metrics(), z_train, z_test)

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 from mlflow.tracking import MlflowClient
+from wire_support import contains_window
 
 from veil.datasets import make_dataset
 from veil.datasets.base import Dataset, Split
@@ -33,16 +34,6 @@ from veil.methods.federated.simulation import (
 from veil.platform.executors import NODE_LOCAL_NOTE
 from veil.platform.fed.runtime import plan_on, run_planned
 from veil.run import RunSpec, execute, load_method
-
-
-def contains_window(haystack: np.ndarray, needle: np.ndarray) -> bool:
-    """Whether `needle` occurs as a contiguous run anywhere in the flattened `haystack` (as numbers)."""
-    h = np.asarray(haystack, dtype=np.float64).ravel()
-    n = np.asarray(needle, dtype=np.float64).ravel()
-    if len(n) == 0 or len(h) < len(n):
-        return False
-    win = np.lib.stride_tricks.sliding_window_view(h, len(n))
-    return bool(np.any(np.all(win == n, axis=1)))
 
 
 def secret_dataset() -> Dataset:

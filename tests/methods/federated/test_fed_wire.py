@@ -18,6 +18,7 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 import pytest
 import torch
+from wire_support import contains_window
 
 from veil.audit.nodes import audit_final, live_auditor
 from veil.audit.probes import AuditConfig
@@ -268,16 +269,6 @@ def test_d_gpp_encoders_stay_home(ds: Dataset) -> None:
     report, rows, z_train, z_test = audit_final(plan, ds, m, CFG)  # the audit reads the clients' release
     assert z_train.shape == (len(ds.train), m.config.d_z) and z_test.shape == (len(ds.test), m.config.d_z)
     assert len(rows) == 3 and all(np.isfinite(r["utility_auc"]) for r in rows) and not report.warnings
-
-
-def contains_window(haystack: np.ndarray, needle: np.ndarray) -> bool:
-    """Whether `needle` occurs as a contiguous run anywhere in the flattened `haystack` (as numbers)."""
-    h = np.asarray(haystack, dtype=np.float64).ravel()
-    n = np.asarray(needle, dtype=np.float64).ravel()
-    if len(n) == 0 or len(h) < len(n):
-        return False
-    win = np.lib.stride_tricks.sliding_window_view(h, len(n))
-    return bool(np.any(np.all(win == n, axis=1)))
 
 
 def test_each_client_releases_exactly_its_own_rows(ds: Dataset) -> None:
