@@ -246,7 +246,24 @@ def check_run(v: Any) -> int:
         f"ok: {v.spec.method} on {v.spec.dataset} ({len(ds.train)} train / {len(ds.test)} test rows, {ds.d_in} "
         f"features; {labels}), executor {v.executor_label}: valid, nothing was run"
     )
+    print(f"   {target_plan(v)}")
     return 0
+
+
+def target_plan(v: Any) -> str:
+    """What the run would do about its leakage target (`veil run --check`)."""
+    if not v.target:
+        return "no leakage target: the release would not be certified"
+    if v.calibration is not None:
+        from veil.methods.registry import get_method
+
+        knob = get_method(v.spec.method).privacy_knob
+        assert knob is not None  # a run calibrates only a method with a knob
+        return (
+            f"would calibrate {knob.field} to {v.target.text()} on {v.calibration.validation:.0%} of the training "
+            "rows, then certify the release on the test rows"
+        )
+    return f"would certify the release against {v.target.text()} (knob set by {v.knob_set_by}: not calibrated)"
 
 
 def _kb(n: float) -> str:
