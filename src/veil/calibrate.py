@@ -469,6 +469,20 @@ def calibrate(
         f"calibrating {knob.field} for {target.text()} on {len(val)} validation rows held out of the "
         f"{len(ds.train)} training rows (the test split is read once, for the certificate); margin {margin:.3f}"
     )
+    tight = [
+        b
+        for b in target.bounds
+        if b.interval_checked and margin >= (b.limit - (0.5 if b.metric != "privacy_gap" else 0.0))
+    ]
+    for b in tight:
+        room = b.limit - (0.5 if b.metric != "privacy_gap" else 0.0)
+        need = math.ceil(len(ds.test) * (margin / (0.5 * room)) ** 2)
+        say(
+            f"calibration has no room: on {len(ds.test)} test rows the certificate's interval and the two splits' "
+            f"noise take {margin:.3f} of the {b.text()} budget, so only a setting that leaks nothing can be judged "
+            f"safe: calibration will release the most private one it finds (its utility near chance). With about "
+            f"{need} test rows half the budget would be left for a useful release; or loosen the target"
+        )
     trainer = Trainer(v, ds_cal, target, margin, say, on_epoch)
     lo, hi = search_range(knob, target)
     sizes = config.resolved(v.executor == "federated")

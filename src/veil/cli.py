@@ -172,7 +172,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             bar.close()
             bar = None
         phase = "release" if text.startswith("calibrated ") else "calibrating"
-        if not args.quiet or text.startswith("calibration found no value"):
+        if not args.quiet or text.startswith(("calibration found no value", "calibration has no room")):
             print(f"[veil] {text}", file=sys.stderr, flush=True)
 
     try:
