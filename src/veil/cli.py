@@ -314,6 +314,7 @@ def cmd_methods(args: argparse.Namespace) -> int:
     from veil.config import field_table
     from veil.methods import METHODS, method_config
     from veil.methods.base import show
+    from veil.methods.docs import knob_text
 
     if args.name and args.name not in METHODS:
         raise UnknownNameError("method", args.name, list(METHODS))
@@ -324,6 +325,7 @@ def cmd_methods(args: argparse.Namespace) -> int:
     dwidth = max(len(r["default"]) for r in every_row)
     for name, cls in shown.items():
         print(f"{name}  —  {cls.description}" + (f"  [source: {cls.paper}]" if cls.paper else ""))
+        print(f"    privacy knob: {knob_text(cls).replace('`', '')}")
         for row in tables[name]:
             allowed = f" ({row['allowed']})" if row["allowed"] else ""
             paper = cls.paper_values.get(row["name"])

@@ -13,13 +13,17 @@ from veil.methods.base import Method
 from veil.methods.tasks import PAPER_TASKS
 
 PRESETS = [
-    "## Defaults and `preset: paper`",
+    "## Privacy knobs, defaults and `preset: paper`",
     "",
-    "Every method's defaults are chosen because they hide the sensitive label, measured on its paper's own",
-    "synthetic task over seeds 0, 1 and 2 (all reported in [defaults.md](defaults.md), made by",
-    "`python benchmarks/defaults_protect.py`; tests/test_defaults_protect.py asserts privacy gap <= 0.1 at",
-    "utility AUC >= 0.85 for every seed). `--set preset=paper` (or `preset: paper` in a run file or a sweep's",
-    "params) restores the letter of the paper in one switch; values you set yourself still win over it.",
+    "Each privacy method names its **privacy knob**, the field that trades utility for privacy (below, with the",
+    "range calibration searches). A run that does not set it calibrates it to its leakage target (the default",
+    "target is privacy_gap <= 0.05) on a validation split of the training rows and certifies the release",
+    "(README, 'A leakage target, not a knob'; measured in [targets.md](targets.md)); a run that sets it, a sweep",
+    "trial and `preset: paper` are certified, not calibrated. The other defaults are chosen because they help a",
+    "release hide: on each paper's own synthetic task (s independent of u) the knob's default hides s, where s",
+    "correlates with u it does not (both measured in [defaults.md](defaults.md), made by",
+    "`python benchmarks/defaults_protect.py`). `--set preset=paper` (or `preset: paper` in a run file or a",
+    "sweep's params) restores the letter of the paper in one switch; values you set yourself still win over it.",
     "Each method below lists the fields where the two differ and why. A difference the paper states is",
     "recorded in the run's params as `method.deviation.<field>`; where the paper gives no value, `paper` keeps",
     "Veil's earlier choice and nothing is recorded.",
@@ -63,6 +67,7 @@ def render_markdown() -> str:
         if doc and cls.__module__ not in seen:  # baselines share one module docstring
             out += ["```text", doc, "```", ""]
             seen.add(cls.__module__)
+        out += knob_line(cls)
         out += preset_rows(name, cls)
         out += ["| parameter | default | allowed | meaning |", "|---|---|---|---|"]
         for row in field_table(cls.Config):
@@ -72,6 +77,18 @@ def render_markdown() -> str:
             )
         out.append("")
     return "\n".join(out)
+
+
+def knob_text(cls: type[Method]) -> str:
+    """'beta, searched over [0.001, 30] on a log scale (lower hides more)', or that the method has none."""
+    k = cls.privacy_knob
+    if k is None:
+        return "none (a baseline: its release is certified only when a run gives a target)"
+    return f"`{k.field}`, searched over [{k.low:g}, {k.high:g}] on a {k.scale} scale ({k.private_end}er hides more)"
+
+
+def knob_line(cls: type[Method]) -> list[str]:
+    return [f"Privacy knob: {knob_text(cls)}.", ""]
 
 
 def preset_rows(name: str, cls: type[Method]) -> list[str]:
