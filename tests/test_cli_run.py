@@ -42,7 +42,8 @@ def test_run_from_flags_logs_everything(in_tmp, capsys):
     assert len(client.get_metric_history(run.info.run_id, "loss/encoder")) == 2  # one row per epoch
     arts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"model", "audit", "training"} <= arts
-    assert {a.path for a in client.list_artifacts(run.info.run_id, "model")} == {"model/config.json", "model/state.pt"}
+    model = {a.path for a in client.list_artifacts(run.info.run_id, "model")}
+    assert model == {"model/config.json", "model/state.pt", "model/features.json"}
 
 
 def test_run_from_yaml_file_with_cli_override(in_tmp, capsys):
