@@ -61,9 +61,16 @@ def veil(args: list[str], store: Path) -> dict[str, Any]:
     return out
 
 
+def commit() -> str:
+    """The checkout's commit, recorded beside every figure."""
+    proc = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    return proc.stdout.strip() or "unknown"
+
+
 def summary(raw: dict[str, Any]) -> dict[str, Any]:
     """What the table shows of one `veil run`."""
-    out = {k: raw[k] for k in ("exit", "seconds", "error") if k in raw}
+    out: dict[str, Any] = {k: raw[k] for k in ("exit", "seconds", "error") if k in raw}
+    out["commit"] = commit()
     res = raw.get("result")
     if not res:
         return out
@@ -176,6 +183,7 @@ def sweep() -> None:
     cal = data["cases"].get(SWEEP_CASE, {})
     data["sweep"] = {
         "spec": SWEEP,
+        "commit": commit(),
         "exit": raw["exit"],
         "seconds": raw["seconds"],
         "trials": len(trials),
