@@ -29,7 +29,7 @@ BASE = [
     [
         (["--set", "phi=0"], "'phi': 0.0 (allowed: float > 0 and <= 1)"),
         (["--set", "phi=1.5"], "'phi': 1.5 (allowed: float > 0 and <= 1)"),
-        (["--set", "delta=0"], "'delta': 0 (allowed: int >= 1)"),
+        (["--set", "delta=0"], "'delta': 0 (allowed: int >= 1 and <= 10000)"),
         (["--set", "K=0"], "'K': 0 (allowed: int >= 1)"),
         (["--set", "K=500"], "'K': 500 (allowed: at most the 150 training rows"),
         (["--set", "K=20", "--partition", "dirichlet:0.01"], "received no rows"),

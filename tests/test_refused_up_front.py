@@ -162,3 +162,98 @@ def test_a_node_local_store_is_refused_for_work_on_a_cluster(in_tmp, capsys, mon
         require_shared_store(f"sqlite:///{in_tmp}/mlflow.db", None)
     require_shared_store("http://127.0.0.1:5000", None)
     require_shared_store(f"sqlite:///{in_tmp}/mlflow.db", "local")
+
+
+# Names MLflow refuses mid-run (issue 28's reliability re-test: tracebacks at exit 1) are refused up front.
+LONG = "x" * 600
+
+
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["--experiment", ""], "invalid value for 'experiment': ''"),
+        (["--experiment", "   "], "invalid value for 'experiment': '   '"),
+        (
+            ["--experiment", LONG],
+            "invalid value for 'experiment': 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx... (600 chars)'",
+        ),
+        (["--run-name", "x" * 251], "invalid value for 'run_name'"),
+        (["--experiment", "tab\there"], "invalid value for 'experiment'"),
+    ],
+)
+def test_names_mlflow_would_refuse_are_refused_by_run_and_check(in_tmp, capsys, argv, needle):
+    err = refused(capsys, *argv)
+    assert needle in err and "MLflow's limit" in err
+    assert main([*RUN, *argv, "--check"]) == 2 and needle in capsys.readouterr().err
+    assert not (in_tmp / "mlflow.db").exists()
+
+
+def test_name_limits_are_mlflows():
+    from mlflow.store.tracking.dbmodels.models import SqlRun
+    from mlflow.utils.validation import MAX_EXPERIMENT_NAME_LENGTH
+
+    from veil.runspec import MLFLOW_NAME_LIMITS, check_mlflow_name
+
+    assert MLFLOW_NAME_LIMITS == {
+        "experiment": MAX_EXPERIMENT_NAME_LENGTH,
+        "run_name": SqlRun.__table__.c.name.type.length,
+    }
+    assert check_mlflow_name("experiment", "x" * 500) == "x" * 500
+    with pytest.raises(ValueError, match="at most 500"):
+        check_mlflow_name("experiment", "x" * 501)
+
+
+def test_names_are_refused_in_run_files_and_sweep_specs(in_tmp, capsys):
+    from veil.sweeps.spec import sweep_from_mapping
+
+    (in_tmp / "run.yaml").write_text(f"method: gpp\ndataset: gaussian-correlated\nexperiment: '{LONG}'\n")
+    assert main(["run", str(in_tmp / "run.yaml"), "--check"]) == 2
+    assert "invalid value for 'experiment'" in capsys.readouterr().err
+    spec = {
+        "method": "gpp",
+        "dataset": "gaussian-correlated",
+        "space": {"beta": {"type": "float", "low": 0, "high": 1}},
+        "objectives": [{"metric": "utility_auc", "direction": "max"}, {"metric": "privacy_gap", "direction": "min"}],
+    }
+    for bad in ("", LONG):
+        with pytest.raises(ValueError, match="'experiment'.*MLflow's limit"):
+            sweep_from_mapping({**spec, "experiment": bad})
+
+
+# Sizes of time (issue 28): a typo of a dozen zeros is refused before anything trains.
+@pytest.mark.parametrize(
+    "method,assignment",
+    [("gpp", "epochs=1000000000000"), ("gpp", "audit.epochs=20000"), ("d-eigan", "delta=100000")],
+)
+def test_epochs_beyond_the_documented_limit_are_refused(in_tmp, capsys, method, assignment):
+    argv = ["run", "-m", method, "-d", "gaussian-correlated", "--set", assignment, "--check"]
+    assert main(argv) == 2
+    assert "<= 10000" in capsys.readouterr().err
+
+
+def test_sweep_trials_beyond_the_limit_are_refused():
+    from veil.sweeps.spec import MAX_TRIALS, sweep_from_mapping
+
+    spec = {
+        "method": "gpp",
+        "dataset": "gaussian-correlated",
+        "space": {"beta": {"type": "float", "low": 0, "high": 1}},
+        "objectives": [{"metric": "utility_auc", "direction": "max"}, {"metric": "privacy_gap", "direction": "min"}],
+    }
+    assert sweep_from_mapping({**spec, "trials": MAX_TRIALS}).trials == MAX_TRIALS
+    with pytest.raises(ValueError, match=r"'trials': 1000000000000 \(allowed: an integer from 1 to 10000"):
+        sweep_from_mapping({**spec, "trials": 1_000_000_000_000})
+
+
+# A mistyped key (issue 28): the nearest names suggested, each valid key listed once, only keys that apply.
+def test_unknown_key_suggests_the_near_name_and_lists_only_what_applies(in_tmp, capsys):
+    err = refused(capsys, "--set", "rhoo=0.5")
+    assert "unknown parameter 'rhoo' (did you mean 'rho'?)" in err
+    listed = err.split("valid parameters: ")[1].strip().split(", ")
+    assert len(listed) == len(set(listed)) and listed.count("seed") == 1
+    assert not [k for k in listed if k.startswith("fed.")]  # gpp is centralized
+    assert {"beta", "rho", "audit.epochs", "calibration.validation"} <= set(listed)
+    assert main(["run", "-m", "d-eigan", "-d", "gaussian-correlated", "--set", "alph=1", "--check"]) == 2
+    err = capsys.readouterr().err
+    assert "(did you mean 'alpha'?)" in err and "fed.hosts" in err
+    assert "did you mean" not in refused(capsys, "--set", "qqqq=1")

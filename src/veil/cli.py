@@ -44,9 +44,19 @@ def split_assignments(items: Sequence[str], method: str, dataset: str) -> dict[s
         except UnknownNameError as e:
             if e.kind != "parameter":
                 raise
-            raise UnknownNameError("parameter", key, [*e.valid, "seed"], where="--set") from None
+            raise UnknownNameError("parameter", key, [*e.valid, "seed", *calibration_keys(method)], where="--set") from None
         out[section][name] = value
     return out
+
+
+def calibration_keys(method: str) -> list[str]:
+    """The `calibration.` keys `--set` accepts for `method` (none for a method without a privacy knob)."""
+    from veil.methods.registry import get_method
+    from veil.runspec import CalibrationConfig
+
+    if get_method(method).privacy_knob is None:
+        return []
+    return [f"calibration.{f.name}" for f in dataclasses.fields(CalibrationConfig)]
 
 
 def dataset_assignments(items: Sequence[str], method: str, dataset: str) -> dict[str, Any]:

@@ -13,6 +13,10 @@ from veil.errors import ConfigError, UnknownNameError
 
 T = TypeVar("T")
 
+MAX_EPOCHS = 10_000
+"""The most passes over the data any run, probe or federation accepts (a typo such as 1000000000000 is refused
+up front instead of training for a lifetime; docs/methods.md lists it as each epochs field's upper bound)."""
+
 
 def param(
     default: Any,

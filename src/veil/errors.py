@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 
@@ -22,9 +23,13 @@ class UnknownNameError(VeilError, KeyError):
     """A name (method, dataset, parameter, metric) is not registered."""
 
     def __init__(self, kind: str, name: str, valid: list[str] | tuple[str, ...], where: str | None = None) -> None:
-        self.kind, self.name, self.valid, self.where = kind, name, sorted(valid), where
+        self.kind, self.name, self.valid, self.where = kind, name, sorted(set(valid)), where
         prefix = f"{where}: " if where else ""
-        super().__init__(f"{prefix}unknown {kind} {name!r}; valid {kind}s: {', '.join(self.valid) or '(none)'}")
+        close = difflib.get_close_matches(str(name), self.valid, n=3, cutoff=0.6)
+        hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+        super().__init__(
+            f"{prefix}unknown {kind} {name!r}{hint}; valid {kind}s: {', '.join(self.valid) or '(none)'}"
+        )
 
     def __str__(self) -> str:  # KeyError quotes its message otherwise
         return self.args[0]

@@ -18,6 +18,7 @@ import yaml
 
 from veil.config import build, param
 from veil.errors import ConfigError, UnknownNameError
+from veil.runspec import check_mlflow_name
 
 NIGHTLY_TAG = "veil.nightly"
 SUITE_KEYS = ("experiment", "tolerances", "runs", "sweeps")
@@ -74,7 +75,7 @@ def load_suite(path: str | Path) -> Suite:
     specs = {name: yaml.safe_load(Path(path).read_text()) for name, path in sweeps.items()}
     digest = hashlib.sha256(json.dumps([runs, specs], sort_keys=True, default=str).encode()).hexdigest()[:12]
     return Suite(
-        data.get("experiment", "veil-nightly"),
+        check_mlflow_name("experiment", data.get("experiment", "veil-nightly"), str(p)),
         build(Tolerances, data.get("tolerances"), where=f"{p}: tolerances"),
         runs,
         sweeps,

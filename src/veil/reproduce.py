@@ -29,6 +29,7 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from veil.errors import ConfigError, UnknownNameError
+from veil.runspec import check_mlflow_name
 
 REPRO_TAG = "veil.reproduce"
 SUITE_KEYS = ("kind", "description", "experiment", "seeds", "quick", "rows")
@@ -190,7 +191,7 @@ def load_repro_suite(path: str | Path) -> ReproSuite:
         rows.append(row)
     suite = ReproSuite(
         p,
-        str(data.get("experiment", "veil-reproduce")),
+        check_mlflow_name("experiment", data.get("experiment", "veil-reproduce"), str(p)),
         data.get("seeds", 3),
         _keys(
             data.get("quick") or {},

@@ -43,6 +43,21 @@ RUN_KEYS = (
 TEXT_KEYS = ("executor", "experiment", "run_name", "tracking_uri", "address", "partition", "runtime")
 """Run-spec keys whose value is a string (method and dataset are checked as names)."""
 
+#: MLflow's own limits (mlflow.utils.validation.MAX_EXPERIMENT_NAME_LENGTH; a run name is stored in a 250-character
+#: column), copied so that checking a name does not import MLflow; tests/test_runspec_names.py holds them equal
+MLFLOW_NAME_LIMITS = {"experiment": 500, "run_name": 250}
+
+
+def check_mlflow_name(key: str, value: Any, where: str | None = None) -> str:
+    """`value` as an MLflow experiment or run name (`key` in MLFLOW_NAME_LIMITS), refused up front when MLflow
+    would refuse it mid-run: not a string, empty or blank, longer than MLflow allows, or with control characters."""
+    limit = MLFLOW_NAME_LIMITS[key]
+    allowed = f"a non-empty name of at most {limit} printable characters (MLflow's limit)"
+    if not isinstance(value, str) or not value.strip() or len(value) > limit or not value.isprintable():
+        shown = value if not isinstance(value, str) or len(value) <= 60 else f"{value[:40]}... ({len(value)} chars)"
+        raise ConfigError(key, shown, allowed, where)
+    return value
+
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -214,6 +229,9 @@ def spec_from_mapping(data: Mapping[str, Any], where: str = "run spec") -> RunSp
     for k in TEXT_KEYS:
         if k in kw and not isinstance(kw[k], str):
             raise ConfigError(k, kw[k], "a string", where)
+    for k in MLFLOW_NAME_LIMITS:
+        if k in kw:
+            check_mlflow_name(k, kw[k], where)
     for k in ("use_gpu", "calibrate"):
         if k in kw and not isinstance(kw[k], bool):
             raise ConfigError(k, kw[k], "true | false", where)
@@ -268,12 +286,14 @@ class KeyRouter:
 
     names: Mapping[str, frozenset[str]]
     """Field names of each section's config."""
+    federated: bool = True
+    """Whether the method is federated: a centralized method's errors do not offer the `fed.` keys."""
 
     @classmethod
     def for_run(cls, method: str, dataset: str) -> KeyRouter:
         """The router for runs of `method` on `dataset` (unknown names raise, listing the valid ones)."""
         from veil.datasets.registry import get_dataset_entry
-        from veil.methods.registry import get_method
+        from veil.methods.registry import get_method, is_federated
 
         fields = lambda c: frozenset(f.name for f in dataclasses.fields(c))  # noqa: E731
         return cls(
@@ -282,13 +302,15 @@ class KeyRouter:
                 "dataset": fields(get_dataset_entry(dataset).params_cls),
                 "audit": fields(AuditConfig),
                 "fed": fields(FederationOptions),
-            }
+            },
+            is_federated(method),
         )
 
     def valid(self, sections: tuple[str, ...]) -> list[str]:
         """Every name the sections accept, prefixed where a bare name would not reach it."""
         out = {n for s in ("method", "dataset") if s in sections for n in self.names[s]}
-        out |= {f"{s}.{n}" for s in sections if s not in ("method", "dataset") for n in self.names[s]}
+        shown = [s for s in sections if s not in ("method", "dataset") and (s != "fed" or self.federated)]
+        out |= {f"{s}.{n}" for s in shown for n in self.names[s]}
         return sorted(out)
 
     def route(

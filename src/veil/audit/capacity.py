@@ -25,7 +25,7 @@ import numpy as np
 
 from veil.audit.probes import PROBES, label_tasks, prepare, probe_metrics
 from veil.audit.train import sklearn_proba, train_classifier
-from veil.config import as_params, param
+from veil.config import MAX_EPOCHS, as_params, param
 from veil.datasets.base import Split
 
 #: families whose fit does not depend on the seed at these sizes: trained once, not `repeats` times
@@ -43,7 +43,7 @@ class CapacityConfig:
         "mean and std over them are reported",
         ge=1,
     )
-    epochs: int = param(30, "training epochs of each MLP probe", ge=1)
+    epochs: int = param(30, "training epochs of each MLP probe", ge=1, le=MAX_EPOCHS)
     lr: float = param(1e-3, "Adam learning rate of the MLP probes", gt=0)
     batch_size: int = param(128, "MLP probe minibatch size", ge=1)
     trees: int = param(100, "trees of the random forest; boosting iterations of hist-gradient-boosting", ge=1)

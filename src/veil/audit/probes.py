@@ -12,7 +12,7 @@ from scipy.stats import rankdata
 
 from veil.audit.mi import MI_ESTIMATORS
 from veil.audit.train import Classifier, Standardizer, torch_threads, train_classifier, train_classifiers_stacked
-from veil.config import as_params, param
+from veil.config import MAX_EPOCHS, as_params, param
 from veil.datasets.base import Split
 from veil.errors import DataError
 
@@ -67,7 +67,7 @@ class AuditConfig:
     """How the fresh probes are built and trained."""
 
     hidden: tuple[int, ...] = param((256, 128), "hidden widths of each probe MLP (GPP's 3-layer 256-128)", ge=1)
-    epochs: int = param(30, "training epochs of each probe (GPP: 30)", ge=1)
+    epochs: int = param(30, "training epochs of each probe (GPP: 30)", ge=1, le=MAX_EPOCHS)
     lr: float = param(
         1e-3, "Adam learning rate of the probes (GPP: 1e-4; 1e-3 converges in 30 epochs on small data)", gt=0
     )

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from veil.config import as_params, param
+from veil.config import MAX_EPOCHS, as_params, param
 from veil.datasets.base import Split, TaskSpec
 from veil.methods.deviations import release_seed_deviation
 from veil.methods.randomness import METHOD_STREAM, release_generator
@@ -33,7 +33,7 @@ class MethodConfig:
     """Fields every method shares."""
 
     d_z: int = param(8, "width of the released representation z", ge=1)
-    epochs: int = param(20, "passes over the training data", ge=0)
+    epochs: int = param(20, "passes over the training data", ge=0, le=MAX_EPOCHS)
     batch_size: int = param(64, "minibatch size", ge=1)
     seed: int = param(0, "seed of initialisation, minibatch order and training noise (not of releases)", ge=0)
     release_seed: int | None = param(
@@ -55,7 +55,9 @@ class ClosedFormConfig(MethodConfig):
     """Fields of a method fitted in closed form (no training loop): `epochs` and `batch_size` stay, so every
     method takes the same keys, but say that they are unused."""
 
-    epochs: int = param(20, "unused: the method is fitted in closed form, with no passes over the data", ge=0)
+    epochs: int = param(
+        20, "unused: the method is fitted in closed form, with no passes over the data", ge=0, le=MAX_EPOCHS
+    )
     batch_size: int = param(64, "unused: the closed-form fit uses every training row at once", ge=1)
 
 

@@ -40,7 +40,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from veil.config import param
+from veil.config import MAX_EPOCHS, param
 from veil.errors import ConfigError
 from veil.methods.base import MethodConfig, PaperValue
 from veil.methods.deviations import fraction_deviation
@@ -78,9 +78,9 @@ AGGREGATIONS = ("masked-mean", "paper")  # the sparse rules of veil.methods.fede
 class DEIGANConfig(EIGANConfig):
     """EIGAN's fields plus the federation: nodes, sync period, sparsification, aggregation, objectives."""
 
-    epochs: int = param(60, "local passes over each node's data (rounds = ceil(epochs / delta))", ge=0)
+    epochs: int = param(60, "local passes over each node's data (rounds = ceil(epochs / delta))", ge=0, le=MAX_EPOCHS)
     K: int = param(4, "number of nodes", ge=1)
-    delta: int = param(1, "local epochs between synchronisations (rounds = ceil(epochs / delta))", ge=1)
+    delta: int = param(1, "local epochs between synchronisations (rounds = ceil(epochs / delta))", ge=1, le=MAX_EPOCHS)
     phi: float = param(1.0, "fraction of encoder entries uploaded by each node and downloaded each round", gt=0, le=1)
     aggregation: str = param(
         "masked-mean",

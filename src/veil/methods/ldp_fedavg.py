@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from veil.config import param
+from veil.config import MAX_EPOCHS, param
 from veil.methods.base import MethodConfig, PaperValue
 from veil.methods.deviations import fraction_deviation
 from veil.methods.ensemble_ops import (
@@ -60,11 +60,16 @@ class LDPFedAvgConfig(LDPFRLConfig):
     take few local steps per round, so the defaults train longer and faster than LDP-FRL's: an undertrained
     extractor keeps its random projection of x, s included."""
 
-    epochs: int = param(40, "passes over each client's data (rounds = ceil(epochs / local_epochs))", ge=0)
+    epochs: int = param(
+        40, "passes over each client's data (rounds = ceil(epochs / local_epochs))", ge=0, le=MAX_EPOCHS
+    )
     lr: float = param(3e-3, "learning rate eta of every network (not given in the paper)", gt=0)
     K: int = param(20, "number of clients (the paper: 20)", ge=1)
     local_epochs: int = param(
-        1, "passes over the local data per round (Alg. 1: one; rounds = ceil(epochs / local_epochs))", ge=1
+        1,
+        "passes over the local data per round (Alg. 1: one; rounds = ceil(epochs / local_epochs))",
+        ge=1,
+        le=MAX_EPOCHS,
     )
     fraction: float = param(1.0, "fraction of clients sampled (seeded) to take part in each round", gt=0, le=1)
 

@@ -37,7 +37,7 @@ from veil.audit.targets import parse_target
 from veil.errors import ConfigError, UnknownNameError
 from veil.methods.registry import is_federated
 from veil.platform.executors import EXECUTOR_CHOICES
-from veil.runspec import KeyRouter, centralized_refusal, check_keys, read_yaml_file
+from veil.runspec import KeyRouter, centralized_refusal, check_keys, check_mlflow_name, read_yaml_file
 from veil.sweeps.pareto import AUC_ORIGINS, DIRECTIONS
 from veil.sweeps.samplers import SAMPLER_OPTIONS, SAMPLERS
 
@@ -654,6 +654,10 @@ def _num(v: Any, key: str, where: str, *, integer: bool = False) -> float | int:
     return int(v) if integer else float(v)
 
 
+MAX_TRIALS = 10_000
+"""The most trials one sweep accepts (a grid included): a typo is refused up front, not estimated in centuries."""
+
+
 def _int(data: Mapping[str, Any], key: str, default: Any, where: str, lo: int) -> Any:
     v = data.get(key, default)
     if v is None:
@@ -1048,6 +1052,8 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
             )
     else:
         trials = _int(data, "trials", 20, where, 1)
+    if trials > MAX_TRIALS:
+        raise ConfigError("trials", trials, f"an integer from 1 to {MAX_TRIALS} (Veil's limit for one sweep)", where)
 
     seeds = _parse_seeds(data.get("seeds"), where)
     concurrency = _int(data, "concurrency", 2, where, 1)
@@ -1062,9 +1068,7 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
     num_workers = _int(data, "num_workers", 1, where, 1)
     if num_workers > 1 and executor != "ray-train":
         raise ConfigError("num_workers", num_workers, "1 unless executor is ray-train", where)
-    experiment = data.get("experiment", "veil")
-    if not isinstance(experiment, str) or not experiment:
-        raise ConfigError("experiment", experiment, "an MLflow experiment name", where)
+    experiment = check_mlflow_name("experiment", data.get("experiment", "veil"), where)
     chull_origin = data.get("chull_origin", "zero")
     if not isinstance(chull_origin, str) or chull_origin not in AUC_ORIGINS:
         raise ConfigError("chull_origin", chull_origin, " | ".join(AUC_ORIGINS), where)

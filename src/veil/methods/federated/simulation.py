@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from veil.config import as_params, param
+from veil.config import MAX_EPOCHS, as_params, param
 from veil.datasets.base import Dataset, Split
 from veil.datasets.partition import column, constant_on_every_node, parse_scheme, partition
 from veil.errors import ConfigError
@@ -31,7 +31,7 @@ class FederationOptions:
     audit_every: int = param(
         0, "run a quick audit of the current release every N rounds (live/* metrics, progress bar); 0 = none", ge=0
     )
-    live_probe_epochs: int = param(5, "probe epochs of the quick live audit", ge=1)
+    live_probe_epochs: int = param(5, "probe epochs of the quick live audit", ge=1, le=MAX_EPOCHS)
     live_rows: int = param(2000, "at most this many train and test rows in a live audit", ge=10)
     per_node_audit: bool = param(True, "audit the final release on each node's own train/test rows too")
     nodes_per_host: int = param(0, "in-process runtime: nodes per vectorised host (0 = all nodes in one)", ge=0)
