@@ -44,7 +44,9 @@ def split_assignments(items: Sequence[str], method: str, dataset: str) -> dict[s
         except UnknownNameError as e:
             if e.kind != "parameter":
                 raise
-            raise UnknownNameError("parameter", key, [*e.valid, "seed", *calibration_keys(method)], where="--set") from None
+            raise UnknownNameError(
+                "parameter", key, [*e.valid, "seed", *calibration_keys(method)], where="--set"
+            ) from None
         out[section][name] = value
     return out
 

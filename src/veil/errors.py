@@ -27,9 +27,7 @@ class UnknownNameError(VeilError, KeyError):
         prefix = f"{where}: " if where else ""
         close = difflib.get_close_matches(str(name), self.valid, n=3, cutoff=0.6)
         hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
-        super().__init__(
-            f"{prefix}unknown {kind} {name!r}{hint}; valid {kind}s: {', '.join(self.valid) or '(none)'}"
-        )
+        super().__init__(f"{prefix}unknown {kind} {name!r}{hint}; valid {kind}s: {', '.join(self.valid) or '(none)'}")
 
     def __str__(self) -> str:  # KeyError quotes its message otherwise
         return self.args[0]
