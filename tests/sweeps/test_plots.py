@@ -163,6 +163,7 @@ def test_trials_that_meet_the_target_are_ringed_and_counted(tmp_path):
     page = front_html(res, tmp_path / "front.html").read_text()
     assert page.count('class="met"') == 2 and MET_COLOR in page
     assert "privacy_gap &lt;= 0.1: 2 of 8 finished trials meet it" in page
+    assert "seeds per trial</td><td>1 (seed 0)" in page  # not the seed's value read as a count
     assert "leakage target privacy_gap <= 0.1: 2 of 8 finished trials meet it" in format_report(res)
     uncertified = results({**TWO, "target": "none"}, "plain")
     assert (

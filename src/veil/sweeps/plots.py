@@ -9,7 +9,7 @@ import itertools
 import math
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -468,6 +468,11 @@ tr.failed td { color: #999; }
 """
 
 
+def seeds_text(seeds: Sequence[int]) -> str:
+    """'1 (seed 0)', '3 (seeds 0, 1, 2)': how many runs average into each trial, and which seeds."""
+    return f"{len(seeds)} (seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))})"
+
+
 def target_summary(results: SweepResults) -> str:
     """'privacy_gap <= 0.05: 3 of 14 trials meet it (ringed in the plot)', or that trials are not certified."""
     spec = results.spec
@@ -491,7 +496,7 @@ def front_html(results: SweepResults, path: str | Path) -> Path:
             + (f", {s['infeasible']} infeasible" if results.spec.constraints else "")
             + ")",
         ),
-        ("seeds per trial", ", ".join(map(str, results.spec.seeds))),
+        ("seeds per trial", seeds_text(results.spec.seeds)),
         ("leakage target", target_summary(results)),
         ("hypervolume", hypervolume_text(results, label=False)),
         (
