@@ -158,11 +158,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         nonlocal bar
         if args.quiet:
             return
-        if bar is None:  # opened at the first epoch: data loading and start-up errors come without a bar
+        first = bar is None
+        if first:  # opened at the first epoch: data loading and start-up errors come without a bar
             from tqdm import tqdm
 
+            # initial=1: the first epoch is counted without a rate (its start time is unknown here; a rate
+            # measured from the bar's own creation would read thousands of epochs a second)
             bar = tqdm(
                 total=None if federated else v.method_config.epochs,
+                initial=1,
                 desc=f"{spec.method} on {spec.dataset}" + (f" ({phase})" if phase else ""),
                 unit="round" if federated else "epoch",
                 file=sys.stderr,
@@ -170,22 +174,26 @@ def cmd_run(args: argparse.Namespace) -> int:
             )
         if federated:
             bar.total = int(row.get("rounds_total", 0)) or None
-            bar.update(1)
-            bar.set_postfix_str(round_status(row), refresh=True)
-        else:
-            bar.update(1)
-            bar.set_postfix({k.split("/", 1)[-1][:12]: f"{val:.3f}" for k, val in list(row.items())[:3]})
+        bar.set_postfix_str(round_status(row) if federated else epoch_status(row), refresh=first)
+        if not first:
+            bar.update(1)  # refreshes the bar with the postfix above
 
     phase = ""
 
     def note(text: str) -> None:
         nonlocal bar, phase
-        if bar is not None:  # a calibration stage's epochs end: the next stage opens its own bar
+        closed = bar is not None
+        if closed:  # a calibration stage's epochs end: the next stage opens its own bar
             bar.close()
             bar = None
-        phase = "release" if text.startswith("calibrated ") else "calibrating"
+        phase = next((p for start, p in PHASES if text.startswith(start)), "calibrating")
+        if text.startswith(("auditing", "certifying")) and not (closed or phase_said):
+            return  # a phase is named where a bar stood, not on an otherwise quiet console
+        phase_said.append(text)
         if not args.quiet or text.startswith(("calibration found no value", "calibration has no room")):
             print(f"[veil] {text}", file=sys.stderr, flush=True)
+
+    phase_said: list[str] = []
 
     try:
         result = execute(v, on_epoch=on_epoch, note=note)
@@ -196,6 +204,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_json(), default=str), flush=True)
     return result.exit_code
+
+
+#: a note's first word -> the phase the next progress bar names
+PHASES = (("calibrated ", "release"), ("auditing", "audit"), ("certifying", "certificate"))
+
+
+def epoch_status(row: dict[str, float]) -> str:
+    """A training row as the progress bar's postfix: its first three losses under their full names, 'loss/'
+    dropped ('encoder=0.693, adversary/s=0.612')."""
+    return ", ".join(f"{k.removeprefix('loss/')}={val:.3f}" for k, val in list(row.items())[:3])
 
 
 def print_certificate(result: Any, out: Any) -> None:

@@ -289,11 +289,13 @@ def execute_loaded(
     storage = storage or Path(".veil") / "ray"
     job = get_executor(v.executor)(v, ds, storage)  # its refusals come before calibration's minutes
     if v.calibration is None:
-        return track(v, ds, job, on_epoch=on_epoch, parent_run_id=parent_run_id)
+        return track(v, ds, job, on_epoch=on_epoch, parent_run_id=parent_run_id, note=note)
     cal = calibrate(v, ds, v.target, v.calibration, note, on_epoch)
     v, job = calibrated_job(v, ds, cal, storage)
     trains = cal.method is None  # a federation trains again; a centralized candidate's epochs are only logged
-    return track(v, ds, job, on_epoch=on_epoch if trains else None, parent_run_id=parent_run_id, calibration=cal)
+    return track(
+        v, ds, job, on_epoch=on_epoch if trains else None, parent_run_id=parent_run_id, calibration=cal, note=note
+    )
 
 
 def calibrated_job(v: ValidatedRun, ds: Dataset, cal: Calibration, storage: Path) -> tuple[ValidatedRun, Job]:
@@ -311,6 +313,17 @@ def calibrated_job(v: ValidatedRun, ds: Dataset, cal: Calibration, storage: Path
     return v, dataclasses.replace(replayed(job, outcome), tags={**job.tags, **tags})
 
 
+def audit_note(v: ValidatedRun, ds: Dataset) -> str:
+    """What the audit about to start does, for the console (it can take longer than training)."""
+    cfg = v.audit_config
+    probes = len(ds.label_names)
+    return (
+        f"auditing the release: {probes} fresh probe{'s' if probes > 1 else ''} "
+        f"({'-'.join(map(str, cfg.hidden)) or 'linear'}, {cfg.epochs} epochs) on {len(ds.train)} train / "
+        f"{len(ds.test)} test rows"
+    )
+
+
 def track(
     v: ValidatedRun,
     ds: Dataset,
@@ -322,10 +335,12 @@ def track(
     audited: AuditOutcome | None = None,
     spent: float = 0.0,
     calibration: Calibration | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> RunResult:
     """One planned run in its own MLflow run: params, `job.train` (its rows as per-epoch metrics), the audit
     (`audited` when done already), metrics and artifacts. `tags` are added to the run's own; `spent`: seconds
-    spent on it before (a population member's share of training and audit), counted in total_seconds."""
+    spent on it before (a population member's share of training and audit), counted in total_seconds. `note`
+    hears when the audit and the certificate start (the console's progress bar closes and names them)."""
     from veil.tracking.mlflow_run import MetricBuffer, TrackedRun
 
     spec = v.spec
@@ -371,7 +386,9 @@ def track(
         finally:
             curves.flush()  # a crash keeps the curves up to it
         tracker.set_tags({"veil.device": outcome.device, **job.tags})
+        say = note or (lambda _: None)
         if audited is None:
+            say(audit_note(v, ds))
             audited = audit_release(outcome.method, ds, v.audit_config, federation=job.federation)
         if audited.tags:
             tracker.set_tags(audited.tags)
@@ -381,6 +398,8 @@ def track(
         metrics["train_seconds"] = outcome.seconds
         if not federated:
             metrics["train_rows"] = len(ds.train)
+        if v.target:
+            say(f"certifying the release against {v.target.text()}: adversary suite {', '.join(v.audit_config.suite)}")
         cert = certify_release(v, ds, outcome.method, audited, calibration)
         if cert is not None:
             metrics.update(cert.metrics())
