@@ -18,7 +18,7 @@ import pytest
 VEIL_LINE = re.compile(
     r"^$|^veil run  \S+ on \S+  \(executor \S+, [\d.]+ s\)$|^\|.*\|$|^utility_acc \d|^per node \(|^rounds \d+  bytes up "
     r"|^MLflow run [0-9a-f]{32} \(experiment \d+\) at sqlite:///"
-    r"|^certificate (MET|NOT MET): target |^  \S+ <= [\d.]+: |^  note: |^no leakage target \(target: none\)"
+    r"|^certificate (MET|NOT MET): target |^  \S+ <= [\d.]+: |^  note: |^no leakage target \(target: none\)|^n/a: nodes? "
 )
 """Every line a `veil run` summary is made of (the audit tables are Markdown rows)."""
 NOISE = ("Creating initial MLflow database tables", "Token authentication", "core_worker.cc", "INFO", "WARNING")

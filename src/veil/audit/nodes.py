@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import math
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -210,14 +211,34 @@ def per_node_markdown(rows: Sequence[Mapping[str, Any]], limit: int = 25) -> str
         "| node | rows (train/test) | hides | utility acc | utility AUC | adversary acc | adversary AUC |",
         "|---|---|---|---|---|---|---|",
     ]
+    cell = lambda v: "n/a" if math.isnan(v) else f"{v:.3f}"  # noqa: E731
     for r in rows[:limit]:
         lines.append(
-            f"| {r['node']} | {r['train_rows']}/{r['test_rows']} | {r['sensitive']} | {r['utility_acc']:.3f} | "
-            f"{r['utility_auc']:.3f} | {r['adversary_acc']:.3f} | {r['adversary_auc']:.3f} |"
+            f"| {r['node']} | {r['train_rows']}/{r['test_rows']} | {r['sensitive']} | {cell(r['utility_acc'])} | "
+            f"{cell(r['utility_auc'])} | {cell(r['adversary_acc'])} | {cell(r['adversary_auc'])} |"
         )
     if len(rows) > limit:
         lines.append(f"| ... {len(rows) - limit} more in audit/per_node.csv | | | | | | |")
-    return "\n".join(lines)
+    return "\n".join(lines + [f"n/a: {why}" for why in not_audited(rows)])
+
+
+def not_audited(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Why some per-node figures are missing, one line per cause naming its nodes."""
+    few, silent, one_class = [], [], []
+    for r in rows:
+        if r["train_rows"] < 2 or r["test_rows"] < 2:
+            few.append(r["node"])
+        elif math.isnan(r["utility_acc"]):
+            silent.append(r["node"])
+        elif math.isnan(r["utility_auc"]) or math.isnan(r["adversary_auc"]):
+            one_class.append(r["node"])
+    nodes = lambda ks: ", ".join(map(str, ks))  # noqa: E731
+    causes = [
+        (few, "fewer than 2 train or test rows, too few to audit"),
+        (silent, "released nothing (its rows are not in the release)"),
+        (one_class, "its test rows hold one class of the label, and ROC-AUC needs both (accuracy is still given)"),
+    ]
+    return [f"node{'s' if len(ks) > 1 else ''} {nodes(ks)}: {why}" for ks, why in causes if ks]
 
 
 def per_node_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
