@@ -333,7 +333,8 @@ def print_summary(result, executor: str, out) -> None:
     if "bytes_up_total" in m:
         print(
             f"rounds {int(m['rounds'])}  bytes up {_kb(m['bytes_up_total'])}  down {_kb(m['bytes_down_total'])}  "
-            f"failures {int(m['failures_total'])}  restarts {int(m['restarts'])}",
+            f"failures {int(m['failures_total'])}  restarts {int(m['restarts'])} node host(s), "
+            f"{int(m.get('coordinator_restarts', 0))} coordinator",
             file=out,
         )
     print_certificate(result, out)

@@ -7,6 +7,7 @@ coordinator and keep their state, and the coordinator's server state comes back 
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 import signal
@@ -17,6 +18,7 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
+from veil.cli import print_summary
 from veil.run import RunSpec, execute
 
 pytestmark = [pytest.mark.ray, pytest.mark.chaos]
@@ -74,6 +76,9 @@ def test_killed_coordinator_restarts_from_its_checkpoint(ray_local, in_tmp):
     assert [(f["role"], f["round"], f["kind"], f["node"]) for f in recorded] == [("coordinator", 3, "died", None)]
     assert result.metrics["coordinator_restarts"] == 1 and result.metrics["failures_total"] == 1
     assert result.metrics["restarts"] == 0 and result.metrics["rounds"] == 4
+    console = io.StringIO()
+    print_summary(result, "federated", console)  # the console counts what the metrics count (issue 28)
+    assert "failures 1  restarts 0 node host(s), 1 coordinator" in console.getvalue()
     rounds = json.loads(open(client.download_artifacts(result.run_id, "federation/rounds.json", str(in_tmp))).read())
     assert all(r["completed"] == [0, 1, 2] and r["joined"] == [] for r in rounds)  # no node lost its state
 
