@@ -174,7 +174,8 @@ def test_ksg_handles_duplicate_rows() -> None:
     z = np.repeat(rng.standard_normal((200, 1)), 5, axis=0)  # every row 5 times
     s = rng.integers(0, 2, 1000)
     est = ksg_mi(z, s)
-    assert np.isfinite(est.details["raw"])
+    # s is independent of z: the jitter must not turn ties into information (raw -0.021..0.012 over rng seeds 0-4)
+    assert abs(est.details["raw"]) < 0.05
 
 
 def test_ksg_refusals() -> None:
@@ -182,7 +183,9 @@ def test_ksg_refusals() -> None:
     with pytest.raises(ConfigError) as e:
         ksg_mi(rng.standard_normal((100, 17)), rng.integers(0, 2, 100))
     assert e.value.field == "z" and "16" in e.value.allowed
-    assert ksg_mi(rng.standard_normal((100, 17)), rng.integers(0, 2, 100), max_dim=17).value >= 0
+    # allowed past the limit when asked; labels independent of z read near 0 nats (0.005-0.084 over rng seeds 0-4
+    # at this size, where ln 2 = 0.69 is the most a binary label can carry)
+    assert ksg_mi(rng.standard_normal((100, 17)), rng.integers(0, 2, 100), max_dim=17).value < 0.15
     with pytest.raises(ConfigError) as e:
         ksg_mi(rng.standard_normal((3, 1)), [0, 1, 0], k=3)
     assert e.value.field == "z"

@@ -37,4 +37,9 @@ def test_sweep_objective_on_mi_needs_the_estimator():
     }
     with pytest.raises(ConfigError, match="mi/variational/s"):
         sweep_from_mapping(base, where="s.yaml")
-    assert sweep_from_mapping({**base, "audit": {"mi": "variational"}}, where="s.yaml")
+    spec = sweep_from_mapping({**base, "audit": {"mi": "variational"}}, where="s.yaml")
+    assert spec.audit == {"mi": "variational"} and [o.metric for o in spec.objectives] == [
+        "utility_auc",
+        "mi/variational/s",
+    ]
+    assert spec.reference == (0.5, 1.0)

@@ -18,7 +18,7 @@ from veil.methods.registry import METHODS, is_federated
 from veil.run import validate
 from veil.runspec import RUN_KEYS, ValidatedRun, load_run_file, spec_from_mapping
 from veil.sweeps.samplers import SAMPLER_OPTIONS
-from veil.sweeps.spec import SPEC_KEYS, SweepSpec, load_sweep, sweep_from_mapping
+from veil.sweeps.spec import MAX_TRIALS, SPEC_KEYS, SweepSpec, load_sweep, sweep_from_mapping
 
 REPO = Path(__file__).resolve().parents[2]
 names = lambda cls: [f.name for f in dataclasses.fields(cls)]  # noqa: E731
@@ -69,11 +69,29 @@ run_docs = st.builds(
 ).flatmap(lambda base: mutated(base, keys_at(RUN_KEYS), keep=("method", "dataset")))
 
 
+def plain(value: object) -> bool:
+    """A value a config keeps as it is given (numbers and booleans; text and lists may be converted)."""
+    return isinstance(value, (int, float, bool)) and value == value
+
+
+def assert_faithful_run(data: dict, result: ValidatedRun | Exception) -> None:
+    """A run that validates is the run the document describes: its method, dataset, seed and every plain method
+    parameter the document sets (a value the run changed silently would fail here)."""
+    if isinstance(result, Exception):
+        return
+    assert (result.spec.method, result.spec.dataset) == (data["method"], data["dataset"])
+    assert result.spec.seed == (0 if data.get("seed") is None else data["seed"])
+    fields = {f.name for f in dataclasses.fields(result.method_config)}
+    for key, value in (data.get("params") or {}).items():
+        if key in fields and plain(value) and key != "seed":
+            assert getattr(result.method_config, key) == value, key
+
+
 def check_run(data: object, where: str = "run spec") -> None:
     spec = clean(spec_from_mapping, data, where) if isinstance(data, dict) else None
     if spec is not None and not isinstance(spec, Exception):
-        result = clean(validate, spec)
-        assert isinstance(result, (ValidatedRun, Exception))
+        assert isinstance(data, dict)
+        assert_faithful_run(data, clean(validate, spec))
 
 
 @settings(max_examples=300)
@@ -94,7 +112,8 @@ def test_run_file_text_validates_or_names_the_file(data, cut, junk, tmp_path_fac
     path.write_bytes(text[:cut] + junk.encode("latin-1") + text[cut:])
     spec = clean(load_run_file, path)
     if not isinstance(spec, Exception):
-        assert isinstance(clean(validate, spec), (ValidatedRun, Exception))
+        parsed = yaml.safe_load(path.read_text(encoding="utf-8"))  # what the file says after the edit
+        assert_faithful_run(parsed, clean(validate, spec))
 
 
 @settings(max_examples=40)
@@ -114,8 +133,18 @@ sweep_docs = st.sampled_from(sorted(SWEEPS)).flatmap(
 @settings(max_examples=250)
 @given(sweep_docs)
 def test_sweep_specs_validate_or_name_the_field(data):
-    result = clean(sweep_from_mapping, data, "fuzz.yaml")
-    assert isinstance(result, (SweepSpec, Exception))
+    assert_faithful_sweep(data, clean(sweep_from_mapping, data, "fuzz.yaml"))
+
+
+def assert_faithful_sweep(data: dict, result: SweepSpec | Exception) -> None:
+    """A sweep that validates is the sweep the document describes: method, dataset, searched keys, objectives, and
+    a trial count within the documented limit."""
+    if isinstance(result, Exception):
+        return
+    assert (result.method, result.dataset) == (data["method"], data["dataset"])
+    assert [sp.key for sp in result.space] == [str(k) for k in data["space"]]
+    assert [o.metric for o in result.objectives] == [o["metric"] for o in data["objectives"]]
+    assert 1 <= result.trials <= MAX_TRIALS and result.trials == data.get("trials", result.trials)
 
 
 @settings(max_examples=40)

@@ -138,9 +138,13 @@ def test_method_conformance(name, data):
         again = create_method(name, values, data.task())
         again.load_state(m.state())
         np.testing.assert_allclose(again.encode(data.train.x), z_train, atol=1e-6)  # first release of each
-    assert isinstance(history, list)
-    if m.iterative:
+    if isinstance(m, FederatedRoles) and m.private_encoders():  # one row per round, numbered 1..rounds_total
+        assert [row["round"] for row in history] == list(range(1, int(history[0]["rounds_total"]) + 1))
+    elif m.iterative:  # one row of finite losses per epoch
         assert len(history) == values["epochs"] and all(np.isfinite(v) for row in history for v in row.values())
+        assert all(row for row in history)  # every row names at least one loss
+    else:
+        assert history == []  # a closed-form fit has no epochs to report
     width = data.d_in if cls.releases_input_format else values["d_z"]
     assert z_train.shape == (len(data.train), width) and z_test.shape == (len(data.test), width)
     assert np.isfinite(z_test).all()
