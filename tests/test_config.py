@@ -53,3 +53,20 @@ def test_field_table_has_a_doc_for_every_field():
     rows = field_table(Demo)
     assert [r["name"] for r in rows] == ["alpha", "k", "widths", "mode", "flag", "maybe"]
     assert all(r["doc"] for r in rows)
+
+
+@dataclass(frozen=True)
+class _Widths:
+    widths: tuple[int, ...] | None = param(None, "layer widths, or none")
+
+
+def test_a_union_says_why_each_option_failed_on_a_part_of_the_value():
+    """The reasons a union's options gave are kept (issue 27: config collected them and dropped them)."""
+    assert build(_Widths, {"widths": "[4, 8]"}).widths == (4, 8)
+    assert build(_Widths, {"widths": "none"}).widths is None
+    with pytest.raises(ConfigError) as e:
+        build(_Widths, {"widths": [4, "wide"]})
+    assert e.value.allowed == "tuple[int, ...] | NoneType (as tuple[int, ...]: element 'wide' is not an integer)"
+    with pytest.raises(ConfigError) as e:
+        build(_Widths, {"widths": {"a": 1}})
+    assert e.value.allowed == "tuple[int, ...] | NoneType"  # the whole value was wrong: nothing more to say

@@ -67,13 +67,14 @@ def _coerce(value: Any, typ: Any, name: str, where: str | None) -> Any:
             return None
         raise ConfigError(name, value, "none", where)
     if origin in (typing.Union, types.UnionType):
-        errors = []
+        inner: list[str] = []  # why an option failed on a part of the value (an element of a list), said too
         for arg in sorted(get_args(typ), key=lambda a: a is type(None) or a is str):
             try:
                 return _coerce(value, arg, name, where)
             except ConfigError as e:
-                errors.append(e)
-        raise ConfigError(name, value, type_name(typ), where)
+                if e.value is not value and e.value != value:
+                    inner.append(f"as {type_name(arg)}: element {e.value!r} is not {e.allowed}")
+        raise ConfigError(name, value, type_name(typ) + (f" ({'; '.join(inner)})" if inner else ""), where)
     if origin is Literal:
         opts = get_args(typ)
         if value in opts:
