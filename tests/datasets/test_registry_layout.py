@@ -3,15 +3,13 @@ veil.datasets has no import cycle (function-local imports included) and imports 
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 import veil.config
 import veil.datasets
 import veil.datasets.registry as registry
+from import_graph import cycles, graph
 from veil.datasets import dataset_params, get_dataset_entry, load_dataset
 from veil.datasets.synthetic import CorrelatedParams, MixtureParams
 
@@ -77,57 +75,20 @@ def test_params_of_another_dataset_are_refused():
 
 # ------------------------------------------------------------------------------------------ import graph
 
-PKG = Path(veil.datasets.__file__).parent
+PACKAGE = "veil.datasets"
 FORBIDDEN = ("veil.platform", "veil.run", "veil.sweeps", "veil.tracking", "veil.cli", "ray", "mlflow", "optuna")
 
 
-def _modules() -> dict[str, Path]:
-    src = PKG.parents[1]
-    out = {}
-    for f in PKG.rglob("*.py"):
-        name = ".".join(f.relative_to(src).with_suffix("").parts)
-        out[name.removesuffix(".__init__")] = f
-    return out
-
-
-def _imports(name: str, path: Path, mods: dict[str, Path]) -> set[str]:
-    """Every module named by an import in the file, at module level or inside a function (`from P import m`
-    of a submodule m names P.m only, as the package is then only passed through)."""
-    out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-                mod = ".".join(base[: len(base) - node.level + 1] + ([node.module] if node.module else []))
-            else:
-                mod = node.module or ""
-            subs = {f"{mod}.{a.name}" for a in node.names if f"{mod}.{a.name}" in mods}
-            out |= subs | ({mod} if len(subs) < len(node.names) else set())
-    return out
-
-
 def test_datasets_import_graph_has_no_cycle_and_no_upward_import():
-    mods = _modules()
-    graph: dict[str, set[str]] = {}
-    for name, path in mods.items():
-        targets = _imports(name, path, mods)
-        bad = sorted(t for t in targets if t in FORBIDDEN or t.startswith(tuple(f + "." for f in FORBIDDEN)))
-        assert not bad, f"{name} imports {bad}"
-        graph[name] = {t for t in targets if t in mods and t != name}
+    edges, third = graph()
+    inside = {m: {t for t in ts if t.startswith(PACKAGE)} for m, ts in edges.items() if m.startswith(PACKAGE)}
+    for m in inside:
+        bad = sorted(
+            t for t in edges[m] | third[m] if t in FORBIDDEN or t.startswith(tuple(f + "." for f in FORBIDDEN))
+        )
+        assert not bad, f"{m} imports {bad}"
     # submodules import concrete modules (veil.datasets.base), never names from the package itself
-    assert not [m for m, deps in graph.items() if "veil.datasets" in deps], "a submodule imports veil.datasets"
-    state: dict[str, int] = {}
-
-    def visit(m: str, trail: list[str]) -> None:
-        state[m] = 1
-        for t in sorted(graph[m]):
-            assert state.get(t) != 1, "import cycle: " + " -> ".join(trail + [m, t])
-            if t not in state:
-                visit(t, trail + [m])
-        state[m] = 2
-
-    for m in sorted(graph):
-        if m not in state:
-            visit(m, [])
+    assert not [m for m, deps in inside.items() if m != PACKAGE and PACKAGE in deps], (
+        "a submodule imports veil.datasets"
+    )
+    assert cycles(inside) == []
