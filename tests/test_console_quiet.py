@@ -141,3 +141,30 @@ def test_interrupted_sweep_ends_with_veils_resume_hint(tmp_path):
     lines = [ln for ln in text.splitlines() if ln.strip()]
     assert lines[-1] == "error: the sweep was interrupted before every trial ran; continue it with `veil resume cut`"
     assert "Tuner.restore" not in text and "Token authentication" not in text
+
+
+def test_warnings_go_through_the_veil_logger(capsys):
+    """Veil's warnings are records of the 'veil' logger (issue 27: they were bare prints): on stderr in Veil's
+    style by default, and silenced or captured by the user's own logging configuration."""
+    import logging
+
+    from veil.console import warn
+
+    warn("first")
+    assert capsys.readouterr().err == "[veil] warning: first\n"
+    log = logging.getLogger("veil")
+    log.setLevel(logging.ERROR)
+    try:
+        warn("second")
+        assert capsys.readouterr().err == ""
+    finally:
+        log.setLevel(logging.INFO)
+    seen: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())  # type: ignore[method-assign]
+    log.addHandler(handler)
+    try:
+        warn("third")
+    finally:
+        log.removeHandler(handler)
+    assert seen == ["third"] and capsys.readouterr().err == "[veil] warning: third\n"

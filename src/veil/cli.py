@@ -8,6 +8,7 @@ import json
 import sys
 from typing import Any, Sequence
 
+from veil.console import warn
 from veil.errors import ConfigError, UnknownNameError, VeilError
 
 
@@ -244,10 +245,7 @@ def print_certificate(result: Any, out: Any) -> None:
             else "no knob"
         )
         hint = f"; leave {knob.get('field')} unset to let Veil calibrate it" if knob.get("set_by") == "run" else ""
-        print(
-            f"[veil] warning: this release does NOT meet its target ({cert.target.text()}; {who}){hint}",
-            file=sys.stderr,
-        )
+        warn(f"this release does NOT meet its target ({cert.target.text()}; {who}){hint}")
 
 
 def check_run_tracking(uri: str | None, address: str | None, args: argparse.Namespace) -> None:

@@ -58,3 +58,39 @@ class _Drop(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         text = record.getMessage()
         return not any(t in text for t in self.texts)
+
+
+class _Stderr(logging.StreamHandler):
+    """Writes to whatever sys.stderr is at the time (a test's capture, a redirected console)."""
+
+    @property
+    def stream(self) -> object:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: object) -> None:
+        pass
+
+
+def logger() -> logging.Logger:
+    """Veil's logger: its warnings reach stderr as '[veil] warning: ...' (one handler, set up once), and a user's
+    own logging configuration can capture or silence them through the 'veil' logger."""
+    log = logging.getLogger("veil")
+    if not any(isinstance(h, _Stderr) for h in log.handlers):
+        handler = _Stderr()
+        handler.setFormatter(logging.Formatter("[veil] %(levelname_lower)s: %(message)s"))
+        handler.addFilter(_lower_level)
+        log.addHandler(handler)
+        log.propagate = False
+        log.setLevel(logging.INFO)
+    return log
+
+
+def _lower_level(record: logging.LogRecord) -> bool:
+    record.levelname_lower = record.levelname.lower()
+    return True
+
+
+def warn(text: str) -> None:
+    """A warning on the console, in Veil's style: '[veil] warning: TEXT' on stderr."""
+    logger().warning(text)

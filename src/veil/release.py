@@ -14,11 +14,11 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from veil.console import warn
 from veil.errors import ConfigError, DataError, VeilError
 
 ARTIFACTS = ("model/config.json", "model/state.pt", "model/features.json", "certificate.json")
@@ -185,7 +185,7 @@ def cmd_release(args: argparse.Namespace) -> int:
         f"({info['method']}): {info['output']}; certificate {verdict}: {info['certificate']}"
     )
     if not info["certificate_met"]:
-        print("[veil] warning: this release does not meet its run's certificate", file=sys.stderr)
+        warn("this release does not meet its run's certificate")
     return 0
 
 

@@ -14,7 +14,6 @@ trains on CPU; the device every run trained on is its MLflow tag `veil.device` (
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import torch
 
+from veil.console import warn
 from veil.datasets.base import Dataset
 from veil.errors import UnknownNameError
 from veil.methods.base import TrainContext
@@ -100,11 +100,6 @@ def choose_executor(executor: str, num_workers: int, use_gpu: bool, federated: b
     if executor == "auto":
         return "ray-train" if (use_gpu or num_workers > 1) else "inline"
     return executor
-
-
-def warn(text: str) -> None:
-    """A warning on the console, in Veil's style (stderr, '[veil] warning: ...')."""
-    print(f"[veil] warning: {text}", file=sys.stderr, flush=True)
 
 
 def local_device(use_gpu: bool) -> str:

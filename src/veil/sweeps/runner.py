@@ -29,6 +29,7 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar
 from ray.tune import Callback
 from ray.tune.stopper import Stopper
 
+from veil.console import warn
 from veil.errors import ConfigError, VeilError
 from veil.platform.cluster import ensure_ray
 from veil.sweeps.overview import publish
@@ -808,12 +809,7 @@ def fit_to_cluster(spec: SweepSpec) -> SweepSpec:
         except VeilError as e:
             raise ConfigError("resources.cpus", spec.resources.cpus, str(e), spec.source) from None
     if spec.resources.gpu > 0 and gpus == 0:
-        print(
-            f"[veil] warning: {spec.source}: resources.gpu = {spec.resources.gpu:g} but the cluster has no GPU; "
-            "trials train on CPU",
-            file=sys.stderr,
-            flush=True,
-        )
+        warn(f"{spec.source}: resources.gpu = {spec.resources.gpu:g} but the cluster has no GPU; trials train on CPU")
         raw = {**spec.raw, "resources": {"cpus": spec.resources.cpus, "gpu": 0}}
         return dataclasses.replace(spec, resources=Resources(spec.resources.cpus, 0.0), raw=raw)
     if spec.resources.gpu > gpus:
@@ -903,7 +899,7 @@ def run_sweep(
         spec = dataclasses.replace(spec, trials=trials, raw=raw)
     name = name or default_name(spec)
     for warning in spec.warnings:
-        print(f"[veil] warning: {warning}", file=sys.stderr, flush=True)
+        warn(warning)
     if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", name):
         raise ConfigError("--name", name, "letters, digits, '_', '-', '.' (it names a directory and an MLflow run)")
     exp_dir = (Path(storage_root) / name).resolve()

@@ -10,7 +10,6 @@ import json
 import math
 import os
 import socket
-import sys
 import tempfile
 import time
 import urllib.error
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence
 from urllib.parse import urlsplit
 
+from veil.console import warn
 from veil.errors import ConfigError, TrackingUnavailable
 from veil.tracking import journal
 from veil.tracking.journal import Journal
@@ -221,12 +221,10 @@ def _say_dropped(uri: str, run_id: str, path: Path, why: BaseException | str) ->
         return
     _dropped_said.add(uri)
     reason = _short_reason(why)
-    print(
-        f"[veil] warning: the tracking server {uri} stopped answering ({reason}); run {run_id} goes on and its "
+    warn(
+        f"the tracking server {uri} stopped answering ({reason}); run {run_id} goes on and its "
         f"remaining params, metrics, artifacts and status are kept in the journal {path}. `veil sync` replays "
-        "them once the server is back (the next `veil run` or `veil sweep` does it too).",
-        file=sys.stderr,
-        flush=True,
+        "them once the server is back (the next `veil run` or `veil sweep` does it too)."
     )
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from veil.console import warn
 from veil.tracking.journal import (
     HOST_TAG,
     LATE_TAG,
@@ -211,7 +212,7 @@ def recover(uri: str, found_by: str) -> tuple[list[Synced], list[str]]:
         synced = sync(uri, found_by=found_by)
         reaped = reap_stale(uri, found_by)
     except Exception as e:  # noqa: BLE001 (recovery must never block a new run)
-        print(f"[veil] warning: could not check {uri} for journaled or stale runs: {e}", file=sys.stderr)
+        warn(f"could not check {uri} for journaled or stale runs: {e}")
     done = [s.run_id for s in synced if s.result == "synced"]
     if done:
         print(
@@ -262,7 +263,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
         try:
             reaped += [(store, run_id) for run_id in reap_stale(store, "veil sync")]
         except Exception as e:  # noqa: BLE001 (a store that does not answer; the journals were the point)
-            print(f"[veil] warning: could not look for stale runs on {store}: {e}", file=sys.stderr)
+            warn(f"could not look for stale runs on {store}: {e}")
     print_table(rows, reaped)
     return 0 if all(r.ok for r in rows) else 1
 
