@@ -113,9 +113,11 @@ def test_own_data_labels_take_one_syntax(in_tmp, capsys):
     assert main(["run", "r.yaml", "--dataset-param", "sensitive=group", "--check"]) == 0  # file + flag merge
     assert capsys.readouterr().out.startswith(ok.format(csv))
     assert main(["datasets", "partition", csv, "-p", "utility=approved", "-p", "sensitive=group", "--nodes", "2"]) == 0
-    assert capsys.readouterr().out.startswith(
-        f"{csv} (train, 6000 rows) -> 2 nodes, scheme iid, seed 0\nnode  rows  approved"
-    )
+    table = capsys.readouterr().out
+    assert table.startswith(f"{csv} (train, 6000 rows) -> 2 nodes, scheme iid, seed 0\nnode  rows  approved")
+    counts = [line.split()[2:] for line in table.splitlines()[2:]]  # the file's class names, not codes 0 and 1
+    assert [[c.split(":")[0] for c in row] for row in counts] == [["no", "yes", "A", "B"]] * 2
+    assert sum(int(row[0].split(":")[1]) + int(row[1].split(":")[1]) for row in counts) == 6000
     # leaving a label out: the error says what to type, in the syntax of where it is typed
     assert main(["run", "-m", "gpp", "-d", csv, "-p", "utility=approved", "--check"]) == 2
     err = capsys.readouterr().err

@@ -179,7 +179,7 @@ def validation_split(ds: Dataset, fraction: float, seed: int) -> tuple[Dataset, 
                     f"calibration.validation={fraction:g}) hold one class of label '{name}'; give more rows, "
                     "another calibration.validation, or set the knob yourself"
                 )
-    cal = Dataset(ds.name, ds.train.take(fit), ds.train.take(val), ds.num_classes, ds.params, ds.feature_names)
+    cal = dataclasses.replace(ds, train=ds.train.take(fit), test=ds.train.take(val), transform=None)
     return cal, fit, val
 
 

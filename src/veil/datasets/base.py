@@ -70,6 +70,13 @@ class Dataset:
     """Column names of X, if known."""
     transform: FeatureTransform | None = None
     """How the source table's columns became X (`veil release` applies it to new rows); None if unknown."""
+    class_names: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Each label's class names in code order (code 0 first), where known (a table's values, e.g. 'no', 'yes')."""
+
+    def class_name(self, label: str, code: int) -> str:
+        """The name of class `code` of `label`, or the code itself when the names are not known."""
+        names = self.class_names.get(label, ())
+        return names[code] if 0 <= code < len(names) else str(code)
 
     def __post_init__(self) -> None:
         if not self.train.utility:
@@ -133,11 +140,14 @@ def split_indices(n: int, test_fraction: float, seed: int) -> tuple[np.ndarray, 
     return np.sort(perm[n_test:]), np.sort(perm[:n_test])
 
 
-def encode_labels(name: str, labels: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
-    """Labels as int64 class codes 0..C-1 (sorted class order) and their class counts; missing values
-    and single-class labels are refused, naming the dataset and the label."""
+def encode_labels(
+    name: str, labels: Mapping[str, Any]
+) -> tuple[dict[str, np.ndarray], dict[str, int], dict[str, tuple[str, ...]]]:
+    """Labels as int64 class codes 0..C-1 (sorted class order), their class counts and class names; missing
+    values and single-class labels are refused, naming the dataset and the label."""
     coded: dict[str, np.ndarray] = {}
     num_classes: dict[str, int] = {}
+    names: dict[str, tuple[str, ...]] = {}
     for lab, col in labels.items():
         col = np.asarray(col)
         if pd.isna(col).any():
@@ -147,7 +157,8 @@ def encode_labels(name: str, labels: Mapping[str, Any]) -> tuple[dict[str, np.nd
             raise DataError(f"dataset '{name}': label '{lab}' has a single class {classes.tolist()}")
         coded[lab] = codes.astype(np.int64)
         num_classes[lab] = int(len(classes))
-    return coded, num_classes
+        names[lab] = tuple(str(c) for c in classes.tolist())
+    return coded, num_classes, names
 
 
 def make_dataset(
@@ -204,7 +215,7 @@ def assemble(
         bad = np.argwhere(~np.isfinite(x))[0]
         col = feature_names[bad[1]] if len(feature_names) > bad[1] else bad[1]
         raise DataError(f"dataset '{name}': non-finite feature value at row {bad[0]}, column {col}")
-    coded, num_classes = encode_labels(name, {**utility, **sensitive})
+    coded, num_classes, class_names = encode_labels(name, {**utility, **sensitive})
     extra = {k: np.asarray(v) for k, v in (extra or {}).items()}
 
     def side(idx: np.ndarray) -> Split:
@@ -223,6 +234,7 @@ def assemble(
         dict(params or {}),
         tuple(str(f) for f in feature_names),
         record_transform(columns, stats, other, feature_names, x.shape[1]),
+        class_names,
     )
 
 
@@ -267,6 +279,7 @@ def from_frame(
     params: Mapping[str, Any] | None = None,
     feature_names: tuple[str, ...] = (),
     transform: FeatureTransform | None = None,
+    class_names: Mapping[str, Sequence[str]] | None = None,
 ) -> Dataset:
     """Inverse of `to_frame`."""
     fcols = [c for c in frame.columns if c.startswith(FEATURE_PREFIX)]
@@ -281,4 +294,7 @@ def from_frame(
             pick(EXTRA_PREFIX),
         )
 
-    return Dataset(name, side("train"), side("test"), dict(num_classes), dict(params or {}), feature_names, transform)
+    names = {k: tuple(v) for k, v in (class_names or {}).items()}
+    return Dataset(
+        name, side("train"), side("test"), dict(num_classes), dict(params or {}), feature_names, transform, names
+    )

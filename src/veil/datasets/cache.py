@@ -33,6 +33,7 @@ def write_parquet(ds: Dataset, path: str | Path) -> Path:
         "params": dict(ds.params),
         "feature_names": list(ds.feature_names),
         "transform": ds.transform.to_dict() if ds.transform is not None else None,
+        "class_names": {k: list(v) for k, v in ds.class_names.items()},
     }
     table = table.replace_schema_metadata(
         {**(table.schema.metadata or {}), META_KEY: json.dumps(meta, default=str).encode()}
@@ -54,5 +55,11 @@ def read_parquet(path: str | Path) -> Dataset:
     meta = json.loads(table.schema.metadata[META_KEY])
     transform = FeatureTransform.from_dict(meta["transform"]) if meta.get("transform") else None
     return from_frame(
-        table.to_pandas(), meta["name"], meta["num_classes"], meta["params"], tuple(meta["feature_names"]), transform
+        table.to_pandas(),
+        meta["name"],
+        meta["num_classes"],
+        meta["params"],
+        tuple(meta["feature_names"]),
+        transform,
+        meta.get("class_names"),  # caches written before class names were kept: codes are shown
     )

@@ -221,7 +221,8 @@ def cmd_partition(args: argparse.Namespace) -> int:
     rows = describe(split, parts)
     labels = list(split.utility) + list(split.sensitive)
     cells = [
-        [str(r["node"]), str(r["rows"])] + [" ".join(f"{c}:{n}" for c, n in r[lab].items()) for lab in labels]
+        [str(r["node"]), str(r["rows"])]
+        + [" ".join(f"{ds.class_name(lab, int(c))}:{n}" for c, n in r[lab].items()) for lab in labels]
         for r in rows
     ]
     head = ["node", "rows"] + [f"{lab} ({'utility' if lab in split.utility else 'sensitive'})" for lab in labels]

@@ -48,9 +48,9 @@ random split often leaves it no test row and its one-vs-rest AUC cannot be score
 MAX_FLOAT_CLASSES = 20
 """A label of non-integer numbers with more distinct values than this looks continuous (bin it first)."""
 
-CHECKS_VERSION = 3
-"""Part of a file's cache key: raise it when `check_table`'s checks change, so that a file cached before is
-checked again instead of read back from the cache."""
+CHECKS_VERSION = 4
+"""Part of a file's cache key: raise it when `check_table`'s checks or what a cached file keeps change (4: label
+class names), so that a file cached before is checked again instead of read back from the cache."""
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 """Features are float32: larger magnitudes would become inf."""
