@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from veil.tracking.ui import free_port
+
+# test support the processes a test starts import too (tests/support/veil_test_hooks.py: the runs' pause)
+sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 
 torch.set_num_threads(1)  # 2-core CI: one thread per process keeps Ray workers and probes from thrashing
 

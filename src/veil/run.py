@@ -7,6 +7,7 @@ A RunSpec is validated completely (method, dataset, audit and federation paramet
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
 import subprocess
 import time
@@ -44,10 +45,25 @@ if TYPE_CHECKING:
     from veil.platform.executors import Job, TrainOutcome
 
 
-HOLD_ENV = "VEIL_HOLD_RUNS"
-"""Failpoint for the fault tests (unset in normal use): a file path; while that file exists, a run pauses once its
-first epoch is logged and flushed to the store, so a test kills the run or its server mid-training at a known
-point on any machine speed."""
+HOOK_ENV = "VEIL_EPOCH_HOOK"
+"""Instrumentation every run loads, unset in normal use: 'package.module:factory', where `factory(context)` returns
+an on-epoch callback (or None) for one run; `context` holds the run's MLflow `tags` and `flush` (writes the epochs
+logged so far to the store). A profiler or a harness (the fault tests' pauses) plugs in here, in every process
+that runs a run (Ray workers and cluster nodes included, through the environment), without code of its own in
+Veil."""
+
+
+def epoch_hook(context: Mapping[str, Any]) -> Callable[[int, dict[str, float]], None] | None:
+    """The $VEIL_EPOCH_HOOK callback for one run, or None; a name that does not load is a ConfigError."""
+    target = os.environ.get(HOOK_ENV)
+    if not target:
+        return None
+    module, _, attr = target.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError, ValueError) as e:
+        raise ConfigError(HOOK_ENV, target, f"'package.module:factory' importable here ({e})") from None
+    return factory(context)
 
 
 def validate(spec: RunSpec) -> ValidatedRun:
@@ -373,14 +389,10 @@ def track(
                 curves.add(row, epoch)
             if on_epoch:
                 on_epoch(epoch, row)
-            if gate and not held:
-                held.append(epoch)
-                curves.flush()  # the store shows the first epoch while the run waits
-                while Path(gate).exists():
-                    time.sleep(0.2)
+            if hook:
+                hook(epoch, row)
 
-        gate = os.environ.get(HOLD_ENV)
-        held: list[int] = []  # the epoch the run was held at, once
+        hook = epoch_hook({"tags": dict(spec.tags), "flush": curves.flush})
         try:
             outcome = job.train(log_epoch, tracker)
         finally:

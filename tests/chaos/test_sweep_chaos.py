@@ -3,7 +3,7 @@ with its own local Ray (stopped by PID afterwards, found by its temp dir):
 
 - two sweeps at once (same experiment, different names): both complete, each trial recorded once under its
   own parent, and their fronts agree (the same grid at the same seed);
-- the driver SIGKILLed mid-sweep (trial 1 done, the others held at a failpoint), then `veil resume`: trials finished before the kill are kept, every trial
+- the driver SIGKILLed mid-sweep (trial 1 done, the others held by the test suite's pause), then `veil resume`: trials finished before the kill are kept, every trial
   is recorded exactly once (by trial number), no run is left RUNNING, and the front equals the undisturbed
   sweeps' front;
 - the driver sent SIGTERM mid-sweep (trial 1 done, trial 2 held RUNNING): it stops like Ctrl-C (exit 143, nothing RUNNING, no Ray process left),
@@ -11,8 +11,9 @@ with its own local Ray (stopped by PID afterwards, found by its temp dir):
 
 The grid sampler makes the set of trials independent of when they finish, and every trial is seeded, so
 an interrupted sweep must end with exactly the undisturbed front. The interruptions land at a known point on
-any machine speed: the interrupted sweeps run with the `VEIL_HOLD_TRIALS` failpoint, which pauses trials 2+
-after their first epoch while a gate file exists; `veil resume` runs without it."""
+any machine speed: the interrupted sweeps run with the test suite's pause (tests/veil_test_hooks.py, plugged in
+through $VEIL_EPOCH_HOOK), which holds trials 2+ after their first epoch while a gate file exists; `veil resume`
+runs without it."""
 
 from __future__ import annotations
 
@@ -129,11 +130,11 @@ def test_two_sweeps_at_once_into_one_server(calm, mlflow_server):
 def hold_trials(folder: Path) -> dict[str, str]:
     """The environment that holds trials 2+ of a sweep after their first epoch (the gate file stays: the
     interrupted driver never sees it again, and the resume runs without the failpoint)."""
-    from veil.sweeps.runner import HOLD_ENV
+    from veil_test_hooks import hold_env
 
     gate = folder / "hold"
     gate.touch()
-    return {HOLD_ENV: str(gate)}
+    return hold_env(gate)
 
 
 def tune_finished(exp_dir: Path) -> set[str]:

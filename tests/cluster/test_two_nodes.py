@@ -19,8 +19,8 @@ import yaml
 
 from sweep_procs import ray_pids, stop_pids
 from veil.sweeps.results import TAG_NODE, TAG_ROLE, TAG_SUPERSEDED, TAG_SWEEP, TAG_TRIAL
-from veil.sweeps.runner import HOLD_ENV
 from veil.tracking.ui import free_port
+from veil_test_hooks import hold_env
 
 pytestmark = [pytest.mark.cluster, pytest.mark.ray]
 
@@ -61,7 +61,7 @@ def answers(url: str) -> bool:
 def cluster(tmp_path_factory):
     """(env, dashboard URL, tracking URI, tmp, the second node's PIDs): a head and one more node on 127.0.0.1, 1 CPU each, and an MLflow
     server. Ray 2.60 turns token auth on by default; both nodes and the job client share RAY_AUTH_MODE. Both
-    nodes carry the trial-hold failpoint, inert until a test creates tmp/hold."""
+    nodes carry the test suite's trial pause (tests/veil_test_hooks.py), inert until a test creates tmp/hold."""
     tmp = tmp_path_factory.mktemp("two-nodes")
     ray_tmp = Path("/tmp") / f"veil2n-{os.getpid()}"  # Ray's socket paths have a length limit
     env = {
@@ -71,7 +71,7 @@ def cluster(tmp_path_factory):
         "PATH": f"{BIN}:{os.environ['PATH']}",
         "OMP_NUM_THREADS": "1",
         "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",
-        HOLD_ENV: str(tmp / "hold"),
+        **hold_env(tmp / "hold"),
     }
     env.pop("RAY_ADDRESS", None)
     port, dash, mlflow_port = free_port(), free_port(), free_port()

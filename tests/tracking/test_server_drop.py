@@ -36,13 +36,13 @@ RUN += [
 
 def start_run(cwd: Path, *args: str) -> subprocess.Popen[str]:
     """`veil run` in a new process with Veil's own MLflow HTTP retries (none of this test's), its stderr in
-    cwd/stderr.txt. It pauses after its first epoch while cwd/hold exists (the `VEIL_HOLD_RUNS` failpoint), so
+    cwd/stderr.txt. It pauses after its first epoch while cwd/hold exists (the test suite's pause, tests/veil_test_hooks.py), so
     the test strikes mid-training on any machine speed; `release` lets it go on."""
-    from veil.run import HOLD_ENV
+    from veil_test_hooks import hold_env
 
     (cwd / "hold").touch()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_HTTP_REQUEST_")}
-    env[HOLD_ENV] = str(cwd / "hold")
+    env.update(hold_env(cwd / "hold"))
     with open(cwd / "stderr.txt", "w") as err:
         return subprocess.Popen(
             [sys.executable, "-m", "veil.cli", *RUN, *args],

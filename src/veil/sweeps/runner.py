@@ -80,10 +80,6 @@ from veil.sweeps.spec import (
 from veil.tracking import PARENT_TAG
 
 CTX_KEY = "_veil"
-HOLD_ENV = "VEIL_HOLD_TRIALS"
-"""Failpoint for the chaos tests (unset in normal use): a file path; while that file exists, each trial numbered
-2 or later pauses after its first epoch, its MLflow run RUNNING, so a test interrupts a sweep at a known point
-(exactly trial 1 done) on any machine speed instead of racing the trials."""
 
 
 def tune_key(metric: str) -> str:
@@ -233,22 +229,6 @@ def trial_outcome(spec: SweepSpec, metrics: Mapping[str, float], run: Any, t0: f
     return out
 
 
-def hold_point(number: int | None) -> Callable[[int, dict[str, float]], None] | None:
-    """The `HOLD_ENV` failpoint as an on_epoch callback for trial `number`, or None when it does not apply."""
-    gate = os.environ.get(HOLD_ENV)
-    if not gate or number is None or number < 2:
-        return None
-    held = False
-
-    def hold(epoch: int, row: dict[str, float]) -> None:
-        nonlocal held
-        while not held and Path(gate).exists():
-            time.sleep(0.2)
-        held = True
-
-    return hold
-
-
 def run_trial(
     spec: SweepSpec,
     values: Mapping[str, Any],
@@ -273,7 +253,6 @@ def run_trial(
     tags = trial_tags(values, trial_id, sweep, number)
     run_name = trial_run_name(sweep, trial_id, values)
     seeds = list(spec.seeds)
-    on_epoch = hold_point(number)
 
     if len(seeds) == 1:
         rtags = {**tags, TAG_SEED: str(seeds[0])}
@@ -283,7 +262,7 @@ def run_trial(
         except VeilError as e:
             _failed_run(tracking_uri, spec, run_name, parent_run_id, rtags, values, e)
             raise
-        res = execute(v, on_epoch=on_epoch, parent_run_id=parent_run_id, storage=storage)
+        res = execute(v, parent_run_id=parent_run_id, storage=storage)
         run = TrackedRun(tracking_uri, res.run_id)
         metrics = _aggregate([res.metrics])
     else:
@@ -298,7 +277,7 @@ def run_trial(
                     run_name=f"{run_name} seed={s}",
                     tags={**tags, TAG_ROLE: "seed", TAG_SEED: str(s)},
                 )
-                per_seed.append(execute(rs, on_epoch=on_epoch, parent_run_id=run.run_id, storage=storage).metrics)
+                per_seed.append(execute(rs, parent_run_id=run.run_id, storage=storage).metrics)
             metrics = _aggregate(per_seed)
             run.log_metrics(metrics)
         except BaseException as e:
