@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -196,21 +197,64 @@ def sweep() -> None:
     print(json.dumps({k: v for k, v in data["sweep"].items() if k != "all"}, indent=1))
 
 
-def fmt_case(c: dict[str, Any]) -> tuple[str, str, str, str]:
-    """(outcome, worst gap [95%], utility AUC [95%], knob) cells of one case."""
+def refusal(error: str) -> str:
+    """A refusal's cell: how far the test split can certify, and the rows the target needs (the whole message is
+    in the JSON)."""
+    rows, floor, need = (
+        re.search(p, error) for p in (r"holds (\d+) test rows", r"above ([\d.]+)", r"about (\d+) test")
+    )
+    if not (rows and floor and need):
+        return f"refused up front (exit 2): {error}"
+    return (
+        f"refused up front (exit 2): {rows.group(1)} test rows certify no gap under {floor.group(1)}; "
+        f"0.05 needs ~{need.group(1)}"
+    )
+
+
+def fmt_case(c: dict[str, Any]) -> tuple[str, str, str, str, str]:
+    """(outcome, worst gap [95%], utility AUC [95%], what the utility labels alone reveal, knob) of one case."""
     if c.get("exit") == 2:
-        return f"refused up front (exit 2): {c.get('error', '')}", "", "", ""
+        return refusal(c.get("error", "")), "", "", "", ""
     if "met" not in c:
-        return f"exit {c.get('exit')}: {c.get('error', 'no result')}", "", "", ""
+        return f"exit {c.get('exit')}: {c.get('error', 'no result')}", "", "", "", ""
     iv = lambda d: f"{d['value']:.3f} [{d['low']:.3f}, {d['high']:.3f}]"  # noqa: E731
     knob = c.get("knob") or {}
     met = "**met**" if c["met"] else f"**not met** (exit {c['exit']})"
+    reveals = ", ".join(f"{g:.3f}" for g in (c.get("utility_reveals") or {}).values())
     return (
         met,
         iv(c["privacy_gap"]),
         iv(c["utility_auc"]),
+        reveals,
         f"{knob.get('field')} = {knob.get('value', float('nan')):.4g}",
     )
+
+
+def tally(cases_: dict[str, dict[str, Any]]) -> str:
+    """One sentence counting the outcomes, and the cases met only at a utility near chance."""
+    met = [k for k, c in cases_.items() if c.get("met") is True]
+    unmet = [k for k, c in cases_.items() if c.get("met") is False]
+    refused = [k for k, c in cases_.items() if c.get("exit") == 2]
+    other = len(cases_) - len(met) - len(unmet) - len(refused)
+    near_chance = [k for k in met if cases_[k]["utility_auc"]["high"] < 0.6]
+    revealing = [k for k in met if max((cases_[k].get("utility_reveals") or {"": 0.0}).values()) > 0.05]
+    return (
+        f"Of {len(cases_)} cases: {len(met)} met, {len(unmet)} not met (exit 3, recorded with met: false), "
+        f"{len(refused)} refused up front (exit 2)" + (f", {other} other" if other else "") + ". "
+        f"{len(near_chance)} of the met releases keep a utility AUC under 0.6 at the upper end of its interval; in "
+        f"{len(revealing)} of them the utility labels alone reveal the sensitive label beyond the target (column "
+        "'u reveals'), so no release that keeps utility can meet it: the target is kept and the utility is what "
+        "it costs, said in the certificate's note. The not-met cases released the least leaking setting calibration "
+        f"found ({', '.join(sorted({knob_text(cases_[k]) for k in unmet}))}): those knobs' ranges end before a "
+        "release independent of the sensitive label, and the run says so instead of releasing a leak as safe."
+    )
+
+
+def knob_text(c: dict[str, Any]) -> str:
+    """'eigan alpha = 0.01' of one case (its method from the command)."""
+    knob = c.get("knob") or {}
+    method = c["command"].split(" -m ")[1].split()[0]
+    return f"{method} {knob.get('field')} = {knob.get('value', float('nan')):.4g}"
 
 
 def render() -> None:
@@ -227,14 +271,21 @@ def render() -> None:
         "label, with a 95% bootstrap interval over test rows. **met** means that interval's upper end is within 0.05.",
         "A target the test split is too small to certify is refused before anything trains (exit 2); a calibration",
         "that cannot meet it records the least leaking release with met: false and exits 3. Never a silent leak.",
+        "'u reveals' is the privacy gap the test split's utility labels alone carry about each sensitive label (a",
+        "release that keeps them fully cannot hide it further).",
+        f"Code: commit {', '.join(sorted({c.get('commit', '?') for c in data['cases'].values()}))}.",
         "",
-        "| method | data | outcome | worst privacy gap [95%] | utility AUC [95%] | knob | wall time |",
-        "|---|---|---|---|---|---|---|",
+        tally(data["cases"]),
+        "",
+        "| method | data | outcome | worst privacy gap [95%] | utility AUC [95%] | u reveals | knob | wall time |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for key, c in sorted(data["cases"].items(), key=lambda kv: (METHODS.index(kv[0].split("/")[0]), kv[0])):
         method, label = key.split("/", 1)
-        outcome, gap, util, knob = fmt_case(c)
-        lines.append(f"| `{method}` | {label} | {outcome} | {gap} | {util} | {knob} | {c.get('seconds', 0):.0f} s |")
+        outcome, gap, util, reveals, knob = fmt_case(c)
+        lines.append(
+            f"| `{method}` | {label} | {outcome} | {gap} | {util} | {reveals} | {knob} | {c.get('seconds', 0):.0f} s |"
+        )
     cost_ = data.get("cost")
     if cost_:
         lines += [

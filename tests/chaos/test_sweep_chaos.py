@@ -26,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
+from veil_test_hooks import HOLD_FILE_ENV, hold_env
 
 from sweep_procs import (
     base_env,
@@ -130,8 +131,6 @@ def test_two_sweeps_at_once_into_one_server(calm, mlflow_server):
 def hold_trials(folder: Path) -> dict[str, str]:
     """The environment that holds trials 2+ of a sweep after their first epoch (the gate file stays: the
     interrupted driver never sees it again, and the resume runs without the failpoint)."""
-    from veil_test_hooks import hold_env
-
     gate = folder / "hold"
     gate.touch()
     return hold_env(gate)
@@ -271,7 +270,7 @@ def test_tracking_server_killed_mid_sweep_then_restarted(calm, tmp_path):
             alive,
         )
         server.kill()
-        Path(next(iter(held.values()))).unlink()  # the held trials train on and find the server gone
+        Path(held[HOLD_FILE_ENV]).unlink()  # the held trials train on and find the server gone
         wait_for("a trial journaling", lambda: bool(list(journals.glob("*/meta.json"))), 240, alive)
         server.start()
         out = run_to_end(driver, ray_dir)
