@@ -1,6 +1,7 @@
 """The quickstart sweep, recorded: runs `veil sweep sweeps/quickstart.yaml` (what `make quickstart` runs) in a
 fresh directory with a fresh MLflow store, writes its figures to benchmarks/quickstart.json, and writes the
-sentence that quotes them into the marked blocks of README.md, docs/sweeps.md and benchmarks/RESULTS.md.
+sentence that quotes them into the marked blocks of README.md, docs/sweeps.md and benchmarks/RESULTS.md, and the
+quickstart's duration wherever it is said in passing (README.md, docs/sweeps.md, sweeps/quickstart.yaml).
 `tests/test_docs_commands.py` checks that those blocks say what the JSON holds, so no figure is typed by hand.
 
     python benchmarks/quickstart.py               # run the sweep twice, record it, rewrite the quoting blocks
@@ -15,6 +16,7 @@ import csv
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -101,12 +103,26 @@ def block(r: dict[str, Any]) -> str:
     return f"{BEGIN}\n{quote(r)}\n{END}"
 
 
+DURATION_IN = ("README.md", "docs/sweeps.md", "sweeps/quickstart.yaml")
+"""Where the quickstart's duration is said in passing; each says `duration(record)`, rewritten with the blocks."""
+DURATION = re.compile(r"about [\d.]+ minutes? on 2 cores \(recorded\)")
+
+
+def duration(r: dict[str, Any]) -> str:
+    """The whole command's recorded wall time in half minutes: 'about 2.5 minutes on 2 cores (recorded)'."""
+    minutes = max(0.5, round(r["wall_seconds"] / 30) / 2)
+    return f"about {minutes:g} minute{'' if minutes == 1 else 's'} on 2 cores (recorded)"
+
+
 def rewrite_quotes(r: dict[str, Any]) -> None:
     for name in QUOTED_IN:
         path = ROOT / name
         text = path.read_text()
         start, end = text.index(BEGIN), text.index(END) + len(END)
         path.write_text(text[:start] + block(r) + text[end:])
+    for name in DURATION_IN:
+        path = ROOT / name
+        path.write_text(DURATION.sub(duration(r), path.read_text()))
 
 
 def main() -> int:

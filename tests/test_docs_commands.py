@@ -203,6 +203,18 @@ def _quickstart_module():
     return module
 
 
+def test_targets_doc_is_rendered_from_the_recorded_results():
+    spec = importlib.util.spec_from_file_location("targets_bench", ROOT / "benchmarks" / "targets.py")
+    assert spec and spec.loader
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    data = bench.load()
+    assert bench.render_text(data) == (ROOT / "docs" / "targets.md").read_text(), "rerun benchmarks/targets.py render"
+    assert set(data["cases"]) == {f"{m}/{d}" for m in bench.METHODS for d in bench.DATASETS}  # every case measured
+    assert all(c.get("met") is not None or c["exit"] == 2 for c in data["cases"].values())  # met, unmet or refused
+    assert data["cost"]["ratio"] <= 4 and data["sweep"]["trials"] == 32
+
+
 def test_quoted_quickstart_figures_are_the_recorded_ones():
     bench = _quickstart_module()
     record = json.loads((ROOT / "benchmarks" / "quickstart.json").read_text())
@@ -211,5 +223,12 @@ def test_quoted_quickstart_figures_are_the_recorded_ones():
         text = (ROOT / name).read_text()
         assert text.count(bench.BEGIN) == 1, name
         assert bench.block(record) in text, f"{name}: rerun `python benchmarks/quickstart.py --quote`"
+    for name in bench.DURATION_IN:  # one duration, the recorded one, wherever the quickstart's time is said
+        text = (ROOT / name).read_text()
+        assert bench.duration(record) in text and {m.group(0) for m in bench.DURATION.finditer(text)} == {
+            bench.duration(record)
+        }, f"{name}: rerun `python benchmarks/quickstart.py --quote`"
+        lines = [ln for ln in text.splitlines() if "quickstart" in ln.lower() and bench.BEGIN not in ln]
+        assert not [ln for ln in lines if re.search(r"\d[\d.-]* ?min", ln) and "(recorded)" not in ln], name
     hv = f"hypervolume {record['hypervolume']:.4f}"
     assert hv in (ROOT / "README.md").read_text() and hv in (ROOT / "docs" / "sweeps.md").read_text()
