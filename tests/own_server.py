@@ -16,20 +16,29 @@ from veil.tracking.ui import free_port
 
 
 class OwnServer:
-    """`mlflow server` on 127.0.0.1:`port` with a sqlite store and a local artifact root under `root`."""
+    """`mlflow server` on `host`:`port` (127.0.0.1 unless said) with a sqlite store and a local artifact root under
+    `root`; `script=True` starts it as users do, through mlflow/start-server.sh."""
 
-    def __init__(self, root: Path) -> None:
-        self.root, self.port = root, free_port()
-        self.uri = f"http://127.0.0.1:{self.port}"
+    def __init__(self, root: Path, host: str = "127.0.0.1", script: bool = False) -> None:
+        self.root, self.port, self.host, self.script = root, free_port(), host, script
+        self.uri = f"http://{host}:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 120.0) -> None:
         exe = shutil.which("mlflow", path=str(Path(sys.executable).parent)) or "mlflow"
+        if self.script:
+            cmd = ["bash", str(Path(__file__).resolve().parents[1] / "mlflow" / "start-server.sh")]
+            env = {"MLFLOW_HOST": self.host, "MLFLOW_PORT": str(self.port), "MLFLOW_ROOT": str(self.root)}
+            env |= {"MLFLOW_WORKERS": "1", "MLFLOW_BIN": exe}
+        else:
+            cmd = [exe, "server", "--backend-store-uri", f"sqlite:///{self.root / 'mlflow.db'}"]
+            cmd += ["--default-artifact-root", str(self.root / "artifacts"), "--host", self.host]
+            cmd += ["--port", str(self.port), "--workers", "1"]
+            env = {}
         with open(self.root / "server.log", "a") as log:
             self.proc = subprocess.Popen(
-                [exe, "server", "--backend-store-uri", f"sqlite:///{self.root / 'mlflow.db'}"]
-                + ["--default-artifact-root", str(self.root / "artifacts"), "--host", "127.0.0.1"]
-                + ["--port", str(self.port), "--workers", "1"],
+                cmd,
+                env={**os.environ, **env},
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: kill() reaches the workers too

@@ -6,6 +6,7 @@ concurrently running Tune trials."""
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
@@ -100,6 +101,46 @@ def health_problem(base_url: str, timeout: float = PROBE_TIMEOUT_S) -> str | Non
         return f"GET /health failed within {timeout:g} s: {getattr(e, 'reason', e)}"
 
 
+def api_problem(base_url: str, timeout: float = PROBE_TIMEOUT_S) -> str | None:
+    """What refuses the first real call to the MLflow server at `base_url` (a one-row experiment search), where
+    /health says OK: MLflow 3's host check answers 403 to a Host header it does not allow, i.e. a server reached
+    by a public address or a DNS name. None when the call goes through (or fails for another reason, which the
+    client's own errors then name)."""
+    request = urllib.request.Request(
+        f"{base_url.rstrip('/')}/api/2.0/mlflow/experiments/search",
+        data=b'{"max_results": 1}',
+        headers={"Content-Type": "application/json", **auth_headers()},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout):
+            return None
+    except urllib.error.HTTPError as e:
+        body = e.read(300).decode(errors="replace")
+        if e.code == 403 and "Host header" in body:
+            host = urlsplit(base_url).netloc
+            return (
+                f"it answers /health but refuses API calls made to {host} ({body.strip()!r}): MLflow's host check "
+                f"admits only localhost and private addresses unless the server is started with --allowed-hosts. "
+                f"Start it with `--allowed-hosts {host}` (mlflow/start-server.sh adds its own address; name others "
+                f"in MLFLOW_ALLOWED_HOSTS)"
+            )
+        return None
+    except (OSError, ValueError):
+        return None  # /health answered a moment ago: a slow call is the client's to retry
+
+
+def auth_headers() -> dict[str, str]:
+    """The credentials MLflow's client would send (MLFLOW_TRACKING_TOKEN, or _USERNAME and _PASSWORD)."""
+    token = os.environ.get("MLFLOW_TRACKING_TOKEN")
+    if token:
+        return {"Authorization": f"Bearer {token}"}
+    user, password = os.environ.get("MLFLOW_TRACKING_USERNAME"), os.environ.get("MLFLOW_TRACKING_PASSWORD")
+    if user and password:
+        return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+    return {}
+
+
 def local_store(uri: str) -> Path | None:
     """The database file of a sqlite store, the directory of a file store (or a bare path); None otherwise."""
     if uri.startswith("sqlite:///"):
@@ -112,7 +153,7 @@ def local_store(uri: str) -> Path | None:
 def _probe(uri: str, scheme: str) -> str | None:
     """What is wrong with the store at `uri`, or None when it answers."""
     if scheme in ("http", "https"):
-        return health_problem(uri)
+        return health_problem(uri) or api_problem(uri)
     if scheme == "sqlite":
         db = local_store(uri)
         return _writable(db, "database") if db and str(db) not in ("", ":memory:") else None
