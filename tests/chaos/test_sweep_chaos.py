@@ -281,6 +281,9 @@ def test_tracking_server_killed_mid_sweep_then_restarted(calm, tmp_path):
         late = [r.info.run_id for r in runs if r.data.tags.get("veil.late") == "true"]
         assert late and sorted(summary["late_runs"]) == sorted(late)
         assert "late: " in out and all(rid in out for rid in late)
+        # the console said so as it happened, outage first (issue 28: it was silent until the final `late:` line)
+        down = out.index(f"tracking server {server.uri} is not answering")
+        assert down < out.index(f"tracking server {server.uri} answers again") < out.index("late: ")
         assert not list(journals.glob("*/meta.json"))  # every journal replayed and removed
     finally:
         server.kill()

@@ -498,11 +498,18 @@ def _front_mask(points: list[list[float]], directions: list[str]) -> list[bool]:
     return list(pareto_front(points, directions)) if points else []
 
 
+PROBE_EVERY_S = 2.0
+"""How often a sweep's driver asks the tracking server's /health while trials run (to report an outage)."""
+
+
 class SweepMonitor(Callback, Stopper):
     """A Tune Callback (progress lines and the current front) that is also a Stopper (max_failures).
     Picklable: Tune stores it with the experiment, and `veil resume` gets it back."""
 
-    def __init__(self, spec: SweepSpec, total: int, quiet: bool = False) -> None:
+    def __init__(self, spec: SweepSpec, total: int, quiet: bool = False, tracking_uri: str | None = None) -> None:
+        self.tracking_uri = tracking_uri
+        self.outage_since: float | None = None
+        self.last_probe = 0.0
         self.metrics = list(spec.metrics)
         self.directions = list(spec.directions)
         self.keys = [(sp.canonical, sp.key) for sp in spec.space]
@@ -643,6 +650,31 @@ class SweepMonitor(Callback, Stopper):
 
     def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
         self._count_failures(trials)
+        self._watch_tracking()
+
+    def _watch_tracking(self) -> None:
+        """Say when the tracking server stops answering and when it answers again (probed every PROBE_EVERY_S
+        from the driver's loop): trials go on into local journals meanwhile, and the console says so as it
+        happens, not only in the final report."""
+        uri = getattr(self, "tracking_uri", None)  # a monitor pickled by an older Veil has none
+        if not uri or not uri.startswith(("http://", "https://")) or time.time() - self.last_probe < PROBE_EVERY_S:
+            return
+        from veil.tracking.mlflow_run import health_problem
+
+        self.last_probe = time.time()
+        problem = health_problem(uri, timeout=2.0)
+        if problem and self.outage_since is None:
+            self.outage_since = time.time()
+            self._say(
+                f"[{self._elapsed()}] tracking server {uri} is not answering ({problem}): trials go on and keep "
+                "their records in local journals, replayed once it is back"
+            )
+        elif not problem and self.outage_since is not None:
+            self._say(
+                f"[{self._elapsed()}] tracking server {uri} answers again (down about "
+                f"{time.time() - self.outage_since:.0f} s): journaled records are replayed before the report"
+            )
+            self.outage_since = None
 
     # Stopper
     def __call__(self, trial_id: str, result: dict) -> bool:
@@ -931,7 +963,7 @@ def run_sweep(
             json.dumps({**ctx, "spec": dict(spec.raw), "source": spec.source, "created": time.time()}, indent=2)
         )
         total = spec.trials
-        monitor = SweepMonitor(spec, total, quiet)
+        monitor = SweepMonitor(spec, total, quiet, uri)
         if not quiet:
             print(
                 f"sweep {name}: {spec.method} on {spec.dataset}, {total} trials x {len(spec.seeds)} seed(s), "
