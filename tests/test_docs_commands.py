@@ -15,12 +15,15 @@ the recorded ones in benchmarks/quickstart.json."""
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import json
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -116,6 +119,24 @@ def run_veil(argv: list[str], capsys, ok: tuple[int, ...] = (0,)) -> str:
     return out.out
 
 
+PLUGIN_NAMES = {"mean-nulling", "tilted-blobs"}
+"""What examples/plugin registers: documented commands naming them run with the plugin installed."""
+_plugin_dir: list[Path] = []
+
+
+def plugin_process(argv: list[str]) -> None:
+    """`argv` in a process that has examples/plugin installed (pip, into a folder of its own, once)."""
+    from plugin_install import install_plugin, with_plugin
+
+    if not _plugin_dir:
+        folder = Path(tempfile.mkdtemp(prefix="veil-plugin-"))
+        atexit.register(shutil.rmtree, folder, True)
+        _plugin_dir.append(install_plugin(folder))
+    env = {**with_plugin(_plugin_dir[0]), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
 def check(cmd: str, capsys) -> None:
     argv = [a for a in shlex.split(cmd, comments=True) if a != "&"]
     if argv[0] in (".", "source"):
@@ -142,6 +163,13 @@ def check(cmd: str, capsys) -> None:
         pyproject = (ROOT / "pyproject.toml").read_text()
         assert all((ROOT / a).is_file() for a in argv if a.endswith(".py"))
         assert all(f'"{m}:' in pyproject for flag, m in zip(argv, argv[1:]) if flag == "-m")
+    elif argv[:4] == ["pip", "install", "-e", "examples/plugin"]:
+        assert '[project.entry-points."veil.methods"]' in (ROOT / "examples/plugin/pyproject.toml").read_text()
+    elif argv[:3] == ["python", "-m", "veil.methods.conformance"]:
+        args = ["--help"] if is_synopsis(argv[3:]) else argv[3:]
+        plugin_process([sys.executable, "-m", "veil.methods.conformance", *args])
+    elif argv[0] == "veil" and PLUGIN_NAMES & set(argv):  # the example plugin's names: run where it is installed
+        plugin_process([str(Path(sys.executable).with_name("veil")), *veil_plan(argv[1:])])
     elif argv[0] == "veil":
         run_veil(veil_plan(argv[1:]), capsys)
     elif argv[:3] == ["ray", "job", "submit"]:  # the job's own command is checked as a documented one

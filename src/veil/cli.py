@@ -344,7 +344,9 @@ def cmd_methods(args: argparse.Namespace) -> int:
     from veil.methods import METHODS, method_config
     from veil.methods.base import show
     from veil.methods.docs import knob_text
+    from veil.plugins import load_plugins
 
+    load_plugins()
     if args.name and args.name not in METHODS:
         raise UnknownNameError("method", args.name, list(METHODS))
     shown = {name: cls for name, cls in sorted(METHODS.items()) if not args.name or name == args.name}

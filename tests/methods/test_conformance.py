@@ -2,18 +2,12 @@
 z has the release's width and carries the utility label. A federated method whose clients keep their encoders
 (d-gpp) is released by its clients, each of its own rows, and refuses to encode anywhere else."""
 
-import numpy as np
 import pytest
-import torch
 
-from veil.audit import AuditConfig, audit
 from veil.datasets import load_dataset
-from veil.methods import METHODS, create_method
-from veil.methods.base import MethodConfig
-from veil.methods.federated.core import EncodersStayHome, FederatedRoles
-from veil.methods.federated.simulation import run_in_process
+from veil.methods import METHODS
+from veil.methods.conformance import UTILITY_AUC_FLOOR, ConformanceError, check_method
 
-SMALL = {"d_z": 3, "batch_size": 32, "seed": 0, "release_seed": 0}  # reproducible releases: the round trip compares z
 # Every hyperparameter is given, so a change of defaults does not move the utility asserted below. Methods
 # whose privacy knob (noise, eps) or slow start would blur z after 2 epochs get a loose knob and a few more
 # epochs: conformance asks that the release carries the utility label, not how well it hides. A new method
@@ -101,8 +95,6 @@ CONFIGS: dict[str, dict] = {
 # Utility ROC-AUC of a fresh probe on the released test z, measured with these settings at method seeds
 # 0, 1, 2: at least 0.955 for every method (gpp 0.955, noisy-encoder 0.956, ldp-fedavg 0.972, d-gpp 0.977,
 # adjustable-ae 0.986, every other >= 0.99; dp-input at eps 100: 0.999); the floor leaves a 0.1 margin. Chance is 0.5.
-UTILITY_AUC_FLOOR = 0.85
-PROBE = AuditConfig(hidden=(16,), epochs=30, lr=1e-2, batch_size=128, standardize=True, seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -112,44 +104,12 @@ def data():
 
 @pytest.mark.parametrize("name", sorted(METHODS))
 def test_method_conformance(name, data):
-    cls = METHODS[name]
-    assert cls.name == name and name == name.lower() and " " not in name
-    assert issubclass(cls.Config, MethodConfig) and cls.description
     assert name in CONFIGS, f"add {name}'s hyperparameters and its measured utility to CONFIGS"
-    values = {**SMALL, **CONFIGS[name]}
-    m = create_method(name, values, data.task())
-    if isinstance(m, FederatedRoles) and m.private_encoders():
-        # the clients keep their encoders (d-gpp): the release is theirs, each of its own train and test rows
-        out = run_in_process(m, data.train, dataset=data)
-        history = out.history
-        assert m.released is not None
-        z_train, z_test = m.released.z("train"), m.released.z("test")
-        again = create_method(name, values, data.task())
-        again.load_state(m.state())  # what the aggregator has (psi), round-tripped; it cannot encode
-        assert again.state().keys() == m.state().keys() and all(
-            torch.equal(again.state()[k], v) for k, v in m.state().items()
-        )
-        for model in (m, again):
-            with pytest.raises(EncodersStayHome):
-                model.encode(data.test.x)
-    else:
-        history = m.fit(data.train)
-        z_train, z_test = m.encode(data.train.x), m.encode(data.test.x)
-        again = create_method(name, values, data.task())
-        again.load_state(m.state())
-        np.testing.assert_allclose(again.encode(data.train.x), z_train, atol=1e-6)  # first release of each
-    if isinstance(m, FederatedRoles) and m.private_encoders():  # one row per round, numbered 1..rounds_total
-        assert [row["round"] for row in history] == list(range(1, int(history[0]["rounds_total"]) + 1))
-    elif m.iterative:  # one row of finite losses per epoch
-        assert len(history) == values["epochs"] and all(np.isfinite(v) for row in history for v in row.values())
-        assert all(row for row in history)  # every row names at least one loss
-    else:
-        assert history == []  # a closed-form fit has no epochs to report
-    width = data.d_in if cls.releases_input_format else values["d_z"]
-    assert z_train.shape == (len(data.train), width) and z_test.shape == (len(data.test), width)
-    assert np.isfinite(z_test).all()
-    metrics = audit(z_train, data.train, z_test, data.test, data.num_classes, PROBE).metrics()
+    metrics = check_method(name, CONFIGS[name], data)
     assert metrics["utility_auc"] == metrics["utility_auc/ally"] >= UTILITY_AUC_FLOOR, metrics
-    adversaries = [metrics[f"adversary_auc/adversary_{j}"] for j in (1, 2)]
-    assert metrics["adversary_auc"] == max(adversaries)  # the worst case over the sensitive labels
-    assert isinstance(m.params(), dict) and m.params()["d_z"] == values["d_z"]
+
+
+def test_a_method_that_breaks_a_rule_is_named(data):
+    """The checks can fail: a release that drops the utility label is caught, naming the method and the rule."""
+    with pytest.raises(ConformanceError, match=r"noisy-encoder: utility AUC 0\.[0-7]\d\d below 0\.85"):
+        check_method("noisy-encoder", {**CONFIGS["noisy-encoder"], "noise": 50.0}, data)

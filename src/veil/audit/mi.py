@@ -34,6 +34,7 @@ from scipy.special import digamma
 from veil.audit.train import Standardizer, seeded_torch, sklearn_proba, train_classifier
 from veil.errors import ConfigError, UnknownNameError
 from veil.methods.nets import mlp
+from veil.plugins import load_plugins
 
 __all__ = [
     "DEFAULT_KNN_MAX_DIM",
@@ -570,7 +571,8 @@ def register_estimator(name: str, summary: str, *, max_dim: int | None = None) -
 
 
 def get_estimator(name: str) -> MIEstimator:
-    """The estimator registered as `name`, or UnknownNameError listing the valid names."""
+    """The estimator registered as `name` (plugins included), or UnknownNameError listing the valid names."""
+    load_plugins()
     if name not in MI_ESTIMATORS:
         raise UnknownNameError("MI estimator", str(name), list(MI_ESTIMATORS))
     return MI_ESTIMATORS[name]

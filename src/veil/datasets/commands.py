@@ -99,7 +99,9 @@ def parse_params(items: list[str]) -> dict[str, Any]:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from veil.datasets.fetch import is_fetched
+    from veil.plugins import load_plugins
 
+    load_plugins()
     for name, entry in sorted(DATASETS.items()):
         kind = entry.kind
         if kind == "real":

@@ -21,6 +21,7 @@ from veil.datasets.cache import cache_dir, read_parquet, write_parquet
 from veil.datasets.entries import DATASETS, FILE_SUFFIXES, DatasetEntry, is_file_dataset, register_dataset
 from veil.datasets.files import file_entry
 from veil.errors import UnknownNameError
+from veil.plugins import load_plugins
 
 __all__ = [
     "DATASETS",
@@ -38,6 +39,7 @@ __all__ = [
 def get_dataset_entry(name: str) -> DatasetEntry:
     """The registry entry for `name` (a registered name, or a path to a .csv/.parquet file), or an error
     listing the valid names."""
+    load_plugins()
     if name in DATASETS:
         return DATASETS[name]
     if is_file_dataset(name):

@@ -8,6 +8,7 @@ from veil.config import build
 from veil.datasets.base import TaskSpec
 from veil.errors import UnknownNameError
 from veil.methods.base import Method, MethodConfig
+from veil.plugins import load_plugins
 
 METHODS: dict[str, type[Method]] = {}
 
@@ -21,7 +22,8 @@ def register_method(cls: type[Method]) -> type[Method]:
 
 
 def get_method(name: str) -> type[Method]:
-    """The method class registered as `name`, or an error listing the valid names."""
+    """The method class registered as `name` (plugins included), or an error listing the valid names."""
+    load_plugins()
     if name not in METHODS:
         raise UnknownNameError("method", name, list(METHODS))
     return METHODS[name]

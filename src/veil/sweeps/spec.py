@@ -687,11 +687,12 @@ class _Sections:
         if not check:
             return
         from veil.datasets.registry import get_dataset_entry
-        from veil.methods.registry import METHODS
+        from veil.methods.registry import get_method
 
-        if method not in METHODS:
-            raise UnknownNameError("method", method, list(METHODS), where=f"{where}: key 'method'")
-        self.method_cls = METHODS[method]
+        try:
+            self.method_cls = get_method(method)
+        except UnknownNameError as e:
+            raise UnknownNameError("method", method, e.valid, where=f"{where}: key 'method'") from None
         try:
             get_dataset_entry(dataset)
         except UnknownNameError as e:

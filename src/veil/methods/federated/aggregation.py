@@ -9,6 +9,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from veil.errors import UnknownNameError
+from veil.plugins import load_plugins
 
 Update = tuple[np.ndarray, np.ndarray, int]
 Rule = Callable[[int, np.ndarray, Sequence[Update]], np.ndarray]
@@ -29,7 +30,8 @@ def register_rule(name: str) -> Callable[[Rule], Rule]:
 
 
 def get_rule(name: str) -> Rule:
-    """The rule registered as `name`, or an error listing the valid names."""
+    """The rule registered as `name` (plugins included), or an error listing the valid names."""
+    load_plugins()
     if name not in AGGREGATION_RULES:
         raise UnknownNameError("aggregation", name, list(AGGREGATION_RULES))
     return AGGREGATION_RULES[name]

@@ -1,0 +1,54 @@
+"""Plugins: methods, datasets, federated aggregation rules and mutual-information estimators from packages outside
+Veil, found through entry points (docs/extending.md walks through `examples/plugin/`).
+
+A package names modules in Veil's entry-point groups (its pyproject.toml):
+
+    [project.entry-points."veil.methods"]
+    mean-nulling = "veil_plugin_example.method"
+
+Importing such a module registers what it defines with Veil's own decorators (`register_method`,
+`register_dataset`, `register_rule`, `register_estimator`). Veil imports every module of these groups once per
+process, the first time it looks a name up in a registry: the driver and every Ray worker alike, so a plugin
+installed in the environment of each node is known wherever a trial runs, without a line of Veil changed.
+Standard library only: every layer's registry may ask for it."""
+
+from __future__ import annotations
+
+from importlib.metadata import entry_points
+
+from veil.errors import VeilError
+
+GROUPS: dict[str, str] = {
+    "veil.methods": "methods (veil.methods.register_method)",
+    "veil.datasets": "datasets (veil.datasets.register_dataset)",
+    "veil.aggregation": "federated aggregation rules (veil.methods.federated.aggregation.register_rule)",
+    "veil.estimators": "mutual-information estimators (veil.audit.mi.register_estimator)",
+}
+"""Entry-point group -> what its modules register."""
+
+_loaded: list[str] | None = None
+
+
+class PluginError(VeilError, ImportError):
+    """An installed plugin's module failed to import."""
+
+
+def load_plugins() -> list[str]:
+    """Import every plugin module once per process ('group:name' of each, in order); a module that fails to import
+    is an error naming the plugin, its module and the package that declares it."""
+    global _loaded
+    if _loaded is not None:
+        return _loaded
+    _loaded = []  # set first: a plugin's own imports may look a name up again
+    for group in GROUPS:
+        for ep in sorted(entry_points(group=group), key=lambda e: e.name):
+            try:
+                ep.load()
+            except Exception as e:  # noqa: BLE001 (any import failure is the plugin's, said with its name)
+                dist = getattr(ep.dist, "name", "?")
+                raise PluginError(
+                    f"plugin {ep.name!r} ({ep.value}, group {group}, package {dist}) failed to import: "
+                    f"{type(e).__name__}: {e}"
+                ) from e
+            _loaded.append(f"{group}:{ep.name}")
+    return _loaded

@@ -1,0 +1,28 @@
+"""Installs examples/plugin (an outside package adding a method and a dataset) into a folder of its own, the way
+pip installs any package, and gives the environment that puts it on a process's path: entry points are found
+wherever the package's dist-info is importable, so a test's processes (and a test cluster's nodes) see the plugin
+while the test session's own interpreter, and every other test, do not."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+PLUGIN = Path(__file__).resolve().parents[2] / "examples" / "plugin"
+
+
+def install_plugin(target: Path) -> Path:
+    """`pip install --no-deps --target TARGET examples/plugin` (offline: the build uses this environment's
+    setuptools); returns TARGET."""
+    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(target)]
+    subprocess.run([*cmd, str(PLUGIN)], check=True, capture_output=True, text=True, timeout=300)
+    return target
+
+
+def with_plugin(target: Path, env: dict[str, str] | None = None) -> dict[str, str]:
+    """`env` (default: this process's) with TARGET first on PYTHONPATH."""
+    base = dict(os.environ if env is None else env)
+    base["PYTHONPATH"] = os.pathsep.join(p for p in (str(target), base.get("PYTHONPATH", "")) if p)
+    return base
