@@ -6,8 +6,10 @@ while the test session's own interpreter, and every other test, do not."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 PLUGIN = Path(__file__).resolve().parents[2] / "examples" / "plugin"
@@ -17,7 +19,9 @@ def install_plugin(target: Path) -> Path:
     """`pip install --no-deps --target TARGET examples/plugin` (offline: the build uses this environment's
     setuptools); returns TARGET."""
     cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(target)]
-    subprocess.run([*cmd, str(PLUGIN)], check=True, capture_output=True, text=True, timeout=300)
+    with tempfile.TemporaryDirectory() as tmp:  # built from a copy: the build leaves nothing in the repository
+        source = shutil.copytree(PLUGIN, Path(tmp) / "plugin")
+        subprocess.run([*cmd, str(source)], check=True, capture_output=True, text=True, timeout=300)
     return target
 
 
