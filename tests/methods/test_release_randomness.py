@@ -267,7 +267,7 @@ def client_host(ds, release_seed: int | None) -> NodeHost:
         test_x=ds.test.x[:50],
         test_rows=np.arange(50),
     )
-    return NodeHost("d-gpp", m.config, m.task, [data])
+    return NodeHost(type(m), m.config, m.task, [data])
 
 
 def client_release(host: NodeHost, request: Any = None) -> dict[str, Any]:
@@ -276,8 +276,10 @@ def client_release(host: NodeHost, request: Any = None) -> dict[str, Any]:
 
 def test_d_gpp_client_releases_draw_fresh_noise_unless_release_seed(ds) -> None:
     """A client's release of its own rows is a release: two clients with the same seed and weights release z that
-    agrees on no row, each with standard normal noise around its encoder's mean (std 1 within 5% over 750 draws:
-    the standard error is 2.6%); with one release_seed they release the same bytes."""
+    agrees on no row, each with standard normal noise around its encoder's mean; with one release_seed they release
+    the same bytes. The noise is fresh OS entropy, so its sample moments vary run to run: over 600 draws the std's
+    standard error is 2.9% and the mean's 0.041, and the bounds (12%, 0.2) sit past 4 standard errors, where a
+    correct mechanism fails less than once in 10,000 runs (the earlier 5% bound, under 2, failed about 1 in 20)."""
     a, b = client_host(ds, None), client_host(ds, None)
     za, zb = client_release(a), client_release(b)
     for split, n in (("train", 200), ("test", 50)):
@@ -288,7 +290,7 @@ def test_d_gpp_client_releases_draw_fresh_noise_unless_release_seed(ds) -> None:
     with torch.no_grad():
         mu, logvar = enc(torch.as_tensor(ds.train.x[:200]))
     noise = (za["train"]["z"] - mu.numpy()) / torch.exp(0.5 * logvar).numpy()
-    assert noise.std() == pytest.approx(1.0, rel=0.05) and abs(noise.mean()) < 0.15
+    assert noise.std() == pytest.approx(1.0, rel=0.12) and abs(noise.mean()) < 0.2
     pinned = [client_host(ds, 9).release({0: dumps(None)})[0] for _ in range(2)]
     assert pinned[0] == pinned[1]
 

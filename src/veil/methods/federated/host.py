@@ -33,11 +33,13 @@ from veil.methods.federated.core import (
 
 
 class NodeHost:
-    """Hosts the nodes in `shards` for method `method_name` with its validated `config` (client role)."""
+    """Hosts the nodes in `shards` for the federated method class `method_cls` with its validated `config`
+    (client role). The class, not a registry name, so the node layer never looks names up (no import back into
+    veil.methods); a Ray actor receives it by reference and imports its module."""
 
     def __init__(
         self,
-        method_name: str,
+        method_cls: type,
         config: Any,
         task: TaskSpec,
         shards: Sequence[NodeData],
@@ -47,13 +49,11 @@ class NodeHost:
         hard_faults: bool = False,
         threads: int | None = None,
     ) -> None:
-        from veil.methods.registry import create_method
-
         if threads:
             torch.set_num_threads(threads)
         self.host_id = host_id
-        method = create_method(method_name, config, task)  # a built config: no re-validation
-        assert isinstance(method, FederatedRoles), f"{method_name} is not a federated method"
+        method = method_cls(config, task)  # a built config: no re-validation
+        assert isinstance(method, FederatedRoles), f"{method_cls.__name__} is not a federated method"
         self.method = method
         seed = int(config.seed)
         self.nodes = {d.node: Node(d, seed, config.release_seed) for d in shards}

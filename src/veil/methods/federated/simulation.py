@@ -294,7 +294,7 @@ class LocalPool(PoolBase):
 
     def __init__(
         self,
-        method_name: str,
+        method_cls: type,
         config: Any,
         task: Any,
         shards: Sequence[NodeData],
@@ -307,7 +307,7 @@ class LocalPool(PoolBase):
         self.node_ids = [d.node for d in shards]
         self.sizes = {d.node: len(d.train) for d in shards}
         self.host_of = {k: h for h, block in enumerate(blocks) for k in block}
-        self._args = [(method_name, config, task, [by_id[k] for k in block]) for block in blocks]
+        self._args = [(method_cls, config, task, [by_id[k] for k in block]) for block in blocks]
         self._faults = dict(faults or {})
         self.max_restarts = max_restarts
         self._restarts = [0] * len(blocks)
@@ -395,7 +395,7 @@ class LocalFederation(Coordinated):
     def __init__(self, plan: FederationPlan, tap: Tap | None = None) -> None:
         m = plan.method
         self.pool = LocalPool(
-            plan.method_name,
+            type(m),
             m.config,
             m.task,
             plan.shards,

@@ -241,6 +241,8 @@ def start_hosts(layout: HostLayout) -> list[Any]:
     import ray
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+    from veil.methods.registry import get_method
+
     actor_cls: Any = ray.remote(NodeHost)
     threads = max(1, int(layout.cpus_per_actor))
     actors = []
@@ -255,7 +257,7 @@ def start_hosts(layout: HostLayout) -> list[Any]:
         }
         actors.append(
             actor_cls.options(**opts).remote(
-                layout.method_name,
+                get_method(layout.method_name),
                 layout.config,
                 layout.task,
                 ref,
