@@ -66,3 +66,31 @@ def test_a_plugin_that_fails_to_import_is_named(tmp_path):
         "plugin 'broken' (broken_plugin_nosuch.method, group veil.methods, package broken-plugin) failed" in run.stderr
     )
     assert "Traceback" not in run.stderr
+
+
+def test_a_sweep_of_the_plugin_method_with_the_plugin_sampler(plugin_env, tmp_path):
+    """All three of the plugin's parts in one sweep: its method on its dataset, suggested by its sampler."""
+    spec = {
+        "method": "mean-nulling",
+        "dataset": "tilted-blobs",
+        "dataset_params": {"n": 400},
+        "params": {"d_z": 3},
+        "space": {"steps": {"type": "int", "low": 1, "high": 4}},
+        "objectives": [{"metric": "utility_auc", "direction": "max"}, {"metric": "privacy_gap", "direction": "min"}],
+        "sampler": "qmc",
+        "sampler_options": {"scramble": True},
+        "trials": 3,
+        "concurrency": 1,
+        "audit": {"epochs": 5, "hidden": [16]},
+        "target": "none",
+    }
+    (tmp_path / "plugin.yaml").write_text(json.dumps(spec))
+    checked = veil(plugin_env, tmp_path, "sweep", "plugin.yaml", "--check")
+    assert checked.returncode == 0, checked.stderr[-2000:]
+    (tmp_path / "bad.yaml").write_text(json.dumps({**spec, "sampler_options": {"nope": 1}}))
+    refused = veil(plugin_env, tmp_path, "sweep", "bad.yaml", "--check")
+    assert refused.returncode == 2 and "unknown qmc sampler option 'nope'" in refused.stderr
+    run = veil(plugin_env, tmp_path, "sweep", "plugin.yaml", "--json", "--quiet")
+    assert run.returncode == 0, run.stderr[-3000:]
+    summary = json.loads(run.stdout.strip().splitlines()[-1])
+    assert summary["trials"] == 3 and summary["finished"] == 3

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from veil.errors import ConfigError, UnknownNameError, VeilError
+from veil.sweeps.samplers import SAMPLERS
 from veil.sweeps.spec import (
-    SAMPLERS,
     decode_value,
     encode_value,
     grid_points,

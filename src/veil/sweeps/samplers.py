@@ -2,7 +2,8 @@
 
 `grid` is registered too, but its factory returns None: a grid sweep runs through Tune's own `grid_search`
 (every point exactly once, whatever the concurrency), not through an Optuna sampler. Optuna is imported only
-when a factory runs, so reading the vocabulary (`SAMPLERS`, `SAMPLER_OPTIONS`) stays cheap.
+when a factory runs, so reading the vocabulary (`SAMPLERS`, `SAMPLER_OPTIONS`) stays cheap. Plugins add
+samplers through the `veil.samplers` entry-point group (`register_sampler`; `sampler_names()` lists them all).
 
 This module imports nothing from the rest of `veil.sweeps`: `spec.py` can take its sampler vocabulary from
 here without an import cycle. A factory needs only the three spec fields of `SamplerSpec`."""
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Protocol
 
 from veil.errors import UnknownNameError
+from veil.plugins import load_plugins
 
 if TYPE_CHECKING:
     from optuna.samplers import BaseSampler
@@ -51,9 +53,9 @@ class SamplerEntry:
 _REGISTRY: dict[str, SamplerEntry] = {}
 
 
-def _register(name: str, options: tuple[str, ...] = ()) -> Callable[[SamplerFactory], SamplerFactory]:
-    """Register a sampler factory under `name` (a decorator). Only here, above `SAMPLERS`, which is fixed at
-    import time."""
+def register_sampler(name: str, options: tuple[str, ...] = ()) -> Callable[[SamplerFactory], SamplerFactory]:
+    """Register a sampler factory under `name` (a decorator), with the Optuna constructor options a spec may set
+    for it: Veil's own below, a plugin's from its `veil.samplers` entry point (docs/extending.md)."""
 
     def deco(factory: SamplerFactory) -> SamplerFactory:
         if name in _REGISTRY:
@@ -64,7 +66,7 @@ def _register(name: str, options: tuple[str, ...] = ()) -> Callable[[SamplerFact
     return deco
 
 
-@_register("nsga2", options=("population_size", "mutation_prob", "crossover_prob", "swapping_prob"))
+@register_sampler("nsga2", options=("population_size", "mutation_prob", "crossover_prob", "swapping_prob"))
 def _nsga2(spec: SamplerSpec) -> BaseSampler:
     import optuna
 
@@ -73,21 +75,21 @@ def _nsga2(spec: SamplerSpec) -> BaseSampler:
     return optuna.samplers.NSGAIISampler(seed=spec.sampler_seed, **opts)
 
 
-@_register("tpe", options=("n_startup_trials", "n_ei_candidates", "multivariate", "consider_endpoints"))
+@register_sampler("tpe", options=("n_startup_trials", "n_ei_candidates", "multivariate", "consider_endpoints"))
 def _tpe(spec: SamplerSpec) -> BaseSampler:
     import optuna
 
     return optuna.samplers.TPESampler(seed=spec.sampler_seed, **dict(spec.sampler_options))
 
 
-@_register("random")
+@register_sampler("random")
 def _random(spec: SamplerSpec) -> BaseSampler:
     import optuna
 
     return optuna.samplers.RandomSampler(seed=spec.sampler_seed)
 
 
-@_register(GRID)
+@register_sampler(GRID)
 def _grid(spec: SamplerSpec) -> None:
     """Tune's grid_search enumerates the grid (Optuna's GridSampler may hand a running point out again under
     parallel ask/tell), so there is no Optuna sampler to build."""
@@ -95,13 +97,20 @@ def _grid(spec: SamplerSpec) -> None:
 
 
 SAMPLERS: tuple[str, ...] = tuple(_REGISTRY)
-"""Valid `sampler` values of a sweep spec: ("nsga2", "tpe", "random", "grid")."""
+"""Veil's own samplers: ("nsga2", "tpe", "random", "grid"); `sampler_names()` adds the plugins'."""
 SAMPLER_OPTIONS: dict[str, tuple[str, ...]] = {name: e.options for name, e in _REGISTRY.items()}
-"""Optuna constructor options a spec may set, per sampler (the seed comes from `sampler_seed`)."""
+"""Optuna constructor options a spec may set, per sampler of Veil's own (the seed comes from `sampler_seed`)."""
+
+
+def sampler_names() -> tuple[str, ...]:
+    """Every valid `sampler` value: Veil's own and the installed plugins'."""
+    load_plugins()
+    return tuple(_REGISTRY)
 
 
 def sampler_entry(name: str, where: str | None = None) -> SamplerEntry:
-    """The registered entry for `name`; UnknownNameError (listing the valid names) otherwise."""
+    """The registered entry for `name` (plugins included); UnknownNameError (listing the valid names) otherwise."""
+    load_plugins()
     try:
         return _REGISTRY[name]
     except KeyError:
@@ -121,5 +130,7 @@ __all__ = [
     "SamplerFactory",
     "SamplerSpec",
     "get_sampler",
+    "register_sampler",
     "sampler_entry",
+    "sampler_names",
 ]

@@ -39,7 +39,7 @@ from veil.methods.registry import is_federated
 from veil.platform.executors import EXECUTOR_CHOICES
 from veil.runspec import KeyRouter, centralized_refusal, check_keys, check_mlflow_name, read_yaml_file
 from veil.sweeps.pareto import AUC_ORIGINS, DIRECTIONS
-from veil.sweeps.samplers import SAMPLER_OPTIONS, SAMPLERS
+from veil.sweeps.samplers import sampler_entry, sampler_names
 
 # ----------------------------------------------------------------------------------------------
 # vocabulary
@@ -1023,13 +1023,14 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
     constraints = _parse_constraints(data.get("constraints"), where, metric_ctx)
 
     sampler = data.get("sampler", "nsga2")
-    if sampler not in SAMPLERS:
-        raise ConfigError("sampler", sampler, " | ".join(SAMPLERS), where)
+    if sampler not in sampler_names():
+        raise ConfigError("sampler", sampler, " | ".join(sampler_names()), where)
     sopts = _mapping(data, "sampler_options", where)
+    allowed = sampler_entry(sampler).options
     for k in sopts:
-        if k not in SAMPLER_OPTIONS[sampler]:
+        if k not in allowed:
             raise UnknownNameError(
-                f"{sampler} sampler option", k, list(SAMPLER_OPTIONS[sampler]), where=f"{where}: key 'sampler_options'"
+                f"{sampler} sampler option", k, list(allowed), where=f"{where}: key 'sampler_options'"
             )
     if sampler == "nsga2" and "population_size" in sopts:
         _int(sopts, "population_size", None, where, 2)
