@@ -182,19 +182,24 @@ def submit(dashboard: str, entrypoint: str, timeout: float = 500, while_running=
     pytest.fail(f"job {job} did not end within {timeout:.0f} s: {client.get_job_logs(job)[-3000:]}")
 
 
-def test_a_submitted_sweep_runs_on_both_nodes_into_one_server(cluster):
-    from mlflow.tracking import MlflowClient
-
-    env, dashboard, uri, tmp, _ = cluster
-    spec = sweep_spec(trials=4, epochs=3, experiment="two-nodes")
-    (tmp / "two.yaml").write_text(yaml.safe_dump(spec))
+def submit_sweep(cluster, spec: dict, name: str) -> dict:
+    """`veil sweep` of `spec` named `name`, submitted through the Jobs API; its --json summary once it succeeded."""
+    _, dashboard, uri, tmp, _ = cluster
+    (tmp / f"{name}.yaml").write_text(yaml.safe_dump(spec))
     cmd = (
-        f"{BIN / 'veil'} sweep {tmp / 'two.yaml'} --name two --address auto --tracking-uri {uri} "
+        f"{BIN / 'veil'} sweep {tmp / f'{name}.yaml'} --name {name} --address auto --tracking-uri {uri} "
         f"--storage {tmp / 'sweeps'} --quiet --json"
     )
     status, logs = submit(dashboard, cmd)
     assert status == "SUCCEEDED", logs[-4000:]
-    summary = json.loads(logs.strip().splitlines()[-1])
+    return json.loads(logs.strip().splitlines()[-1])
+
+
+def test_a_submitted_sweep_runs_on_both_nodes_into_one_server(cluster):
+    from mlflow.tracking import MlflowClient
+
+    env, dashboard, uri, tmp, _ = cluster
+    summary = submit_sweep(cluster, sweep_spec(trials=4, epochs=3, experiment="two-nodes"), "two")
     assert summary["trials"] == 4 and summary["finished"] == 4
 
     c = MlflowClient(uri)
@@ -226,14 +231,7 @@ def test_a_method_from_an_outside_package_sweeps_on_both_nodes(cluster):
         "target": "none",
     }
     spec.pop("trials")
-    (tmp / "plugin.yaml").write_text(yaml.safe_dump(spec))
-    cmd = (
-        f"{BIN / 'veil'} sweep {tmp / 'plugin.yaml'} --name plugin --address auto --tracking-uri {uri} "
-        f"--storage {tmp / 'sweeps'} --quiet --json"
-    )
-    status, logs = submit(dashboard, cmd)
-    assert status == "SUCCEEDED", logs[-4000:]
-    summary = json.loads(logs.strip().splitlines()[-1])
+    summary = submit_sweep(cluster, spec, "plugin")
     assert summary["trials"] == 4 and summary["finished"] == 4
     trials = trial_runs(uri, "plugin", "plugin")
     assert len(trials) == 4 and all(r.info.status == "FINISHED" for r in trials)
