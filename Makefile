@@ -4,7 +4,7 @@ VENV ?= .venv
 # CPU-only machines take the CPU torch wheel; GPU users run `make setup CONSTRAINTS=` to get a CUDA build.
 CONSTRAINTS ?= -c constraints-cpu.txt
 
-.PHONY: setup quickstart lint test ui clean
+.PHONY: setup quickstart lint test test-all ui clean
 
 $(VENV)/.installed: pyproject.toml constraints-cpu.txt
 	$(PY) -m venv $(VENV)
@@ -22,7 +22,12 @@ lint: setup
 	$(VENV)/bin/ruff format --check src tests benchmarks
 	$(VENV)/bin/mypy
 
+# the fast default: every test but those marked slow (chaos sweeps, the 2-node cluster, the calibrated
+# defaults of every method, ...); test-all runs everything, as CI does (.ci/run)
 test: lint
+	$(VENV)/bin/pytest -m "not slow"
+
+test-all: lint
 	$(VENV)/bin/pytest
 
 # The MLflow UI on ./mlflow.db (127.0.0.1, a free port; prints the latest sweep's links). make ui UI_ARGS="--port 5000"

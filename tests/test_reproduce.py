@@ -244,6 +244,7 @@ def test_quick_flag_on_a_regression_suite_is_refused(capsys):
 
 # -- a real run ------------------------------------------------------------------------------------
 @pytest.mark.ray
+@pytest.mark.slow  # ~1 min: a whole quick suite run
 def test_run_then_rebuild_the_table_from_mlflow(tmp_path):
     from mlflow.tracking import MlflowClient
 

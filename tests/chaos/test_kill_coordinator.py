@@ -21,7 +21,7 @@ from mlflow.tracking import MlflowClient
 from veil.cli import print_summary
 from veil.run import RunSpec, execute
 
-pytestmark = [pytest.mark.ray, pytest.mark.chaos]
+pytestmark = [pytest.mark.ray, pytest.mark.chaos, pytest.mark.slow]
 
 SPEC = RunSpec(
     method="d-eigan",

@@ -27,6 +27,7 @@ DEIGAN = {
 
 @pytest.mark.ray
 @pytest.mark.chaos
+@pytest.mark.slow
 def test_actor_death_is_recorded_and_the_node_rejoins(ray_local, in_tmp):
     spec = RunSpec(
         method="d-eigan",

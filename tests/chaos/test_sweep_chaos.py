@@ -42,7 +42,7 @@ from sweep_procs import (
     write_spec,
 )
 
-pytestmark = [pytest.mark.ray, pytest.mark.chaos]
+pytestmark = [pytest.mark.ray, pytest.mark.chaos, pytest.mark.slow]  # ~5 min of sweeps on 2 cores
 
 BETAS = [0.1, 0.3, 1.0, 3.0]
 SPEC = {  # 3-12 s per trial on a shared core (fused Adam and batched metrics: 40 epochs)

@@ -15,6 +15,7 @@ EIGAN = {"preset": "paper", "optimizer": "adam", "epochs": 5, "d_z": 2}
 
 
 @pytest.mark.ray
+@pytest.mark.slow  # ~30 s: a TorchTrainer
 def test_ray_train_executor_matches_the_run_contract(ray_local, mlflow_server, tmp_path, capsys):
     spec = RunSpec(
         method="eigan",

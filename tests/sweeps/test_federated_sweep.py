@@ -53,6 +53,7 @@ def test_federated_sweep_over_k_and_phi(ray_local, tmp_path):
     assert MlflowClient(uri).get_run(outcome.parent_run_id).info.status == "FINISHED"
 
 
+@pytest.mark.slow  # ~25 s: a federation inside each trial's placement group
 def test_federated_trials_run_their_actors_inside_the_trials_placement_group(ray_local, tmp_path):
     """runtime virtual, two trials at once on 2 CPUs, 1 CPU each: each trial's coordinator and node host run in
     the bundles Tune reserved for it (driver 0.1 + 2 x 0.45 CPU), so the two never compete for free CPUs and
