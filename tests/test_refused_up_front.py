@@ -192,7 +192,7 @@ def test_name_limits_are_mlflows():
     from mlflow.store.tracking.dbmodels.models import SqlRun
     from mlflow.utils.validation import MAX_EXPERIMENT_NAME_LENGTH
 
-    from veil.runspec import MLFLOW_NAME_LIMITS, check_mlflow_name
+    from veil.names import MLFLOW_NAME_LIMITS, check_mlflow_name
 
     assert MLFLOW_NAME_LIMITS == {
         "experiment": MAX_EXPERIMENT_NAME_LENGTH,

@@ -18,7 +18,7 @@ import yaml
 
 from veil.config import build, param
 from veil.errors import ConfigError, UnknownNameError
-from veil.runspec import check_mlflow_name
+from veil.names import check_mlflow_name
 
 NIGHTLY_TAG = "veil.nightly"
 SUITE_KEYS = ("experiment", "tolerances", "runs", "sweeps")

@@ -29,7 +29,7 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from veil.errors import ConfigError, UnknownNameError
-from veil.runspec import check_mlflow_name
+from veil.names import check_mlflow_name
 
 REPRO_TAG = "veil.reproduce"
 SUITE_KEYS = ("kind", "description", "experiment", "seeds", "quick", "rows")

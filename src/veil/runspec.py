@@ -16,6 +16,7 @@ from veil.config import param
 from veil.datasets.registry import get_dataset_entry
 from veil.errors import ConfigError, UnknownNameError
 from veil.methods.federated.simulation import FederationOptions
+from veil.names import MLFLOW_NAME_LIMITS, check_mlflow_name
 
 RUN_KEYS = (
     "method",
@@ -42,21 +43,6 @@ RUN_KEYS = (
 
 TEXT_KEYS = ("executor", "experiment", "run_name", "tracking_uri", "address", "partition", "runtime")
 """Run-spec keys whose value is a string (method and dataset are checked as names)."""
-
-#: MLflow's own limits (mlflow.utils.validation.MAX_EXPERIMENT_NAME_LENGTH; a run name is stored in a 250-character
-#: column), copied so that checking a name does not import MLflow; tests/test_runspec_names.py holds them equal
-MLFLOW_NAME_LIMITS = {"experiment": 500, "run_name": 250}
-
-
-def check_mlflow_name(key: str, value: Any, where: str | None = None) -> str:
-    """`value` as an MLflow experiment or run name (`key` in MLFLOW_NAME_LIMITS), refused up front when MLflow
-    would refuse it mid-run: not a string, empty or blank, longer than MLflow allows, or with control characters."""
-    limit = MLFLOW_NAME_LIMITS[key]
-    allowed = f"a non-empty name of at most {limit} printable characters (MLflow's limit)"
-    if not isinstance(value, str) or not value.strip() or len(value) > limit or not value.isprintable():
-        shown = value if not isinstance(value, str) or len(value) <= 60 else f"{value[:40]}... ({len(value)} chars)"
-        raise ConfigError(key, shown, allowed, where)
-    return value
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,9 @@ from veil.audit.mi import MI_ESTIMATORS
 from veil.audit.targets import parse_target
 from veil.errors import ConfigError, UnknownNameError
 from veil.methods.registry import is_federated
+from veil.names import check_mlflow_name
 from veil.platform.executors import EXECUTOR_CHOICES
-from veil.runspec import KeyRouter, centralized_refusal, check_keys, check_mlflow_name, read_yaml_file
+from veil.runspec import KeyRouter, centralized_refusal, check_keys, read_yaml_file
 from veil.sweeps.pareto import AUC_ORIGINS, DIRECTIONS
 from veil.sweeps.samplers import sampler_entry, sampler_names
 
