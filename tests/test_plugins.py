@@ -50,9 +50,27 @@ def test_the_plugin_passes_the_conformance_rules(plugin_env, tmp_path):
     assert proc.returncode == 0 and proc.stdout.startswith("mean-nulling: conforms (utility AUC "), proc.stderr
 
 
+def test_the_plugin_probe_is_one_of_the_certificates_adversaries(plugin_env, tmp_path):
+    suite = ["--set", "audit.suite=[logistic,knn]", "--target", "privacy_gap=0.1", "--json"]
+    run = veil(plugin_env, tmp_path, "run", "-m", "mean-nulling", "-d", "tilted-blobs", *suite)
+    assert run.returncode == 0, run.stderr[-3000:]
+    cert = json.loads(run.stdout.strip().splitlines()[-1])["certificate"]
+    knn = [a for a in cert["adversaries"] if a["probe"] == "knn"]
+    assert [a["label"] for a in knn] == ["s"] and [a["probe"] for a in cert["adversaries"]][1:] == ["logistic", "knn"]
+    # measured at seed 0: knn's AUC on s 0.506 [0.454, 0.560] over 500 test rows; mean-nulling hides s from it too
+    assert (
+        abs(knn[0]["auc"]["value"] - 0.5) < 0.08
+        and knn[0]["auc"]["low"] < knn[0]["auc"]["value"] < knn[0]["auc"]["high"]
+    )
+
+
 def test_without_the_plugin_its_names_are_unknown(tmp_path):
     run = veil(with_plugin(tmp_path / "empty"), tmp_path, "run", "-m", "mean-nulling", "-d", "tilted-blobs", "--check")
     assert run.returncode == 2 and "unknown method 'mean-nulling'" in run.stderr
+    probe = ["--set", "audit.suite=[logistic,knn]", "--check"]
+    run = veil(with_plugin(tmp_path / "empty"), tmp_path, "run", "-m", "gpp", "-d", "gaussian-correlated", *probe)
+    assert run.returncode == 2 and "invalid value for 'suite'" in run.stderr, run.stderr[-2000:]
+    assert "logistic | mlp-32 | mlp-256-128" in run.stderr and "knn" not in run.stderr.split("allowed:")[1]
 
 
 def test_a_plugin_that_fails_to_import_is_named(tmp_path):

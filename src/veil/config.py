@@ -7,7 +7,7 @@ import dataclasses
 import math
 import types
 import typing
-from typing import Any, Literal, Mapping, TypeVar, get_args, get_origin
+from typing import Any, Callable, Literal, Mapping, TypeVar, get_args, get_origin
 
 from veil.errors import ConfigError, UnknownNameError
 
@@ -26,21 +26,29 @@ def param(
     gt: float | None = None,
     le: float | None = None,
     lt: float | None = None,
-    choices: tuple[Any, ...] | None = None,
+    choices: tuple[Any, ...] | Callable[[], tuple[Any, ...]] | None = None,
     allow_inf: bool = False,
 ) -> Any:
     """A dataclass field with a one-line doc and an allowed range (checked by `validate`). Floats must be
-    finite unless `allow_inf` says that inf has a meaning for this field (LDP's eps = inf: no noise)."""
+    finite unless `allow_inf` says that inf has a meaning for this field (LDP's eps = inf: no noise). `choices`
+    may be a function returning them, read at validation: a registry that plugins extend (probe families)."""
     meta = {"doc": doc, "ge": ge, "gt": gt, "le": le, "lt": lt, "choices": choices, "allow_inf": allow_inf}
     if isinstance(default, (list, dict, set)):
         raise TypeError("use a tuple for sequence defaults so configs stay frozen and hashable")
     return dataclasses.field(default=default, metadata=meta)
 
 
+def choices_of(meta: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """A field's allowed values (None: any in its range), the current ones when `param` was given a function."""
+    choices = meta.get("choices")
+    return choices() if callable(choices) else choices
+
+
 def allowed_text(meta: Mapping[str, Any], typ: Any = None) -> str:
     """Human-readable description of what a field accepts."""
-    if meta.get("choices"):
-        return " | ".join(str(c) for c in meta["choices"])
+    choices = choices_of(meta)
+    if choices:
+        return " | ".join(str(c) for c in choices)
     lo = f"> {meta['gt']}" if meta.get("gt") is not None else f">= {meta['ge']}" if meta.get("ge") is not None else ""
     hi = f"< {meta['lt']}" if meta.get("lt") is not None else f"<= {meta['le']}" if meta.get("le") is not None else ""
     rng = " and ".join(p for p in (lo, hi) if p)
@@ -143,8 +151,9 @@ def validate(obj: Any, where: str | None = None) -> None:
         if not m or v is None:
             continue
         values = v if isinstance(v, tuple) else (v,)
+        choices = choices_of(m)
         for x in values:
-            if m.get("choices") is not None and x not in m["choices"]:
+            if choices is not None and x not in choices:
                 raise ConfigError(f.name, v, allowed_text(m, th.get(f.name)), where)
             if not isinstance(x, (int, float)) or isinstance(x, bool):
                 continue

@@ -1,5 +1,6 @@
-"""Plugins: methods, datasets, federated aggregation rules, mutual-information estimators and sweep samplers from
-packages outside Veil, found through entry points (docs/extending.md walks through `examples/plugin/`).
+"""Plugins: methods, datasets, federated aggregation rules, mutual-information estimators, sweep samplers and audit
+probe families from packages outside Veil, found through entry points (docs/extending.md walks through
+`examples/plugin/`).
 
 A package names modules in Veil's entry-point groups (its pyproject.toml):
 
@@ -7,8 +8,8 @@ A package names modules in Veil's entry-point groups (its pyproject.toml):
     mean-nulling = "veil_plugin_example.method"
 
 Importing such a module registers what it defines with Veil's own decorators (`register_method`,
-`register_dataset`, `register_rule`, `register_estimator`, `register_sampler`). Veil imports every module of these groups once per
-process, the first time it looks a name up in a registry: the driver and every Ray worker alike, so a plugin
+`register_dataset`, `register_rule`, `register_estimator`, `register_sampler`, `register_probe`). Veil imports every
+module of these groups once per process, the first time it looks a name up in a registry: the driver and every Ray worker alike, so a plugin
 installed in the environment of each node is known wherever a trial runs, without a line of Veil changed.
 Standard library only: every layer's registry may ask for it."""
 
@@ -24,6 +25,8 @@ GROUPS: dict[str, str] = {
     "veil.aggregation": "federated aggregation rules (veil.methods.federated.aggregation.register_rule)",
     "veil.estimators": "mutual-information estimators (veil.audit.mi.register_estimator)",
     "veil.samplers": "sweep samplers (veil.sweeps.samplers.register_sampler)",
+    "veil.probes": "audit probe families: the certificate's and capacity sweep's adversaries "
+    "(veil.audit.families.register_probe)",
 }
 """Entry-point group -> what its modules register."""
 

@@ -23,20 +23,22 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from veil.audit.probes import PROBES, label_tasks, prepare, probe_metrics
-from veil.audit.train import sklearn_proba, train_classifier
+from veil.audit.families import PROBE_FAMILIES, ProbeBudget, get_probe, probe_names
+from veil.audit.probes import label_tasks, prepare, probe_metrics
 from veil.config import MAX_EPOCHS, as_params, param
 from veil.datasets.base import Split
 
-#: families whose fit does not depend on the seed at these sizes: trained once, not `repeats` times
-DETERMINISTIC = frozenset({"logistic", "hist-gradient-boosting"})
+#: Veil's own probe families, the sweep's default (plugins' families join when named)
+PROBES: tuple[str, ...] = tuple(PROBE_FAMILIES)
 
 
 @dataclass(frozen=True)
 class CapacityConfig:
     """Which probe families the sweep trains and how."""
 
-    probes: tuple[str, ...] = param(tuple(PROBES), "probe families, weakest to strongest", choices=tuple(PROBES))
+    probes: tuple[str, ...] = param(
+        PROBES, "probe families, weakest to strongest (any registered family: veil.audit.families)", choices=probe_names
+    )
     repeats: int = param(
         3,
         "probe seeds per (label, probe) for the seeded families (MLPs, random forest); "
@@ -133,28 +135,8 @@ def fit_predict(
     probe: str, z_tr: np.ndarray, y_tr: np.ndarray, z_te: np.ndarray, n_classes: int, cfg: CapacityConfig, seed: int
 ) -> np.ndarray:
     """Train probe family `probe` on (z_tr, y_tr) and return class probabilities on z_te (n x n_classes)."""
-    kind, hidden = PROBES[probe]
-    if kind == "mlp":
-        return train_classifier(
-            z_tr, y_tr, n_classes, hidden=hidden, epochs=cfg.epochs, lr=cfg.lr, batch_size=cfg.batch_size, seed=seed
-        ).predict_proba(z_te)
-    model: Any
-    if kind == "logistic":
-        from sklearn.linear_model import LogisticRegression
-
-        model = LogisticRegression(max_iter=2000, random_state=seed)
-    elif kind == "random-forest":
-        from sklearn.ensemble import RandomForestClassifier
-
-        model = RandomForestClassifier(n_estimators=cfg.trees, random_state=seed, n_jobs=1)
-    elif kind == "hist-gradient-boosting":
-        from sklearn.ensemble import HistGradientBoostingClassifier
-
-        model = HistGradientBoostingClassifier(max_iter=cfg.trees, random_state=seed, early_stopping=False)
-    else:  # pragma: no cover - PROBES and this switch are edited together
-        raise AssertionError(kind)
-    model.fit(z_tr, y_tr)
-    return sklearn_proba(model, z_te, n_classes)
+    budget = ProbeBudget(epochs=cfg.epochs, lr=cfg.lr, batch_size=cfg.batch_size, trees=cfg.trees)
+    return get_probe(probe).fit_predict(z_tr, y_tr, z_te, n_classes, seed=seed, budget=budget)
 
 
 def capacity_audit(
@@ -177,7 +159,7 @@ def capacity_audit(
                     fit_predict(probe, z_tr, t.y_train, z_te, t.n_classes, cfg, cfg.seed + 1000 * r + t.offset),
                     t.n_classes,
                 )
-                for r in range(1 if probe in DETERMINISTIC else cfg.repeats)
+                for r in range(cfg.repeats if get_probe(probe).seeded else 1)
             ]
             scores.append(
                 ProbeScore(

@@ -559,7 +559,7 @@ MI_ESTIMATORS: dict[str, MIEstimator] = {}
 def register_estimator(name: str, summary: str, *, max_dim: int | None = None) -> Callable[[EstimateFn], EstimateFn]:
     """Function decorator adding an `EstimateFn` to `MI_ESTIMATORS` under `name`.
 
-    Register before `veil.audit.probes` is imported for `AuditConfig.mi` to accept the name."""
+    `AuditConfig.mi` accepts the name once it is registered (a plugin's: once plugins load, at the first lookup)."""
 
     def add(fn: EstimateFn) -> EstimateFn:
         if name in MI_ESTIMATORS or name == "none":

@@ -10,11 +10,13 @@ from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 import numpy as np
 from scipy.stats import rankdata
 
+from veil.audit.families import probe_names
 from veil.audit.mi import MI_ESTIMATORS
 from veil.audit.train import Classifier, Standardizer, torch_threads, train_classifier, train_classifiers_stacked
 from veil.config import MAX_EPOCHS, as_params, param
 from veil.datasets.base import Split
 from veil.errors import DataError
+from veil.plugins import load_plugins
 
 __all__ = [
     "AuditConfig",
@@ -22,8 +24,6 @@ __all__ = [
     "LabelScore",
     "LabelTask",
     "CERTIFICATE_SUITE",
-    "MI_CHOICES",
-    "PROBES",
     "ROLE_OFFSETS",
     "ProbeMetrics",
     "accuracy_auc",
@@ -35,6 +35,7 @@ __all__ = [
     "folded_gap",
     "label_tasks",
     "log_loss",
+    "mi_choices",
     "prepare",
     "probe_metrics",
     "probe_score",
@@ -44,19 +45,13 @@ __all__ = [
     "standardize",
 ]
 
-#: the values `AuditConfig.mi` accepts: "none" or a registered MI estimator (`veil.audit.mi.register_estimator`)
-MI_CHOICES: tuple[str, ...] = ("none", *MI_ESTIMATORS)
 
-#: probe families of the sweep: name -> (kind, MLP hidden widths)
-PROBES: dict[str, tuple[str, tuple[int, ...]]] = {
-    "logistic": ("logistic", ()),
-    "mlp-32": ("mlp", (32,)),
-    "mlp-256-128": ("mlp", (256, 128)),
-    "mlp-512-256-128": ("mlp", (512, 256, 128)),
-    "mlp-256x4": ("mlp", (256, 256, 256, 256)),
-    "random-forest": ("random-forest", ()),
-    "hist-gradient-boosting": ("hist-gradient-boosting", ()),
-}
+def mi_choices() -> tuple[str, ...]:
+    """The values `AuditConfig.mi` accepts: "none" or a registered MI estimator (plugins included)."""
+    load_plugins()
+    return ("none", *MI_ESTIMATORS)
+
+
 #: the certificate's adversaries besides the audit's own probe (`veil.audit.certificate`): a linear model, MLPs
 #: narrower and wider than the probe, and gradient boosting
 CERTIFICATE_SUITE: tuple[str, ...] = ("logistic", "mlp-32", "mlp-512-256-128", "hist-gradient-boosting")
@@ -79,7 +74,7 @@ class AuditConfig:
         "also estimate I(Z;label) in nats for every label with this estimator ("
         + "; ".join(f"{e.name}: {e.summary}" for e in MI_ESTIMATORS.values())
         + ")",
-        choices=MI_CHOICES,
+        choices=mi_choices,
     )
     capacity: bool = param(
         False,
@@ -89,7 +84,7 @@ class AuditConfig:
     suite: tuple[str, ...] = param(
         CERTIFICATE_SUITE,
         "the certificate's adversaries on every sensitive label, besides the probe above (one seed each)",
-        choices=tuple(PROBES),
+        choices=probe_names,
     )
     bootstrap: int = param(1000, "bootstrap resamples of the test rows behind every certificate interval", ge=100)
 
