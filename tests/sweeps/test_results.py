@@ -27,7 +27,7 @@ from veil.sweeps.results import (
     find_sweep,
     format_report,
     search_child_runs,
-    supersede_attempts,
+    settle_attempts,
     tag_front,
 )
 from veil.sweeps.spec import sweep_from_mapping
@@ -81,7 +81,7 @@ def store(tmp_path_factory):
 
     # an attempt of t2 cut off by a driver kill (left RUNNING), then its re-run, which supersedes it
     orphan = child("t2", 1.0, None, None, status="RUNNING")
-    assert supersede_attempts(uri, orphan.experiment_id, "s1", "t2") == 1
+    assert settle_attempts(uri, orphan.experiment_id, "s1", "t2") is None
     runs = {tid: child(tid, b, u, a) for tid, b, u, a in POINTS}
     # a finished first attempt of t3 nobody marked (e.g. resumed by an older veil): dedupe keeps one run
     child("t3", 0.5, 0.90, 0.70)
@@ -229,6 +229,37 @@ def test_run_trial_logs_child_and_failure(tmp_path):
     seeds = search_child_runs(uri, kids["a1"].info.run_id)
     assert sorted(r.data.tags["veil.seed"] for r in seeds) == ["0", "1"]
     assert all(r.data.tags[TAG_ROLE] == "seed" and r.info.status == "FINISHED" for r in seeds)
+
+
+def test_a_trial_that_finished_while_the_sweep_stopped_is_reported_not_trained_again(tmp_path):
+    """SIGTERM stops a sweep while a trial's run has just FINISHED but before Tune took its result: `veil resume`
+    runs that trial again (same Tune id, same values). Its recorded run is reported instead, no new run trains; an
+    attempt with other values, or one that did not finish, is superseded and trained again."""
+    from veil.sweeps.runner import run_population, run_trial
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    spec = sweep_from_mapping(SPEC, where="test.yaml")
+    parent = TrackedRun.start(uri, "veil", "s4", tags={TAG_ROLE: "sweep", TAG_SWEEP: "s4"})
+    where = dict(sweep="s4", parent_run_id=parent.run_id, tracking_uri=uri)
+    first = run_trial(spec, {"method.beta": 1.0}, "r1", **where)
+    again = run_trial(spec, {"method.beta": 1.0}, "r1", **where)
+    assert again["mlflow_run_id"] == first["mlflow_run_id"]
+    assert {k: again[k] for k in first if k != "trial_seconds"} == {k: first[k] for k in first if k != "trial_seconds"}
+    assert len(search_child_runs(uri, parent.run_id)) == 1
+    other = run_trial(spec, {"method.beta": 2.0}, "r1", **where)  # not the recorded values: trained again
+    kids = {r.info.run_id: r for r in search_child_runs(uri, parent.run_id)}
+    assert other["mlflow_run_id"] != first["mlflow_run_id"] and len(kids) == 2
+    assert kids[first["mlflow_run_id"]].data.tags[TAG_SUPERSEDED] == "true"
+
+    # a population with its first member recorded: only the second trains
+    pspec = sweep_from_mapping({**SPEC, "population": 2}, where="test.yaml")
+    members = [{"method.beta": 0.5}, {"method.beta": 3.0}]
+    run_trial(pspec, members[0], "p1.1", **where)
+    before = {r.info.run_id for r in search_child_runs(uri, parent.run_id)}
+    out = run_population(pspec, members, "p1", **where)
+    after = {r.info.run_id for r in search_child_runs(uri, parent.run_id)}
+    ids = [m["mlflow_run_id"] for m in out["members"]]
+    assert ids[0] in before and after - before == {ids[1]}
 
 
 def test_orphans_unknown_to_tune_are_superseded(tmp_path):

@@ -10,7 +10,9 @@ Layout in MLflow (see docs/sweeps.md):
   over seeds, `std/<metric>` their standard deviations (seeds > 1).
 - seeds > 1: each seed's run is nested under its trial run (veil.role=seed).
 - a trial that Tune ran again (in flight when the driver died, or retried) supersedes its earlier
-  attempt: the earlier run is tagged veil.superseded=true (and set KILLED if it was still RUNNING)."""
+  attempt: the earlier run is tagged veil.superseded=true (and set KILLED if it was still RUNNING); an earlier
+  attempt that FINISHED with the same values (its run ended while a stopped sweep shut down) is reported again
+  instead (`settle_attempts`)."""
 
 from __future__ import annotations
 
@@ -87,24 +89,34 @@ def search_child_runs(uri: str, parent_run_id: str, experiment_id: str | None = 
     return search_runs(uri, f"tags.`{PARENT_TAG}` = {_q(parent_run_id)}", [experiment_id] if experiment_id else None)
 
 
-def supersede_attempts(uri: str, experiment_id: str, sweep: str, trial_id: str) -> int:
-    """Mark every earlier run of this Tune trial (an attempt cut off by a driver kill, or a retried crash)
-    as superseded, and KILLED if it was left RUNNING. Returns how many were marked."""
+def settle_attempts(uri: str, experiment_id: str, sweep: str, trial_id: str, config: str | None = None) -> Any:
+    """Before a Tune trial runs, settle its earlier runs: one that FINISHED with the same searched values (`config`,
+    the TAG_CONFIG JSON) is returned, to be reported instead of trained again (a trial whose run ended while a
+    stopped sweep shut down, that `veil resume` runs again); every other earlier attempt (cut off by a driver
+    kill, interrupted, a retried crash) is marked superseded, and KILLED if left RUNNING. None when nothing is
+    kept."""
     from mlflow.entities import RunTag
 
     c = client(uri)
     runs = search_runs(
         uri, f"tags.`{TAG_SWEEP}` = {_q(sweep)} and tags.`{TAG_TRIAL}` = {_q(trial_id)}", [experiment_id]
     )
-    n = 0
-    for r in runs:
-        if r.data.tags.get(TAG_SUPERSEDED) == "true":
-            continue
+    live = [r for r in runs if r.data.tags.get(TAG_SUPERSEDED) != "true"]
+    done = [
+        r
+        for r in live
+        if r.data.tags.get(TAG_ROLE) == "trial"
+        and r.info.status == "FINISHED"
+        and r.data.tags.get(TAG_CONFIG) == config
+    ]
+    kept = max(done, key=lambda r: r.info.end_time or 0) if config is not None and done else None
+    for r in live:
+        if kept is not None and kept.info.run_id in (r.info.run_id, r.data.tags.get(PARENT_TAG)):
+            continue  # the kept run and its seeds' runs
         c.log_batch(r.info.run_id, tags=[RunTag(TAG_SUPERSEDED, "true")])
         if r.info.status == "RUNNING":
             c.set_terminated(r.info.run_id, status="KILLED")
-        n += 1
-    return n
+    return kept
 
 
 def supersede_orphans(uri: str, experiment_id: str, parent_run_id: str, known_trial_ids: Iterable[str]) -> int:

@@ -63,7 +63,7 @@ from veil.sweeps.results import (
     format_table,
     locate,
     reopen_parent,
-    supersede_attempts,
+    settle_attempts,
     supersede_orphans,
     tag_front,
 )
@@ -229,6 +229,25 @@ def trial_outcome(spec: SweepSpec, metrics: Mapping[str, float], run: Any, t0: f
     return out
 
 
+def recorded_outcome(spec: SweepSpec, run: Any, trial_id: str) -> dict[str, Any]:
+    """What a trial reports when an earlier attempt of it FINISHED (`settle_attempts`): that run's own metrics, read
+    back, and its id; it is not trained again, so its seconds are the ones it took then."""
+    print(
+        f"[veil] trial {trial_id} finished before the sweep stopped (run {run.info.run_id}): reported from its "
+        "record, not trained again",
+        flush=True,
+    )
+    metrics = run.data.metrics
+    out: dict[str, Any] = {}
+    for m in spec.tracked_metrics():
+        for key in (m, STD_PREFIX + m):
+            if key in metrics:
+                out[tune_key(key)] = metrics[key]
+    out["mlflow_run_id"] = run.info.run_id
+    out["trial_seconds"] = ((run.info.end_time or 0) - (run.info.start_time or 0)) / 1000
+    return out
+
+
 def run_trial(
     spec: SweepSpec,
     values: Mapping[str, Any],
@@ -249,8 +268,12 @@ def run_trial(
 
     t0 = time.time()
     exp_id = when_tracking_answers(lambda: experiment_id(tracking_uri, spec.experiment), tracking_uri)
-    when_tracking_answers(lambda: supersede_attempts(tracking_uri, exp_id, sweep, trial_id), tracking_uri)
     tags = trial_tags(values, trial_id, sweep, number)
+    kept = when_tracking_answers(
+        lambda: settle_attempts(tracking_uri, exp_id, sweep, trial_id, tags[TAG_CONFIG]), tracking_uri
+    )
+    if kept is not None:
+        return recorded_outcome(spec, kept, trial_id)
     run_name = trial_run_name(sweep, trial_id, values)
     seeds = list(spec.seeds)
 
@@ -321,10 +344,13 @@ def run_population(
     t0 = time.time()
     exp_id = when_tracking_answers(lambda: experiment_id(tracking_uri, spec.experiment), tracking_uri)
     ids = [member_id(trial_id, i) for i in range(len(members))]
-    when_tracking_answers(lambda: [supersede_attempts(tracking_uri, exp_id, sweep, mid) for mid in ids], tracking_uri)
     tags = [
         trial_tags(v, ids[i], sweep, member_number(number, i, spec.population), trial_id) for i, v in enumerate(members)
     ]
+    kept = when_tracking_answers(
+        lambda: [settle_attempts(tracking_uri, exp_id, sweep, mid, t[TAG_CONFIG]) for mid, t in zip(ids, tags)],
+        tracking_uri,
+    )
     names = [trial_run_name(sweep, ids[i], v) for i, v in enumerate(members)]
     seeds = list(spec.seeds)
     label = f"population #{number}" if number is not None else f"population {trial_id}"
@@ -332,7 +358,11 @@ def run_population(
     def note(text: str) -> None:
         print(f"[veil] {label}: {text}", flush=True)
 
-    live = list(range(len(members)))
+    outcomes: list[dict[str, Any] | None] = [None] * len(members)
+    for i, run in enumerate(kept):
+        if run is not None:
+            outcomes[i] = recorded_outcome(spec, run, ids[i])
+    live = [i for i, run in enumerate(kept) if run is None]
     failed: dict[int, BaseException] = {}
     runs: dict[int, Any] = {}
     if len(seeds) > 1:
@@ -356,6 +386,8 @@ def run_population(
                     else:
                         runs[i].fail(e)
                     failed[i] = e
+            if not batch:
+                continue
             # several seeds: each seed's run is a child of its member's trial run (set through the parent tag)
             results = execute_population(
                 [v for _, v in batch],
@@ -373,7 +405,6 @@ def run_population(
             if len(seeds) > 1:
                 runs[i].fail(e)
         raise
-    outcomes: list[dict[str, Any] | None] = [None] * len(members)
     for i in live:
         metrics = _aggregate(per_seed[i])
         if len(seeds) > 1:
@@ -391,8 +422,9 @@ def run_population(
     if not done:
         raise RuntimeError(f"every member of {label} failed (see their MLflow runs)")
     seconds = time.time() - t0
-    for o in done:  # each member's share, so summed trial seconds stay the work done
-        o["trial_seconds"] = seconds / len(members)
+    trained = [o for o in (outcomes[i] for i in live) if o is not None]
+    for o in trained:  # each member's share, so summed trial seconds stay the work done
+        o["trial_seconds"] = seconds / len(trained)
     # Tune insists on the searcher's metrics in every result: the members' mean, for its bookkeeping only (the
     # searcher tells Optuna each member's own values, and MLflow holds each member's run).
     means = {k: sum(float(o[k]) for o in done) / len(done) for k in (tune_key(m) for m in spec.metrics)}
