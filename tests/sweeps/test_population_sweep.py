@@ -1,4 +1,4 @@
-"""Population sweeps (`population: P`): the pure logic (PopulationSearch on a real Optuna study, grid chunks,
+"""Population sweeps (`population: P`): the pure logic (StudySearch on a real Optuna study, grid chunks,
 member numbering), the spec's refusals, and real sweeps on a real local Ray into a real MLflow store: every
 member is one trial run with a solo run's params, and a population grid sweep gives the same results as the
 same grid run trial by trial."""
@@ -15,13 +15,13 @@ from veil.errors import ConfigError
 from veil.sweeps.population import (
     MEMBER_RESULTS,
     MEMBERS,
-    PopulationSearch,
     grid_chunks,
     grid_points,
     member_values,
 )
 from veil.sweeps.results import TAG_NUMBER, TAG_POPULATION, TAG_ROLE, TAG_TRIAL, search_child_runs
 from veil.sweeps.runner import member_id, member_number
+from veil.sweeps.search import StudySearch
 from veil.sweeps.spec import sweep_from_mapping
 
 GRID = {
@@ -48,8 +48,8 @@ GRID = {
 
 
 # -- pure logic ----------------------------------------------------------------------------------
-def _search(population: int, total: int) -> PopulationSearch:
-    s = PopulationSearch(
+def _search(population: int, total: int) -> StudySearch:
+    s = StudySearch(
         {"method.beta": FloatDistribution(0.1, 4.0, log=True)},
         population=population,
         total=total,
@@ -70,7 +70,7 @@ def test_population_search_asks_a_population_and_tells_each_member_its_own_value
         {MEMBER_RESULTS: [{"utility_auc": 0.9, "privacy_gap": 0.1}, None, {"utility_auc": 0.7, "privacy_gap": 0.05}]},
     )
     s.on_trial_complete("b", None, error=True)
-    trials = s._ot_study.trials
+    trials = s.study.trials
     states = [t.state.name for t in trials]
     assert states == ["COMPLETE", "FAIL", "COMPLETE", "FAIL", "FAIL"]
     assert trials[0].values == [0.9, 0.1] and trials[2].values == [0.7, 0.05]
@@ -196,7 +196,7 @@ def test_a_tpe_population_sweep_asks_optuna_for_populations(ray_local, tmp_path)
         spec, name="tpe-pop", tracking_uri=f"sqlite:///{tmp_path / 'm.db'}", storage_root=tmp_path, quiet=True
     )
     assert not out.incomplete and out.results.counts["finished"] == 5
-    study = out.searcher._ot_study
+    study = out.searcher.study
     assert [t.state.name for t in study.trials] == ["COMPLETE"] * 5
     by_beta = out.results.trials.set_index("beta")
     for t in study.trials:  # the study holds each member's own objectives, as its MLflow run does

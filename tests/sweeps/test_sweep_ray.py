@@ -94,7 +94,7 @@ def test_front_and_hypervolume_match_optuna(tiny_sweep):
     from optuna.trial import TrialState
 
     _, _, outcome = tiny_sweep
-    study = outcome.searcher._ot_study
+    study = outcome.searcher.study
     assert study is not None and [d.name for d in study.directions] == ["MAXIMIZE", "MINIMIZE"]
     done = [t for t in study.trials if t.state == TrialState.COMPLETE]
     assert len(done) == 4

@@ -4,8 +4,8 @@
   of its configuration sequentially through `veil.run.execute` (inline by default: seconds per trial; or
   under Ray Train with `executor: ray-train`, the trial itself then reserving only 0.1 CPU) and reports
   the mean and std of each metric over the seeds.
-- Suggestions: `OptunaSearch(space, metric=[...], mode=[...], sampler=NSGAII|TPE|Random)` inside a
-  `ConcurrencyLimiter`. The grid sampler uses Tune's own `grid_search` instead (every point exactly
+- Suggestions: `StudySearch(space, metric=[...], mode=[...], sampler=NSGAII|TPE|Random)` (veil.sweeps.search:
+  an Optuna study through its public ask/tell) inside a `ConcurrencyLimiter`. The grid sampler uses Tune's own `grid_search` instead (every point exactly
   once, whatever the concurrency; Optuna's GridSampler may hand a running point out again under
   parallel ask/tell).
 - Failures: a crashed trial is recorded (child run FAILED with its error; Tune trial ERROR) and the
@@ -721,7 +721,7 @@ class SweepMonitor(Callback, Stopper):
 
 
 def search_algorithm(spec: SweepSpec) -> tuple[Any, Any]:
-    """(ConcurrencyLimiter(OptunaSearch), OptunaSearch) with the Optuna sampler registered under `spec.sampler`
+    """(ConcurrencyLimiter(StudySearch), StudySearch) with the Optuna sampler registered under `spec.sampler`
     in `veil.sweeps.samplers`; (None, None) for grid (Tune's grid_search, see `param_space`)."""
     from veil.sweeps.samplers import get_sampler
 
@@ -731,7 +731,8 @@ def search_algorithm(spec: SweepSpec) -> tuple[Any, Any]:
     import optuna
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
     from ray.tune.search import ConcurrencyLimiter
-    from ray.tune.search.optuna import OptunaSearch
+
+    from veil.sweeps.search import StudySearch
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     dists: dict[str, Any] = {}
@@ -749,13 +750,14 @@ def search_algorithm(spec: SweepSpec) -> tuple[Any, Any]:
             dists[sp.canonical] = FloatDistribution(float(sp.low), float(sp.high), log=True)
         else:
             dists[sp.canonical] = FloatDistribution(float(sp.low), float(sp.high), step=sp.step)
-    keys: dict[str, Any] = dict(metric=[tune_key(m) for m in spec.metrics], mode=list(spec.directions), sampler=sampler)
-    if spec.population > 1:
-        from veil.sweeps.population import PopulationSearch
-
-        searcher: Any = PopulationSearch(dists, population=spec.population, total=spec.trials, **keys)
-    else:
-        searcher = OptunaSearch(dists, **keys)
+    searcher = StudySearch(
+        dists,
+        metric=[tune_key(m) for m in spec.metrics],
+        mode=list(spec.directions),
+        sampler=sampler,
+        population=spec.population,
+        total=spec.trials,
+    )
     return ConcurrencyLimiter(searcher, max_concurrent=spec.concurrency), searcher
 
 
@@ -892,7 +894,7 @@ class SweepOutcome:
     incomplete: bool = False
     """Interrupted before every trial ran (continue it with `veil resume`)."""
     searcher: Any = None
-    """The OptunaSearch object (its `_ot_study` is the Optuna study), None for grid sweeps."""
+    """The StudySearch (its `study` is the Optuna study), None for grid sweeps."""
     timings: dict[str, float] = field(default_factory=dict)
     """Where the sweep's wall time went (`sweep_timings`), logged to the parent as time/* metrics."""
 

@@ -1,0 +1,82 @@
+"""The Tune searcher of every sampled sweep: an Optuna study of its own, driven through public APIs only (Tune's
+`Searcher`, Optuna's `Study.ask` / `Study.tell`), so neither library's internals are relied on.
+
+Each Tune trial is one Optuna trial, or with `population: P` up to P of them asked together (never more than the
+sweep's `trials`): the members train as one vectorised model and each is told the objectives it reported."""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any, Mapping, cast
+
+import optuna
+from optuna.distributions import BaseDistribution
+from optuna.study import StudyDirection
+from optuna.trial import TrialState
+from ray.tune.search import Searcher
+
+from veil.sweeps.population import MEMBER_RESULTS, MEMBERS, member_values
+
+
+class StudySearch(Searcher):
+    """Suggests configurations from an Optuna study over `space` (Tune config key -> distribution) and tells it
+    each trial's objectives (`metric`, in order, with `mode` 'max' or 'min' each)."""
+
+    def __init__(
+        self,
+        space: Mapping[str, BaseDistribution],
+        *,
+        metric: list[str],
+        mode: list[str],
+        sampler: optuna.samplers.BaseSampler,
+        population: int = 1,
+        total: int,
+    ) -> None:
+        super().__init__(metric=cast(Any, metric), mode=cast(Any, mode))  # lists: Tune's multi-objective form
+        self._space = dict(space)
+        self._population, self._total, self._asked = population, total, 0
+        directions = [StudyDirection.MAXIMIZE if m == "max" else StudyDirection.MINIMIZE for m in mode]
+        self._study = optuna.create_study(directions=directions, sampler=sampler)
+        self._members: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+        """Tune trial id -> (Optuna trial number, its params) of each member."""
+        self._told: set[str] = set()
+
+    @property
+    def study(self) -> optuna.Study:
+        """The Optuna study: every member's params and objectives, as told."""
+        return self._study
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | None:
+        if trial_id not in self._members:
+            n = min(self._population, self._total - self._asked)
+            if n <= 0:
+                return None
+            asked = [self._study.ask(self._space) for _ in range(n)]
+            self._members[trial_id] = [(t.number, dict(t.params)) for t in asked]
+            self._asked += n
+        params = [p for _, p in self._members[trial_id]]
+        return {MEMBERS: params} if self._population > 1 else dict(params[0])
+
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        """Trials report once, at the end; multi-objective studies take no intermediate values anyway."""
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        if trial_id in self._told or trial_id not in self._members:
+            return
+        keys = list(self.metric) if isinstance(self.metric, list) else [self.metric]
+        reported: list[Any] = [] if error or result is None else result.get(MEMBER_RESULTS, [result])
+        for i, (number, _) in enumerate(self._members[trial_id]):
+            values = member_values(reported[i] if i < len(reported) else None, keys)
+            if values is None:
+                self._study.tell(number, state=TrialState.FAIL)
+            else:
+                self._study.tell(number, values if len(values) > 1 else values[0])
+        self._told.add(trial_id)
+
+    def save(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "wb") as f:
+            pickle.dump(self.__dict__.copy(), f)
+
+    def restore(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "rb") as f:
+            self.__dict__.update(pickle.load(f))  # noqa: S301 (Tune's own experiment checkpoint, written by save)
