@@ -387,7 +387,7 @@ def _run_all(
     suite: ReproSuite, mode: str, tracking_uri: str, address: str | None, todo: Sequence[tuple[Row, Entry, str]]
 ) -> list[str]:
     from veil.sweeps.runner import run_sweep
-    from veil.tracking import client
+    from veil.tracking import TrackedRun
 
     errors = []
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -417,9 +417,7 @@ def _run_all(
             f"{REPRO_TAG}.preset": preset or "spec",
             f"{REPRO_TAG}.mode": mode,
         }
-        c = client(outcome.tracking_uri)
-        for k, v in tags.items():
-            c.set_tag(outcome.parent_run_id, k, v)
+        TrackedRun(outcome.tracking_uri, outcome.parent_run_id).set_tags(tags)
     return errors
 
 

@@ -181,3 +181,22 @@ def test_the_next_run_replays_and_closes_runs_at_its_first_contact(stores, capsy
     assert client(store).get_run(run_id).info.status == "FINISHED"
     assert "(found by veil run)" in client(store).get_run(stale.run_id).data.tags["error"]
     assert recover(store, "veil run") == ([], [])  # nothing pending: one directory listing and one search
+
+
+def test_a_resumed_sweeps_parent_is_reopened_through_the_journal(stores):
+    """`veil resume` reopens the interrupted parent run (RUNNING again, its stale tags removed): those writes are
+    journaled like every other when the server is away, and replay to the same end."""
+    store, down = stores
+    run_id = TrackedRun.start(
+        store, "j", "parent", tags={"veil.incomplete": "true", "error": "KeyboardInterrupt"}
+    ).run_id
+    TrackedRun(store, run_id).finish("KILLED")
+    run = TrackedRun(down, run_id)
+    run.delete_tags(["veil.incomplete", "error", "veil.stopped"])  # veil.stopped is absent: skipped at replay
+    run.reopen()
+    j = Journal.find(run_id)
+    assert j is not None and [op["op"] for op in j.ops()] == ["untag", "reopen"]
+    assert client(store).get_run(run_id).info.status == "KILLED"  # nothing reached the store yet
+    assert replay(j, uri=store).status == "RUNNING"
+    got = client(store).get_run(run_id)
+    assert got.info.status == "RUNNING" and not {"veil.incomplete", "error"} & set(got.data.tags)

@@ -15,7 +15,7 @@ from veil.sweeps.results import (
     hypervolume_text,
 )
 from veil.sweeps.spec import format_value
-from veil.tracking import client
+from veil.tracking import TrackedRun, client
 from veil.tracking.ui import Link, column, run_path, runs_path, runs_view_state, save_runs_view
 
 NOTE_TAG = "mlflow.note.content"
@@ -101,7 +101,7 @@ def description(results: SweepResults) -> str:
 def publish(results: SweepResults) -> None:
     """Write the parent run's description and save the trials' runs-table view on the experiment."""
     save_runs_view(results.tracking_uri, results.experiment_id, view_key(results.name), trials_view(results))
-    client(results.tracking_uri).set_tag(results.parent_run_id, NOTE_TAG, description(results))
+    TrackedRun(results.tracking_uri, results.parent_run_id).set_tags({NOTE_TAG: description(results)})
 
 
 def latest_sweep_links(uri: str) -> list[Link]:

@@ -29,7 +29,7 @@ import pandas as pd
 from veil.errors import VeilError
 from veil.sweeps.pareto import convex_hull_auc, hypervolume, pareto_front
 from veil.sweeps.spec import SweepSpec, decode_value, format_value, is_gap_metric, sweep_from_mapping
-from veil.tracking import PARENT_TAG, check_tracking, client
+from veil.tracking import PARENT_TAG, TrackedRun, check_tracking, client
 from veil.tracking.journal import LATE_TAG
 
 TAG_ROLE = "veil.role"
@@ -95,9 +95,6 @@ def settle_attempts(uri: str, experiment_id: str, sweep: str, trial_id: str, con
     stopped sweep shut down, that `veil resume` runs again); every other earlier attempt (cut off by a driver
     kill, interrupted, a retried crash) is marked superseded, and KILLED if left RUNNING. None when nothing is
     kept."""
-    from mlflow.entities import RunTag
-
-    c = client(uri)
     runs = search_runs(
         uri, f"tags.`{TAG_SWEEP}` = {_q(sweep)} and tags.`{TAG_TRIAL}` = {_q(trial_id)}", [experiment_id]
     )
@@ -113,32 +110,30 @@ def settle_attempts(uri: str, experiment_id: str, sweep: str, trial_id: str, con
     for r in live:
         if kept is not None and kept.info.run_id in (r.info.run_id, r.data.tags.get(PARENT_TAG)):
             continue  # the kept run and its seeds' runs
-        c.log_batch(r.info.run_id, tags=[RunTag(TAG_SUPERSEDED, "true")])
-        if r.info.status == "RUNNING":
-            c.set_terminated(r.info.run_id, status="KILLED")
+        _supersede(uri, r)
     return kept
+
+
+def _supersede(uri: str, run: Any, reason: str | None = None) -> None:
+    """Tag a run superseded (with why, when given), and end it KILLED if it was left RUNNING."""
+    tracked = TrackedRun(uri, run.info.run_id, run.info.experiment_id)
+    tracked.set_tags({TAG_SUPERSEDED: "true", **({"veil.superseded_reason": reason} if reason else {})})
+    if run.info.status == "RUNNING":
+        tracked.finish("KILLED")
 
 
 def supersede_orphans(uri: str, experiment_id: str, parent_run_id: str, known_trial_ids: Iterable[str]) -> int:
     """Mark child runs of trials Tune does not know as superseded (KILLED if RUNNING): trials created after
     Tune's last experiment snapshot before a driver kill. Tune's restored state never runs them again under
     that id; their configuration is suggested afresh under a new id. Returns how many were marked."""
-    from mlflow.entities import RunTag
-
     known = set(known_trial_ids)
-    c = client(uri)
     n = 0
     for r in search_child_runs(uri, parent_run_id, experiment_id):
         t = r.data.tags
         tune_trial = t.get(TAG_POPULATION, t.get(TAG_TRIAL))
         if t.get(TAG_ROLE) != "trial" or t.get(TAG_SUPERSEDED) == "true" or tune_trial in known:
             continue
-        c.log_batch(
-            r.info.run_id,
-            tags=[RunTag(TAG_SUPERSEDED, "true"), RunTag("veil.superseded_reason", "unknown to Tune after resume")],
-        )
-        if r.info.status == "RUNNING":
-            c.set_terminated(r.info.run_id, status="KILLED")
+        _supersede(uri, r, "unknown to Tune after resume")
         n += 1
     return n
 
@@ -151,25 +146,20 @@ def end_interrupted(uri: str, experiment_id: str, sweep: str) -> int:
     """Once Tune has returned, runs of `sweep` still RUNNING belong to trials it stopped mid-run (Ctrl-C,
     SIGTERM, SIGHUP): mark them KILLED and interrupted (`veil resume` runs those trials again and supersedes
     them). Returns how many were marked."""
-    from mlflow.entities import RunTag
-
-    c = client(uri)
     flt = f"tags.`{TAG_SWEEP}` = {_q(sweep)} and attributes.status = 'RUNNING'"
     runs = [r for r in search_runs(uri, flt, [experiment_id]) if r.data.tags.get(TAG_ROLE) != "sweep"]
     for r in runs:
-        c.log_batch(r.info.run_id, tags=[RunTag(TAG_INTERRUPTED, "true")])
-        c.set_terminated(r.info.run_id, status="KILLED")
+        tracked = TrackedRun(uri, r.info.run_id, experiment_id)
+        tracked.set_tags({TAG_INTERRUPTED: "true"})
+        tracked.finish("KILLED")
     return len(runs)
 
 
 def reopen_parent(uri: str, parent_run_id: str) -> None:
     """A resumed sweep's parent: RUNNING again, without the tags its interruption left (error, incomplete)."""
-    c = client(uri)
-    tags = c.get_run(parent_run_id).data.tags
-    for key in STALE_PARENT_TAGS:
-        if key in tags:
-            c.delete_tag(parent_run_id, key)
-    c.update_run(parent_run_id, status="RUNNING")
+    parent = TrackedRun(uri, parent_run_id)
+    parent.delete_tags(STALE_PARENT_TAGS)
+    parent.reopen()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -441,11 +431,8 @@ def collect(sweep: SweepRef, spec: SweepSpec | None = None) -> SweepResults:
 
 def tag_front(results: SweepResults) -> None:
     """Tag every trial run veil.pareto=true|false."""
-    from mlflow.entities import RunTag
-
-    c = client(results.tracking_uri)
     for _, row in results.trials.iterrows():
-        c.log_batch(row["run_id"], tags=[RunTag(TAG_PARETO, "true" if row["pareto"] else "false")])
+        TrackedRun(results.tracking_uri, row["run_id"]).set_tags({TAG_PARETO: "true" if row["pareto"] else "false"})
 
 
 # ----------------------------------------------------------------------------------------------

@@ -265,6 +265,13 @@ def apply(c: MlflowClient, run_id: str, op: Mapping[str, Any], base: Path | None
             c.log_artifact(run_id, str(p), op.get("dir"))
     elif kind == "end":
         c.set_terminated(run_id, status=op["status"], end_time=op.get("time"))
+    elif kind == "untag":
+        present = c.get_run(run_id).data.tags
+        for key in op["keys"]:
+            if key in present:
+                c.delete_tag(run_id, key)
+    elif kind == "reopen":
+        c.update_run(run_id, status="RUNNING")
     else:
         raise ValueError(f"unknown journal entry {kind!r}")
 

@@ -406,6 +406,14 @@ class TrackedRun:
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         self._record({"op": "tags", "tags": {k: str(v) for k, v in tags.items()}})
 
+    def delete_tags(self, keys: Sequence[str]) -> None:
+        """Remove these tags where the run has them."""
+        self._record({"op": "untag", "keys": list(keys)})
+
+    def reopen(self) -> None:
+        """RUNNING again (a resumed sweep's parent run)."""
+        self._record({"op": "reopen"})
+
     def log_text(self, text: str, artifact_file: str) -> None:
         with tempfile.TemporaryDirectory() as d:
             p = Path(d) / Path(artifact_file).name

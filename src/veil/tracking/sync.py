@@ -125,6 +125,8 @@ def _count(out: Synced, op: Mapping[str, Any]) -> None:
         out.artifacts += len(op["files"])
     elif kind == "end":
         out.status = op["status"]
+    elif kind == "reopen":
+        out.status = "RUNNING"
 
 
 def same_store(a: str, b: str) -> bool:
