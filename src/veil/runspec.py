@@ -1,22 +1,24 @@
 """What a run is: the `RunSpec` a user writes (CLI flags, a YAML run file, a sweep trial) and the `ValidatedRun`
-that `veil.run.validate` builds from it once."""
+that `veil.run.validate` builds from it once. Reading a spec loads no torch: the registries and configs that check
+its names are imported by the functions that look them up."""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import yaml
 
-from veil.audit.probes import AuditConfig
 from veil.audit.targets import Target, parse_target
 from veil.config import param
-from veil.datasets.registry import get_dataset_entry
 from veil.errors import ConfigError, UnknownNameError
-from veil.methods.federated.simulation import FederationOptions
 from veil.names import MLFLOW_NAME_LIMITS, check_mlflow_name
+
+if TYPE_CHECKING:
+    from veil.audit.probes import AuditConfig
+    from veil.methods.federated.simulation import FederationOptions
 
 RUN_KEYS = (
     "method",
@@ -40,6 +42,10 @@ RUN_KEYS = (
     "calibrate",
     "calibration",
 )
+
+EXECUTOR_CHOICES = ("auto", "inline", "ray-train")
+"""What a user may ask for as `executor` (`veil.platform.executors`); `federated` is chosen by the method, not
+asked for."""
 
 TEXT_KEYS = ("executor", "experiment", "run_name", "tracking_uri", "address", "partition", "runtime")
 """Run-spec keys whose value is a string (method and dataset are checked as names)."""
@@ -97,6 +103,8 @@ class RunSpec:
         return {"seed": self.seed, **self.params}
 
     def dataset_values(self) -> dict[str, Any]:
+        from veil.datasets.registry import get_dataset_entry
+
         values = dict(self.dataset_params)
         try:
             fields = {f.name for f in dataclasses.fields(get_dataset_entry(self.dataset).params_cls)}
@@ -278,7 +286,9 @@ class KeyRouter:
     @classmethod
     def for_run(cls, method: str, dataset: str) -> KeyRouter:
         """The router for runs of `method` on `dataset` (unknown names raise, listing the valid ones)."""
+        from veil.audit.probes import AuditConfig
         from veil.datasets.registry import get_dataset_entry
+        from veil.methods.federated.simulation import FederationOptions
         from veil.methods.registry import get_method, is_federated
 
         fields = lambda c: frozenset(f.name for f in dataclasses.fields(c))  # noqa: E731

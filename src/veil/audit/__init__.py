@@ -1,11 +1,20 @@
 """Audits of released representations: fresh probes (one classifier trainer for all of them), the one audit
 step every run goes through (`audit_release`), per-node and live audits of federations, adversary-capacity
-sweeps, seed 003's obfuscation audit and MI estimators (by registry)."""
+sweeps, seed 003's obfuscation audit and MI estimators (by registry).
 
-from veil.audit.mi import MI_ESTIMATORS, MIEstimate, estimate_mi, get_estimator, register_estimator
-from veil.audit.probes import AuditConfig, AuditReport, LabelScore, audit, audit_many, label_tasks
-from veil.audit.release import AuditOutcome, audit_release, check_mi_case
-from veil.audit.train import Classifier, train_classifier, train_classifiers_stacked
+The names below are imported from their submodule when first asked for (PEP 562), so that the light submodules
+(`targets`: parsing a leakage target) are read without loading torch."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from veil.audit.mi import MI_ESTIMATORS, MIEstimate, estimate_mi, get_estimator, register_estimator
+    from veil.audit.probes import AuditConfig, AuditReport, LabelScore, audit, audit_many, label_tasks
+    from veil.audit.release import AuditOutcome, audit_release, check_mi_case
+    from veil.audit.train import Classifier, train_classifier, train_classifiers_stacked
 
 __all__ = [
     "MI_ESTIMATORS",
@@ -26,3 +35,30 @@ __all__ = [
     "train_classifier",
     "train_classifiers_stacked",
 ]
+
+_SUBMODULE = {
+    "MI_ESTIMATORS": "mi",
+    "MIEstimate": "mi",
+    "estimate_mi": "mi",
+    "get_estimator": "mi",
+    "register_estimator": "mi",
+    "AuditConfig": "probes",
+    "AuditReport": "probes",
+    "LabelScore": "probes",
+    "audit": "probes",
+    "audit_many": "probes",
+    "label_tasks": "probes",
+    "AuditOutcome": "release",
+    "audit_release": "release",
+    "check_mi_case": "release",
+    "Classifier": "train",
+    "train_classifier": "train",
+    "train_classifiers_stacked": "train",
+}
+"""Each name of `__all__` -> the submodule that defines it."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULE:
+        return getattr(importlib.import_module(f"{__name__}.{_SUBMODULE[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

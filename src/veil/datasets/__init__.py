@@ -12,14 +12,29 @@ Layout, bottom to top (a module imports only modules listed before it, and never
 
 `partition` here is the submodule (call `partition.partition(split, scheme, nodes, seed)`): re-exporting the
 function under the same name would hide the module, so `import veil.datasets.partition` would give a function.
+
+The names below are imported from their submodule when first asked for (PEP 562), so that importing a light
+submodule (`commands`, to build the CLI's parser) does not load numpy, pandas and every loader.
 """
 
-from veil.datasets import partition
-from veil.datasets.base import Dataset, Split, TaskSpec, make_dataset
-from veil.datasets.cache import cache_dir
-from veil.datasets.entries import DATASETS, DatasetEntry, register_dataset
-from veil.datasets.partition import SCHEMES, parse_scheme
-from veil.datasets.registry import dataset_params, get_dataset_entry, load_dataset
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from veil.datasets import partition
+    from veil.datasets.base import Dataset, Split, TaskSpec, make_dataset
+    from veil.datasets.partition import SCHEMES, parse_scheme
+    from veil.datasets.registry import (
+        DATASETS,
+        DatasetEntry,
+        cache_dir,
+        dataset_params,
+        get_dataset_entry,
+        load_dataset,
+        register_dataset,
+    )
 
 __all__ = [
     "DATASETS",
@@ -37,3 +52,22 @@ __all__ = [
     "partition",
     "register_dataset",
 ]
+
+_SUBMODULE = {
+    "Dataset": "base",
+    "Split": "base",
+    "TaskSpec": "base",
+    "make_dataset": "base",
+    "SCHEMES": "partition",
+    "parse_scheme": "partition",
+}
+"""Where a name of `__all__` is defined; the others come from `registry`, which registers every built-in dataset
+(the table `DATASETS` holds them all, as it did when this package imported everything)."""
+
+
+def __getattr__(name: str) -> Any:
+    if name == "partition":  # the submodule itself
+        return importlib.import_module(f"{__name__}.partition")
+    if name in __all__:
+        return getattr(importlib.import_module(f"{__name__}.{_SUBMODULE.get(name, 'registry')}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,6 +5,8 @@ veil datasets show NAME             the dataset's card; class balance once fetch
 veil datasets fetch NAME [--from PATH] [--force]
 veil datasets verify NAME           re-hash the fetched files, compare row counts with the card
 veil datasets partition NAME --scheme dirichlet --nodes 10 --alpha 0.3 [-p key=value ...]
+
+The registry (numpy, pandas, every loader) is imported by the commands that use it, not to build the parser.
 """
 
 from __future__ import annotations
@@ -13,10 +15,7 @@ import argparse
 import sys
 from typing import Any
 
-import numpy as np
-
 from veil.config import field_table
-from veil.datasets.registry import DATASETS, get_dataset_entry, load_dataset
 from veil.errors import ConfigError, DataError
 
 
@@ -99,6 +98,7 @@ def parse_params(items: list[str]) -> dict[str, Any]:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from veil.datasets.fetch import is_fetched
+    from veil.datasets.registry import DATASETS
     from veil.plugins import load_plugins
 
     load_plugins()
@@ -121,8 +121,11 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    import numpy as np
+
     from veil.datasets.cards import card_text, load_card
     from veil.datasets.fetch import is_fetched, raw_dir
+    from veil.datasets.registry import get_dataset_entry, load_dataset
 
     entry = get_dataset_entry(args.name)
     if entry.kind != "real":  # synthetic generators and user files have no card
@@ -169,6 +172,7 @@ def _print_params(entry: Any) -> None:
 
 def cmd_fetch(args: argparse.Namespace) -> int:
     from veil.datasets.fetch import fetch
+    from veil.datasets.registry import DATASETS, get_dataset_entry
 
     entry = get_dataset_entry(args.name)
     if entry.kind != "real":
@@ -184,6 +188,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from veil.datasets.fetch import verify
     from veil.datasets.loaders.counts import check_counts
+    from veil.datasets.registry import get_dataset_entry
 
     get_dataset_entry(args.name)
     ok = True
@@ -200,6 +205,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_partition(args: argparse.Namespace) -> int:
     from veil.datasets.partition import describe, parse_scheme, partition
+    from veil.datasets.registry import load_dataset
 
     try:
         scheme, kw = parse_scheme(args.scheme)

@@ -29,6 +29,7 @@ from veil.methods.base import TrainContext
 from veil.methods.federated.core import FederatedRoles
 from veil.methods.federated.simulation import FederationOutcome, FederationPlan
 from veil.methods.registry import create_method
+from veil.runspec import EXECUTOR_CHOICES as EXECUTOR_CHOICES  # defined beside RunSpec; still importable here
 
 if TYPE_CHECKING:
     from veil.runspec import ValidatedRun
@@ -79,10 +80,6 @@ def register_executor(name: str) -> Callable[[Executor], Executor]:
         return fn
 
     return deco
-
-
-EXECUTOR_CHOICES = ("auto", "inline", "ray-train")
-"""What a user may ask for; `federated` is chosen by the method, not asked for."""
 
 
 def get_executor(name: str) -> Executor:

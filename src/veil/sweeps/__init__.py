@@ -1,15 +1,19 @@
 """Sweeps: YAML specs validated up front, Ray Tune trials suggested by Optuna samplers (by registry), Pareto
-fronts, hypervolume and reports read back from MLflow. `run_sweep` / `resume_sweep` load Ray Tune on first use,
-so reading specs and results stays cheap."""
+fronts, hypervolume and reports read back from MLflow. Every name below is imported from its submodule when
+first asked for (PEP 562): `run_sweep` / `resume_sweep` load Ray Tune and the results numpy and pandas, while
+`veil.sweeps.spec` and `veil.sweeps.commands` (the CLI's parser) stay cheap to import."""
 
-from typing import Any
+from __future__ import annotations
 
-from veil.sweeps.pareto import convex_hull_auc, hypervolume, pareto_front
-from veil.sweeps.results import SweepResults, analyze, collect, format_report
-from veil.sweeps.samplers import SAMPLERS, get_sampler
-from veil.sweeps.spec import SweepSpec, load_sweep, sweep_from_mapping
+import importlib
+from typing import TYPE_CHECKING, Any
 
-_RUNNER = ("run_sweep", "resume_sweep", "run_trial", "SweepOutcome")
+if TYPE_CHECKING:
+    from veil.sweeps.pareto import convex_hull_auc, hypervolume, pareto_front
+    from veil.sweeps.results import SweepResults, analyze, collect, format_report
+    from veil.sweeps.runner import SweepOutcome, resume_sweep, run_sweep, run_trial
+    from veil.sweeps.samplers import SAMPLERS, get_sampler
+    from veil.sweeps.spec import SweepSpec, load_sweep, sweep_from_mapping
 
 __all__ = [
     "SAMPLERS",
@@ -24,13 +28,34 @@ __all__ = [
     "load_sweep",
     "pareto_front",
     "sweep_from_mapping",
-    *_RUNNER,
+    "run_sweep",
+    "resume_sweep",
+    "run_trial",
+    "SweepOutcome",
 ]
 
+_SUBMODULE = {
+    "convex_hull_auc": "pareto",
+    "hypervolume": "pareto",
+    "pareto_front": "pareto",
+    "SweepResults": "results",
+    "analyze": "results",
+    "collect": "results",
+    "format_report": "results",
+    "run_sweep": "runner",
+    "resume_sweep": "runner",
+    "run_trial": "runner",
+    "SweepOutcome": "runner",
+    "SAMPLERS": "samplers",
+    "get_sampler": "samplers",
+    "SweepSpec": "spec",
+    "load_sweep": "spec",
+    "sweep_from_mapping": "spec",
+}
+"""Each name of `__all__` -> the submodule that defines it."""
 
-def __getattr__(name: str) -> Any:  # PEP 562: the Tune-backed runner is imported when first asked for
-    if name in _RUNNER:
-        from veil.sweeps import runner
 
-        return getattr(runner, name)
-    raise AttributeError(f"module 'veil.sweeps' has no attribute {name!r}")
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULE:
+        return getattr(importlib.import_module(f"{__name__}.{_SUBMODULE[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -115,7 +115,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from veil.sweeps.results import DEFAULT_ROOT
+    from veil.sweeps.spec import DEFAULT_ROOT
 
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(

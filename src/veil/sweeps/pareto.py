@@ -12,13 +12,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from veil.errors import ConfigError
+from veil.sweeps.spec import AUC_ORIGINS, DIRECTIONS  # the spec's vocabulary, read there without numpy
 
 __all__ = ["DIRECTIONS", "AUC_ORIGINS", "pareto_front", "hypervolume", "convex_hull_auc"]
-
-#: accepted spellings of an objective's direction (Optuna's "maximize"/"minimize" too)
-DIRECTIONS: dict[str, str] = {"max": "max", "maximize": "max", "min": "min", "minimize": "min"}
-#: convex-hull AUC origins: seed 003 reports (0, 0) and calls (0.5, 0.5) the logical one
-AUC_ORIGINS: dict[str, float] = {"zero": 0.0, "half": 0.5}
 
 _CHUNK_ELEMS = 4_000_000  # bound on the n x n x m comparison block held in memory at once
 

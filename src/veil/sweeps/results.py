@@ -28,7 +28,14 @@ import pandas as pd
 
 from veil.errors import VeilError
 from veil.sweeps.pareto import convex_hull_auc, hypervolume, pareto_front
-from veil.sweeps.spec import SweepSpec, decode_value, format_value, is_gap_metric, sweep_from_mapping
+from veil.sweeps.spec import (
+    DEFAULT_ROOT,
+    SweepSpec,
+    decode_value,
+    format_value,
+    is_gap_metric,
+    sweep_from_mapping,
+)
 from veil.tracking import PARENT_TAG, TrackedRun, check_tracking, client
 from veil.tracking.journal import LATE_TAG
 
@@ -51,7 +58,6 @@ TAG_POPULATION = "veil.population.trial"
 STD_PREFIX = "std/"
 SPEC_ARTIFACT = "sweep/spec.json"
 STATE_FILE = "veil-sweep.json"
-DEFAULT_ROOT = Path(".veil") / "sweeps"
 
 
 class SweepNotFound(VeilError, LookupError):

@@ -32,18 +32,22 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
-from veil.audit.mi import MI_ESTIMATORS
 from veil.audit.targets import parse_target
 from veil.errors import ConfigError, UnknownNameError
-from veil.methods.registry import is_federated
 from veil.names import check_mlflow_name
-from veil.platform.executors import EXECUTOR_CHOICES
-from veil.runspec import KeyRouter, centralized_refusal, check_keys, read_yaml_file
-from veil.sweeps.pareto import AUC_ORIGINS, DIRECTIONS
+from veil.runspec import EXECUTOR_CHOICES, KeyRouter, centralized_refusal, check_keys, read_yaml_file
 from veil.sweeps.samplers import sampler_entry, sampler_names
 
 # ----------------------------------------------------------------------------------------------
-# vocabulary
+# vocabulary (this module loads no torch, numpy or MLflow: the method, dataset and MI-estimator registries, which
+# do, are imported by the checks that look a name up in them: `check_names`, and a metric named `mi/...`)
+
+#: accepted spellings of an objective's direction (Optuna's "maximize"/"minimize" too)
+DIRECTIONS: dict[str, str] = {"max": "max", "maximize": "max", "min": "min", "minimize": "min"}
+#: convex-hull AUC origins: seed 003 reports (0, 0) and calls (0.5, 0.5) the logical one
+AUC_ORIGINS: dict[str, float] = {"zero": 0.0, "half": 0.5}
+#: where Tune keeps sweeps (`--storage`): <root>/<sweep name>
+DEFAULT_ROOT = Path(".veil") / "sweeps"
 
 SPEC_KEYS = (
     "description",
@@ -239,8 +243,11 @@ def _family(metric: str) -> str | None:
             return "run"
         if prefix in scen:
             return "obfuscation"
-        if prefix == "mi" and re.match(rf"^({'|'.join(map(re.escape, MI_ESTIMATORS))})/[^/]+$", label):
-            return "mi"
+        if prefix == "mi":
+            from veil.audit.mi import MI_ESTIMATORS
+
+            if re.match(rf"^({'|'.join(map(re.escape, MI_ESTIMATORS))})/[^/]+$", label):
+                return "mi"
         if prefix == "capacity" and re.match(r"^(utility|adversary)_(acc|auc)/[^/]+/[^/]+(/std)?$", label):
             return "capacity"
     return None
@@ -937,11 +944,12 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
     check_keys(data, SPEC_KEYS, "sweep spec", where)
     method, dataset = data["method"], data["dataset"]
     sections = _Sections(method, dataset, where, check_names)
-    federated = (
-        is_federated(method)
-        if check_names
-        else bool(data.get("partition") or data.get("runtime") or data.get("federation"))
-    )
+    if check_names:
+        from veil.methods.registry import is_federated
+
+        federated = is_federated(method)
+    else:
+        federated = bool(data.get("partition") or data.get("runtime") or data.get("federation"))
 
     params = _mapping(data, "params", where)
     dparams = _mapping(data, "dataset_params", where)
