@@ -81,3 +81,21 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
         if v not in index:
             visit(v)
     return out
+
+
+def package_graph(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The same imports between packages: a module counts as its package (its `__init__` too), and a module
+    directly under `veil` (config, run, cli, ...) as itself. A cycle here (a subpackage importing its parent's
+    modules while they import it) is a layering knot even when no two modules import each other."""
+    mods = modules()
+
+    def node(m: str) -> str:
+        if mods[m].name == "__init__.py":
+            return m
+        parent = m.rpartition(".")[0]
+        return m if parent == "veil" else parent
+
+    out: dict[str, set[str]] = {node(m): set() for m in edges}
+    for m, targets in edges.items():
+        out[node(m)] |= {node(t) for t in targets if node(t) != node(m)}
+    return out

@@ -165,9 +165,9 @@ def check(cmd: str, capsys) -> None:
         assert all(f'"{m}:' in pyproject for flag, m in zip(argv, argv[1:]) if flag == "-m")
     elif argv[:4] == ["pip", "install", "-e", "examples/plugin"]:
         assert '[project.entry-points."veil.methods"]' in (ROOT / "examples/plugin/pyproject.toml").read_text()
-    elif argv[:3] == ["python", "-m", "veil.methods.conformance"]:
+    elif argv[:3] == ["python", "-m", "veil.audit.conformance"]:
         args = ["--help"] if is_synopsis(argv[3:]) else argv[3:]
-        plugin_process([sys.executable, "-m", "veil.methods.conformance", *args])
+        plugin_process([sys.executable, "-m", "veil.audit.conformance", *args])
     elif argv[0] == "veil" and PLUGIN_NAMES & set(argv):  # the example plugin's names: run where it is installed
         plugin_process([str(Path(sys.executable).with_name("veil")), *veil_plan(argv[1:])])
     elif argv[0] == "veil":

@@ -41,7 +41,7 @@ def test_the_plugin_is_listed_and_runs_with_its_own_dataset(plugin_env, tmp_path
 
 def test_the_plugin_passes_the_conformance_rules(plugin_env, tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "veil.methods.conformance", "mean-nulling"],
+        [sys.executable, "-m", "veil.audit.conformance", "mean-nulling"],
         env={**plugin_env, "OMP_NUM_THREADS": "1"},
         capture_output=True,
         text=True,

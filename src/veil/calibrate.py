@@ -42,8 +42,8 @@ from veil.config import build
 from veil.datasets.base import Dataset, split_indices
 from veil.errors import ConfigError, DataError
 from veil.methods.base import Method, PrivacyKnob
-from veil.methods.randomness import derive_seed
 from veil.methods.registry import get_method
+from veil.randomness import derive_seed
 from veil.runspec import CalibrationConfig
 
 if TYPE_CHECKING:

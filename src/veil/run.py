@@ -69,7 +69,7 @@ def epoch_hook(context: Mapping[str, Any]) -> Callable[[int, dict[str, float]], 
 def validate(spec: RunSpec) -> ValidatedRun:
     """Check and build method, dataset, audit and execution settings, once; raises before anything is trained."""
     from veil.platform.executors import EXECUTOR_CHOICES, choose_executor
-    from veil.platform.fed.runtime import get_runtime
+    from veil.platform.federation import get_runtime
 
     mcfg = method_config(spec.method, spec.method_values())
     dcfg = dataset_params(spec.dataset, spec.dataset_values())

@@ -18,7 +18,7 @@ from veil.datasets import load_dataset
 from veil.datasets.base import Split
 from veil.errors import DataError
 from veil.methods import create_method
-from veil.platform.fed.runtime import plan_on, run_planned
+from veil.platform.federation import plan_on, run_planned
 
 SETTINGS = {"hidden": (16, 8), "epochs": 4, "lr": 1e-2, "batch_size": 32}
 CFG = AuditConfig(epochs=4, hidden=(16,), batch_size=32)

@@ -113,7 +113,7 @@ def test_coordinator_dying_mid_round_replays_the_round_exactly(ray_local, tmp_pa
     from veil.datasets import load_dataset
     from veil.methods import create_method
     from veil.methods.federated.simulation import FederationOptions, run_in_process
-    from veil.platform.fed.runtime import plan_on, run_planned
+    from veil.platform.federation import plan_on, run_planned
 
     ds = load_dataset("gaussian-octant", {"n": 300})
     cfg = {"K": 3, "epochs": 2, "d_z": 3, "batch_size": 64, "encoder_hidden": [16], "seed": 0, "release_seed": 0}

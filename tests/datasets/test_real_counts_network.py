@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from veil.datasets import load_dataset
+from veil.datasets.counts import check_counts, raw_counts
 from veil.datasets.fetch import fetch, verify
-from veil.datasets.loaders.counts import check_counts, raw_counts
 
 pytestmark = pytest.mark.network
 

@@ -4,9 +4,9 @@ z has the release's width and carries the utility label. A federated method whos
 
 import pytest
 
+from veil.audit.conformance import UTILITY_AUC_FLOOR, ConformanceError, check_method
 from veil.datasets import load_dataset
 from veil.methods import METHODS
-from veil.methods.conformance import UTILITY_AUC_FLOOR, ConformanceError, check_method
 
 # Every hyperparameter is given, so a change of defaults does not move the utility asserted below. Methods
 # whose privacy knob (noise, eps) or slow start would blur z after 2 epochs get a loose knob and a few more

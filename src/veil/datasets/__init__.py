@@ -6,8 +6,8 @@ Layout, bottom to top (a module imports only modules listed before it, and never
   formats: raw-file readers shared by fetch and the loaders; partition: federated partitioners;
 - entries: DatasetEntry, DATASETS, register_dataset; cache: cache_dir and the Parquet form;
 - fetch: `veil datasets fetch` into the cache; files: the user's own .csv / .parquet files;
-- synthetic, loaders: the datasets, registered on import;
-- registry: get_dataset_entry, dataset_params, load_dataset (imports synthetic and loaders);
+- synthetic, tabular, images, hapt (helpers in loading, raw counts in counts): the datasets, registered on import;
+- registry: get_dataset_entry, dataset_params, load_dataset (imports synthetic and the loaders);
 - commands: the `veil datasets` CLI.
 
 `partition` here is the submodule (call `partition.partition(split, scheme, nodes, seed)`): re-exporting the

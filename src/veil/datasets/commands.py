@@ -186,8 +186,8 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    from veil.datasets.counts import check_counts
     from veil.datasets.fetch import verify
-    from veil.datasets.loaders.counts import check_counts
     from veil.datasets.registry import get_dataset_entry
 
     get_dataset_entry(args.name)

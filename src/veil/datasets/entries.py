@@ -26,7 +26,7 @@ class DatasetEntry:
 
 
 DATASETS: dict[str, DatasetEntry] = {}
-"""Every registered dataset by name (filled as veil.datasets.synthetic and veil.datasets.loaders load)."""
+"""Every registered dataset by name (filled as veil.datasets.synthetic and the real-data loaders (tabular, images, hapt) load)."""
 
 Builder = Callable[[Any], Dataset]
 

@@ -1,6 +1,6 @@
 """Readers of raw dataset files needed both by a loader and by `veil datasets fetch`: the CelebA attribute
 and partition lists and the square crop that fetch (veil.datasets.fetch) uses to build images-64.npy from the
-aligned JPEGs, which the CelebA loader (veil.datasets.loaders.images) then reads. Kept apart from both so that
+aligned JPEGs, which the CelebA loader (veil.datasets.images) then reads. Kept apart from both so that
 neither imports the other."""
 
 from __future__ import annotations

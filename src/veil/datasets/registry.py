@@ -1,7 +1,7 @@
 """Datasets by name: look up an entry, validate its parameters, build it (results cached as Parquet).
 
 The top of veil.datasets: it imports the generators (veil.datasets.synthetic) and the real-data loaders
-(veil.datasets.loaders) so that every dataset is registered once this module is loaded. The table itself
+(veil.datasets.tabular, .images, .hapt) so that every dataset is registered once this module is loaded. The table itself
 (`DatasetEntry`, `DATASETS`, `register_dataset`) lives in veil.datasets.entries and `cache_dir` in
 veil.datasets.cache; both are re-exported here for existing callers."""
 
@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from veil import config
-from veil.datasets import loaders as loaders  # imported for its @register_dataset side effects
-from veil.datasets import synthetic as synthetic  # imported for its @register_dataset side effects
+from veil.datasets import hapt, images, synthetic, tabular  # noqa: F401 (they register the datasets on import)
 from veil.datasets.base import Dataset
 from veil.datasets.cache import cache_dir, read_parquet, write_parquet
 from veil.datasets.entries import DATASETS, FILE_SUFFIXES, DatasetEntry, is_file_dataset, register_dataset

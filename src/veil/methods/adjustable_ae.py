@@ -42,8 +42,8 @@ from veil.errors import ConfigError
 from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, PrivacyKnob, TrainContext, step
 from veil.methods.nets import loss_row, loss_sum, make_optimizer, mlp
 from veil.methods.population import Fitted, register_population
-from veil.methods.randomness import gaussian_like
 from veil.methods.registry import register_method
+from veil.randomness import gaussian_like
 
 
 @dataclass(frozen=True)

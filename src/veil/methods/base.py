@@ -3,7 +3,7 @@
 A method is built from a typed config and a TaskSpec (input width, label class counts). `fit` plays
 the method's game on a training split, reporting one row of losses per epoch through a TrainContext
 (inline: a progress bar; under Ray Train: `ray.train.report`); `encode` releases z, drawing any release
-noise from a fresh generator (`veil.methods.randomness`); `state` / `load_state` move trained weights
+noise from a fresh generator (`veil.randomness`); `state` / `load_state` move trained weights
 between processes (checkpoints load with weights_only=True)."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from torch import nn
 from veil.config import MAX_EPOCHS, as_params, param
 from veil.datasets.base import Split, TaskSpec
 from veil.methods.deviations import release_seed_deviation
-from veil.methods.randomness import METHOD_STREAM, release_generator
+from veil.randomness import METHOD_STREAM, release_generator
 
 #: the values of every method's `preset` field
 PRESETS = ("default", "paper")

@@ -27,8 +27,8 @@ from veil.methods.base import (
 )
 from veil.methods.mechanisms import LaplaceMechanism, l1_sensitivity
 from veil.methods.nets import make_optimizer, mlp
-from veil.methods.randomness import gaussian_like
 from veil.methods.registry import register_method
+from veil.randomness import gaussian_like
 
 
 @dataclass(frozen=True)

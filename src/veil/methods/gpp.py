@@ -34,8 +34,8 @@ from veil.methods.population import (
     shared,
     train_members,
 )
-from veil.methods.randomness import gaussian_like
 from veil.methods.registry import register_method
+from veil.randomness import gaussian_like
 
 
 @dataclass(frozen=True)

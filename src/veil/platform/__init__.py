@@ -1,5 +1,5 @@
 """Transport only: where a validated run trains. Executors by name (`inline`, `ray-train`, `federated`), the
-federation's Ray runtimes (`fed/`), and the one place Veil starts or joins Ray (`cluster`)."""
+federation's Ray runtimes (`federation`), and the one place Veil starts or joins Ray (`cluster`)."""
 
 from veil.platform.cluster import THREAD_ENV, ensure_ray
 from veil.platform.executors import (

@@ -5,7 +5,7 @@ and hands back a `TrainOutcome`.
 - `inline`: `Method.fit` in this process (CPU, or the first CUDA device when asked for and present).
 - `ray-train`: the same `fit` under a Ray Train `TorchTrainer`, data-parallel over `num_workers`.
 - `federated`: the federation's rounds over node hosts in process, one Ray actor per node, or virtual
-  nodes (`veil.platform.fed.runtime.RUNTIMES`).
+  nodes (`veil.platform.federation.RUNTIMES`).
 `auto` resolves to ray-train whenever a GPU or more than one worker is asked for, inline otherwise (a
 TorchTrainer spends ~15 s starting); federated methods always use `federated`. A GPU asked for where no
 CUDA device exists (and every federated run, whose nodes train on CPU) prints a warning on the console and
@@ -217,7 +217,7 @@ def ray_train(run: ValidatedRun, ds: Dataset, storage: Path) -> Job:
 def federated(run: ValidatedRun, ds: Dataset, storage: Path) -> Job:
     """Partition and place the federation (refusing what cannot run), then run its rounds."""
     from veil.audit.nodes import live_auditor
-    from veil.platform.fed.runtime import plan_on, run_planned
+    from veil.platform.federation import plan_on, run_planned
 
     spec = run.spec
     if spec.use_gpu:

@@ -485,7 +485,7 @@ def on_ray_actors(spec: SweepSpec) -> bool:
 def federation_bundles(spec: SweepSpec, config: Mapping[str, Any]) -> list[dict[str, float]]:
     """The placement group of one federated trial: its driver, the coordinator and the node hosts the trial's
     K (searched or fixed) and runtime call for, within `resources.cpus`."""
-    from veil.platform.fed.runtime import trial_bundles
+    from veil.platform.federation import trial_bundles
     from veil.run import validate
 
     values = {k: decode_value(v) for k, v in config.items() if k != CTX_KEY}

@@ -137,7 +137,7 @@ OBFUSCATION_SCENARIOS = (
     "provider_utility",
     "original_utility",
 )
-#: metrics only federated runs log (veil.platform.fed.runner)
+#: metrics only federated runs log (veil.platform.federation)
 FEDERATED_METRICS = (
     "rounds",
     "bytes_up_total",

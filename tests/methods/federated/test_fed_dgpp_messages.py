@@ -32,7 +32,7 @@ from veil.methods.federated.simulation import (
     run_in_process,
 )
 from veil.platform.executors import NODE_LOCAL_NOTE
-from veil.platform.fed.runtime import plan_on, run_planned
+from veil.platform.federation import plan_on, run_planned
 from veil.run import RunSpec, execute, load_method
 
 

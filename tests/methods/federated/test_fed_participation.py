@@ -11,7 +11,7 @@ from veil.datasets import load_dataset
 from veil.methods import create_method
 from veil.methods.federated.core import Objective
 from veil.methods.federated.simulation import FederationOptions, run_in_process
-from veil.platform.fed.runtime import plan_on, run_planned
+from veil.platform.federation import plan_on, run_planned
 
 
 def test_fraction_samples_the_same_nodes_for_the_same_seed():

@@ -2,7 +2,7 @@
 per method with its client and server roles, long-lived `Node`s inside `NodeHost`s, the `Coordinator`'s
 round loop, aggregation rules by name, the vectorised stacks (`torch.func`) that run many nodes as one
 ensemble, and the in-process simulation. Nothing here imports Ray, MLflow, Optuna or anything above
-`veil.methods`; the Ray transports of the same host / coordinator live in `veil.platform.fed`."""
+`veil.methods`; the Ray transports of the same host / coordinator live in `veil.platform.federation`."""
 
 from veil.methods.federated.aggregation import AGGREGATION_RULES, aggregate, get_rule, register_rule
 from veil.methods.federated.coordinator import Coordinator, Pool, RoundRecord

@@ -26,7 +26,7 @@ import torch
 
 from veil.datasets.base import Split
 from veil.errors import ConfigError, VeilError
-from veil.methods.randomness import NODE_RELEASE_STREAM, NODE_STREAM, derive_seed, release_generator
+from veil.randomness import NODE_RELEASE_STREAM, NODE_STREAM, derive_seed, release_generator
 
 PICKLE_PROTOCOL = 5
 NOT_JOINED = "not-joined"

@@ -1,6 +1,6 @@
 """A node host: one process-resident object holding one or many long-lived `Node`s of a federated method.
 
-The host is a plain class; `veil.platform.fed.runtime` wraps it in a Ray actor. Every call takes and
+The host is a plain class; `veil.platform.federation` wraps it in a Ray actor. Every call takes and
 returns serialized messages (bytes) keyed by node id, so what crosses the process boundary is exactly
 what the coordinator counted. With several nodes, `client_update_many` runs them as one vectorised
 ensemble; with one node (one actor per node) it is the same code with P = 1. A node's own metrics

@@ -4,7 +4,7 @@ shards, then drive the coordinator's rounds over a pool of node hosts.
 Everything that can be refused is refused in `plan_federation`, before any host starts: K larger than
 the number of rows, a partition leaving a node empty, per-node objectives naming unknown labels, a
 malformed fault plan. The in-process pool (`LocalPool`) lives here; Ray transports of the same pool
-interface live in `veil.platform.fed.runtime`. Nothing here imports Ray."""
+interface live in `veil.platform.federation`. Nothing here imports Ray."""
 
 from __future__ import annotations
 

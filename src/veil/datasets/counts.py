@@ -10,7 +10,7 @@ from veil.datasets.fetch import require_fetched, storage_name
 
 
 def _adult() -> dict[str, int]:
-    from veil.datasets.loaders.tabular import read_adult
+    from veil.datasets.tabular import read_adult
 
     cols = load_card("adult").column_names
     d = require_fetched("adult")
@@ -23,7 +23,7 @@ def _adult() -> dict[str, int]:
 
 
 def _compas() -> dict[str, int]:
-    from veil.datasets.loaders.tabular import propublica_filter, read_compas
+    from veil.datasets.tabular import propublica_filter, read_compas
 
     raw = read_compas(require_fetched("compas") / "compas-scores-two-years.csv")
     f = propublica_filter(raw)
@@ -41,7 +41,7 @@ def _titanic() -> dict[str, int]:
 
 
 def _mnist() -> dict[str, int]:
-    from veil.datasets.loaders.images import read_mnist_json
+    from veil.datasets.images import read_mnist_json
 
     d = require_fetched("mnist")
     x, _ = read_mnist_json([d / f"{k}.json" for k in range(10)])
@@ -49,14 +49,14 @@ def _mnist() -> dict[str, int]:
 
 
 def _fashion() -> dict[str, int]:
-    from veil.datasets.loaders.images import FASHION_FILES, read_idx
+    from veil.datasets.images import FASHION_FILES, read_idx
 
     d = require_fetched("fashion-mnist")
     return {f: len(read_idx(d / f)) for f in FASHION_FILES}
 
 
 def _hapt() -> dict[str, int]:
-    from veil.datasets.loaders.hapt import read_matrix
+    from veil.datasets.hapt import read_matrix
 
     d = require_fetched("hapt")
     return {f: len(read_matrix(d / f, None)) for f in ("X_train.txt", "X_test.txt")}

@@ -13,7 +13,7 @@ import pandas as pd
 
 from veil.config import param
 from veil.datasets.base import Dataset, assemble
-from veil.datasets.loaders.common import random_split, raw_file, register_real
+from veil.datasets.loading import random_split, raw_file, register_real
 from veil.errors import DataError
 
 N_FEATURES = 561

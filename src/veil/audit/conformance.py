@@ -4,7 +4,7 @@ small task, a history of the right shape, a release of the right width that carr
 state that round-trips. A federated method whose clients keep their encoders is released by its clients and
 refuses to encode anywhere else.
 
-    python -m veil.methods.conformance NAME [--set KEY=VALUE ...]    # a plugin author's check of a method"""
+    python -m veil.audit.conformance NAME [--set KEY=VALUE ...]    # a plugin author's check of a method"""
 
 from __future__ import annotations
 
