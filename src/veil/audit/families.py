@@ -11,8 +11,7 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from veil.audit.train import sklearn_proba, train_classifier
-from veil.errors import UnknownNameError
-from veil.plugins import load_plugins
+from veil.registry import Registry
 
 __all__ = ["ProbeBudget", "ProbeFamily", "PROBE_FAMILIES", "get_probe", "probe_names", "register_probe"]
 
@@ -52,34 +51,24 @@ class ProbeFamily:
 
 
 #: registered probe families by name, weakest to strongest among Veil's own
-PROBE_FAMILIES: dict[str, ProbeFamily] = {}
+PROBE_FAMILIES: Registry[ProbeFamily] = Registry("probe family")
 
 
 def register_probe(name: str, summary: str, *, seeded: bool = True) -> Callable[[FitPredict], FitPredict]:
     """Function decorator adding a `FitPredict` to `PROBE_FAMILIES` under `name`. The function returns an
     (len(z_test), n_classes) array of class probabilities (rows summing to 1)."""
 
-    def add(fn: FitPredict) -> FitPredict:
-        if name in PROBE_FAMILIES:
-            raise ValueError(f"probe family {name!r} registered twice")
-        PROBE_FAMILIES[name] = ProbeFamily(name, fn, summary, seeded)
-        return fn
-
-    return add
+    return PROBE_FAMILIES.decorator(name, lambda fn: ProbeFamily(name, fn, summary, seeded))
 
 
 def probe_names() -> tuple[str, ...]:
     """Every registered probe family's name (plugins included)."""
-    load_plugins()
-    return tuple(PROBE_FAMILIES)
+    return PROBE_FAMILIES.names()
 
 
 def get_probe(name: str) -> ProbeFamily:
     """The probe family registered as `name` (plugins included), or UnknownNameError listing the valid names."""
-    load_plugins()
-    if name not in PROBE_FAMILIES:
-        raise UnknownNameError("probe family", str(name), list(PROBE_FAMILIES))
-    return PROBE_FAMILIES[name]
+    return PROBE_FAMILIES.lookup(name)
 
 
 def _mlp(name: str, hidden: tuple[int, ...], summary: str) -> None:

@@ -32,9 +32,9 @@ from scipy.spatial import cKDTree
 from scipy.special import digamma
 
 from veil.audit.train import Standardizer, seeded_torch, sklearn_proba, train_classifier
-from veil.errors import ConfigError, UnknownNameError
+from veil.errors import ConfigError
 from veil.methods.nets import mlp
-from veil.plugins import load_plugins
+from veil.registry import Registry
 
 __all__ = [
     "DEFAULT_KNN_MAX_DIM",
@@ -553,7 +553,7 @@ class MIEstimator:
 
 
 #: registered MI estimators by name
-MI_ESTIMATORS: dict[str, MIEstimator] = {}
+MI_ESTIMATORS: Registry[MIEstimator] = Registry("MI estimator")
 
 
 def register_estimator(name: str, summary: str, *, max_dim: int | None = None) -> Callable[[EstimateFn], EstimateFn]:
@@ -561,21 +561,14 @@ def register_estimator(name: str, summary: str, *, max_dim: int | None = None) -
 
     `AuditConfig.mi` accepts the name once it is registered (a plugin's: once plugins load, at the first lookup)."""
 
-    def add(fn: EstimateFn) -> EstimateFn:
-        if name in MI_ESTIMATORS or name == "none":
-            raise ValueError(f"MI estimator {name!r} registered twice (or reserved)")
-        MI_ESTIMATORS[name] = MIEstimator(name, fn, summary, max_dim)
-        return fn
-
-    return add
+    if name == "none":
+        raise ValueError("MI estimator 'none' is reserved (AuditConfig.mi = 'none': no estimate)")
+    return MI_ESTIMATORS.decorator(name, lambda fn: MIEstimator(name, fn, summary, max_dim))
 
 
 def get_estimator(name: str) -> MIEstimator:
     """The estimator registered as `name` (plugins included), or UnknownNameError listing the valid names."""
-    load_plugins()
-    if name not in MI_ESTIMATORS:
-        raise UnknownNameError("MI estimator", str(name), list(MI_ESTIMATORS))
-    return MI_ESTIMATORS[name]
+    return MI_ESTIMATORS.lookup(name)
 
 
 def check_release_width(name: str, width: int, field: str = "audit.mi") -> None:

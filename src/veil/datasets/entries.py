@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from veil.datasets.base import Dataset
+from veil.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -25,8 +26,8 @@ class DatasetEntry:
     (None: params only)."""
 
 
-DATASETS: dict[str, DatasetEntry] = {}
-"""Every registered dataset by name (filled as veil.datasets.synthetic and the real-data loaders (tabular, images, hapt) load)."""
+DATASETS: Registry[DatasetEntry] = Registry("dataset")
+"""Every registered dataset by name (filled as veil.datasets.synthetic and the real-data loaders load)."""
 
 Builder = Callable[[Any], Dataset]
 
@@ -40,13 +41,7 @@ def register_dataset(
 ) -> Callable[[Builder], Builder]:
     """Decorator registering `builder(params) -> Dataset` under `name`."""
 
-    def deco(fn: Builder) -> Builder:
-        if name in DATASETS:
-            raise ValueError(f"dataset {name!r} registered twice")
-        DATASETS[name] = DatasetEntry(name, params_cls, fn, description, kind, fingerprint)
-        return fn
-
-    return deco
+    return DATASETS.decorator(name, lambda fn: DatasetEntry(name, params_cls, fn, description, kind, fingerprint))
 
 
 FILE_SUFFIXES = (".csv", ".parquet", ".pq")

@@ -20,6 +20,7 @@ from veil.datasets.base import Split, TaskSpec
 from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext, show
 from veil.methods.federated.ensemble import Stack, StackedOptimizer
 from veil.methods.nets import ClassifierBank
+from veil.registry import Registry
 
 #: each member's fitted method and its per-epoch loss rows (the rows `Method.fit` returns)
 Fitted = list[tuple[Method, list[dict[str, float]]]]
@@ -46,19 +47,12 @@ class PopulationForm:
         return self.train(configs, task, train, ctx)
 
 
-POPULATIONS: dict[str, PopulationForm] = {}
+POPULATIONS: Registry[PopulationForm] = Registry("population form", plugins=False)
 
 
 def register_population(method_name: str, knobs: Sequence[str]) -> Callable[[PopulationTrainer], PopulationTrainer]:
     """Decorator registering the population trainer of method `method_name`, whose members may differ in `knobs`."""
-
-    def deco(fn: PopulationTrainer) -> PopulationTrainer:
-        if method_name in POPULATIONS:
-            raise ValueError(f"population form of {method_name!r} registered twice")
-        POPULATIONS[method_name] = PopulationForm(method_name, tuple(knobs), fn)
-        return fn
-
-    return deco
+    return POPULATIONS.decorator(method_name, lambda fn: PopulationForm(method_name, tuple(knobs), fn))
 
 
 def population_form(name: str) -> PopulationForm | None:

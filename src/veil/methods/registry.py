@@ -6,27 +6,21 @@ from typing import Any, Mapping
 
 from veil.config import build
 from veil.datasets.base import TaskSpec
-from veil.errors import UnknownNameError
 from veil.methods.base import Method, MethodConfig
-from veil.plugins import load_plugins
+from veil.registry import Registry
 
-METHODS: dict[str, type[Method]] = {}
+METHODS: Registry[type[Method]] = Registry("method")
 
 
 def register_method(cls: type[Method]) -> type[Method]:
     """Class decorator adding `cls` to the registry under `cls.name`."""
-    if cls.name in METHODS:
-        raise ValueError(f"method {cls.name!r} registered twice")
-    METHODS[cls.name] = cls
+    METHODS.add(cls.name, cls)
     return cls
 
 
 def get_method(name: str) -> type[Method]:
     """The method class registered as `name` (plugins included), or an error listing the valid names."""
-    load_plugins()
-    if name not in METHODS:
-        raise UnknownNameError("method", name, list(METHODS))
-    return METHODS[name]
+    return METHODS.lookup(name)
 
 
 def method_config(name: str, values: Mapping[str, Any] | None = None) -> MethodConfig:

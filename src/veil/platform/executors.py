@@ -24,11 +24,11 @@ import torch
 
 from veil.console import warn
 from veil.datasets.base import Dataset
-from veil.errors import UnknownNameError
 from veil.methods.base import TrainContext
 from veil.methods.federated.core import FederatedRoles
 from veil.methods.federated.simulation import FederationOutcome, FederationPlan
 from veil.methods.registry import create_method
+from veil.registry import Registry
 from veil.runspec import EXECUTOR_CHOICES as EXECUTOR_CHOICES  # defined beside RunSpec; still importable here
 
 if TYPE_CHECKING:
@@ -69,24 +69,17 @@ class Executor(Protocol):
     def __call__(self, run: ValidatedRun, ds: Dataset, storage: Path) -> Job: ...
 
 
-EXECUTORS: dict[str, Executor] = {}
+EXECUTORS: Registry[Executor] = Registry("executor", plugins=False)
 
 
 def register_executor(name: str) -> Callable[[Executor], Executor]:
     """Decorator adding an executor under `name`."""
-
-    def deco(fn: Executor) -> Executor:
-        EXECUTORS[name] = fn
-        return fn
-
-    return deco
+    return EXECUTORS.decorator(name, lambda fn: fn)
 
 
 def get_executor(name: str) -> Executor:
     """The executor registered as `name`, or an error listing the valid names."""
-    if name not in EXECUTORS:
-        raise UnknownNameError("executor", name, list(EXECUTORS))
-    return EXECUTORS[name]
+    return EXECUTORS.lookup(name)
 
 
 def choose_executor(executor: str, num_workers: int, use_gpu: bool, federated: bool = False) -> str:

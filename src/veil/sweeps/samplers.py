@@ -13,8 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Protocol
 
-from veil.errors import UnknownNameError
-from veil.plugins import load_plugins
+from veil.registry import Registry
 
 if TYPE_CHECKING:
     from optuna.samplers import BaseSampler
@@ -50,20 +49,14 @@ class SamplerEntry:
     """Keys a spec's `sampler_options` may hold (the seed always comes from `sampler_seed`)."""
 
 
-_REGISTRY: dict[str, SamplerEntry] = {}
+_REGISTRY: Registry[SamplerEntry] = Registry("sampler")
 
 
 def register_sampler(name: str, options: tuple[str, ...] = ()) -> Callable[[SamplerFactory], SamplerFactory]:
     """Register a sampler factory under `name` (a decorator), with the Optuna constructor options a spec may set
     for it: Veil's own below, a plugin's from its `veil.samplers` entry point (docs/extending.md)."""
 
-    def deco(factory: SamplerFactory) -> SamplerFactory:
-        if name in _REGISTRY:
-            raise ValueError(f"sampler {name!r} is registered twice")
-        _REGISTRY[name] = SamplerEntry(name, factory, tuple(options))
-        return factory
-
-    return deco
+    return _REGISTRY.decorator(name, lambda factory: SamplerEntry(name, factory, tuple(options)))
 
 
 @register_sampler("nsga2", options=("population_size", "mutation_prob", "crossover_prob", "swapping_prob"))
@@ -104,17 +97,12 @@ SAMPLER_OPTIONS: dict[str, tuple[str, ...]] = {name: e.options for name, e in _R
 
 def sampler_names() -> tuple[str, ...]:
     """Every valid `sampler` value: Veil's own and the installed plugins'."""
-    load_plugins()
-    return tuple(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def sampler_entry(name: str, where: str | None = None) -> SamplerEntry:
     """The registered entry for `name` (plugins included); UnknownNameError (listing the valid names) otherwise."""
-    load_plugins()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise UnknownNameError("sampler", name, list(_REGISTRY), where=where) from None
+    return _REGISTRY.lookup(name, where)
 
 
 def get_sampler(name: str, where: str | None = None) -> SamplerFactory:

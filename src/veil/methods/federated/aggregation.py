@@ -8,33 +8,22 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from veil.errors import UnknownNameError
-from veil.plugins import load_plugins
+from veil.registry import Registry
 
 Update = tuple[np.ndarray, np.ndarray, int]
 Rule = Callable[[int, np.ndarray, Sequence[Update]], np.ndarray]
 
-AGGREGATION_RULES: dict[str, Rule] = {}
+AGGREGATION_RULES: Registry[Rule] = Registry("aggregation")
 
 
 def register_rule(name: str) -> Callable[[Rule], Rule]:
     """Decorator adding an aggregation rule under `name`."""
-
-    def deco(fn: Rule) -> Rule:
-        if name in AGGREGATION_RULES:
-            raise ValueError(f"aggregation rule {name!r} registered twice")
-        AGGREGATION_RULES[name] = fn
-        return fn
-
-    return deco
+    return AGGREGATION_RULES.decorator(name, lambda rule: rule)
 
 
 def get_rule(name: str) -> Rule:
     """The rule registered as `name` (plugins included), or an error listing the valid names."""
-    load_plugins()
-    if name not in AGGREGATION_RULES:
-        raise UnknownNameError("aggregation", name, list(AGGREGATION_RULES))
-    return AGGREGATION_RULES[name]
+    return AGGREGATION_RULES.lookup(name)
 
 
 def aggregate(name: str, size: int, previous: np.ndarray, updates: Sequence[Update]) -> np.ndarray:
