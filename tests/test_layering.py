@@ -38,6 +38,14 @@ def test_no_import_cycles_between_packages():
     assert cycles(package_graph(edges)) == []
 
 
+def test_sweep_trials_import_nothing_of_the_driver():
+    """The sweep's process boundary: veil.sweeps.trial runs in Ray workers and imports neither the driver nor the
+    driver's progress monitor (the driver imports it, not the other way round)."""
+    edges, _ = graph()
+    assert edges["veil.sweeps.trial"].isdisjoint({"veil.sweeps.driver", "veil.sweeps.monitor"})
+    assert "veil.sweeps.trial" in edges["veil.sweeps.driver"]
+
+
 def test_cycle_detector_sees_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 

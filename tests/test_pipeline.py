@@ -144,8 +144,8 @@ def test_federated_run_validates_each_config_once(in_tmp, builds):
 
 
 def test_sweep_trial_validates_each_config_once(in_tmp, builds):
-    from veil.sweeps.runner import run_trial
     from veil.sweeps.spec import sweep_from_mapping
+    from veil.sweeps.trial import run_trial
     from veil.tracking.mlflow_run import resolve_tracking_uri
 
     spec = sweep_from_mapping(

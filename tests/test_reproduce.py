@@ -322,7 +322,7 @@ def test_an_interrupted_sweep_stops_the_suite(monkeypatch, capsys):
     import types
 
     import veil.reproduce as rp
-    import veil.sweeps.runner as runner
+    import veil.sweeps.driver as driver
 
     suite = load_repro_suite(TOY / "suite.yaml")
     todo = rp.variants(suite, ())
@@ -333,7 +333,7 @@ def test_an_interrupted_sweep_stops_the_suite(monkeypatch, capsys):
         started.append(name)
         return types.SimpleNamespace(incomplete=True, name=name)
 
-    monkeypatch.setattr(runner, "run_sweep", fake_run_sweep)
+    monkeypatch.setattr(driver, "run_sweep", fake_run_sweep)
     with pytest.raises(KeyboardInterrupt, match=f"{len(todo) - 1} later sweep"):
         rp._run_all(suite, "quick", "sqlite:///unused.db", None, todo)
     assert len(started) == 1

@@ -137,7 +137,7 @@ def description_of(dom: str) -> Page:
 def test_the_ui_shows_the_sweep_parent_children_and_the_front(ray_local, mlflow_server, tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from veil.sweeps.runner import run_sweep
+    from veil.sweeps.driver import run_sweep
 
     exe = chromium()
     spec = sweep_from_mapping(SWEEP, where=str(tmp_path / "ui-browser.yaml"))

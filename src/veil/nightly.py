@@ -192,7 +192,7 @@ def run_suite(suite: Suite, tracking_uri: str | None, address: str | None = None
 
 def run_nightly_sweep(spec_path: str, name: str, tracking_uri: str, address: str | None) -> float:
     """Run one sweep spec and return its hypervolume."""
-    from veil.sweeps.runner import run_sweep
+    from veil.sweeps.driver import run_sweep
     from veil.sweeps.spec import load_sweep_spec
 
     outcome = run_sweep(

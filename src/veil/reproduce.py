@@ -386,7 +386,7 @@ def run_repro(
 def _run_all(
     suite: ReproSuite, mode: str, tracking_uri: str, address: str | None, todo: Sequence[tuple[Row, Entry, str]]
 ) -> list[str]:
-    from veil.sweeps.runner import run_sweep
+    from veil.sweeps.driver import run_sweep
     from veil.tracking import TrackedRun
 
     errors = []

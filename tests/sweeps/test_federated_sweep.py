@@ -37,7 +37,7 @@ FED = {
 def test_federated_sweep_over_k_and_phi(ray_local, tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from veil.sweeps.runner import run_sweep
+    from veil.sweeps.driver import run_sweep
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     outcome = run_sweep(
@@ -58,7 +58,8 @@ def test_federated_trials_run_their_actors_inside_the_trials_placement_group(ray
     """runtime virtual, two trials at once on 2 CPUs, 1 CPU each: each trial's coordinator and node host run in
     the bundles Tune reserved for it (driver 0.1 + 2 x 0.45 CPU), so the two never compete for free CPUs and
     neither hangs PENDING; both finish and record where their actors ran."""
-    from veil.sweeps.runner import federation_bundles, run_sweep
+    from veil.sweeps.driver import run_sweep
+    from veil.sweeps.trial import federation_bundles
 
     data = {**FED, "runtime": "virtual", "space": {"phi": {"type": "float", "low": 0.3, "high": 1.0}}}
     data["params"] = {**FED["params"], "K": 3}
@@ -78,7 +79,7 @@ def test_federated_trials_run_their_actors_inside_the_trials_placement_group(ray
 
 def test_a_federation_too_big_for_its_trial_is_refused_at_sweep_start(ray_local, tmp_path):
     from veil.errors import ConfigError
-    from veil.sweeps.runner import run_sweep
+    from veil.sweeps.driver import run_sweep
 
     data = {**FED, "runtime": "ray-actors", "space": {"phi": {"type": "float", "low": 0.3, "high": 1.0}}}
     data["params"] = {**FED["params"], "K": 40}

@@ -20,9 +20,9 @@ from veil.sweeps.population import (
     member_values,
 )
 from veil.sweeps.results import TAG_NUMBER, TAG_POPULATION, TAG_ROLE, TAG_TRIAL, search_child_runs
-from veil.sweeps.runner import member_id, member_number
 from veil.sweeps.search import StudySearch
 from veil.sweeps.spec import sweep_from_mapping
+from veil.sweeps.trial import member_id, member_number
 
 GRID = {
     "method": "gpp",
@@ -129,7 +129,7 @@ def test_spec_refuses_populations_it_cannot_run(change, says):
 @pytest.fixture(scope="module")
 def grid_pair(ray_local, tmp_path_factory):
     """The same 3-point grid run trial by trial and as populations of 2 (a population of 2, then one of 1)."""
-    from veil.sweeps.runner import run_sweep
+    from veil.sweeps.driver import run_sweep
 
     root = tmp_path_factory.mktemp("pop")
     uri = f"sqlite:///{root / 'mlflow.db'}"
@@ -181,7 +181,7 @@ def test_population_results_match_the_same_trials_run_alone(grid_pair):
 @pytest.mark.ray
 def test_a_tpe_population_sweep_asks_optuna_for_populations(ray_local, tmp_path):
     """Optuna (TPE) through Tune: 5 trials as populations of 3 and 2, each member told to the study."""
-    from veil.sweeps.runner import run_sweep
+    from veil.sweeps.driver import run_sweep
 
     spec = sweep_from_mapping(
         {

@@ -206,7 +206,7 @@ def test_report_files(store, tmp_path):
 
 
 def test_run_trial_logs_child_and_failure(tmp_path):
-    from veil.sweeps.runner import run_trial
+    from veil.sweeps.trial import run_trial
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     spec = sweep_from_mapping({**SPEC, "seeds": 2}, where="test.yaml")
@@ -235,7 +235,7 @@ def test_a_trial_that_finished_while_the_sweep_stopped_is_reported_not_trained_a
     """SIGTERM stops a sweep while a trial's run has just FINISHED but before Tune took its result: `veil resume`
     runs that trial again (same Tune id, same values). Its recorded run is reported instead, no new run trains; an
     attempt with other values, or one that did not finish, is superseded and trained again."""
-    from veil.sweeps.runner import run_population, run_trial
+    from veil.sweeps.trial import run_population, run_trial
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     spec = sweep_from_mapping(SPEC, where="test.yaml")

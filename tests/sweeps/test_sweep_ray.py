@@ -41,7 +41,7 @@ TINY = {
 
 @pytest.fixture(scope="module")
 def tiny_sweep(ray_local, tmp_path_factory):
-    from veil.sweeps.runner import run_sweep
+    from veil.sweeps.driver import run_sweep
 
     root = tmp_path_factory.mktemp("tiny")
     uri = f"sqlite:///{root / 'mlflow.db'}"
@@ -150,7 +150,7 @@ def test_failing_trial_is_recorded_and_the_sweep_goes_on(ray_local, mlflow_serve
     server on 127.0.0.1 (as on a cluster)."""
     from mlflow.tracking import MlflowClient
 
-    from veil.sweeps.runner import run_sweep
+    from veil.sweeps.driver import run_sweep
 
     uri = mlflow_server
     params = {**TINY["params"], "encoder_hidden": [64]}
@@ -183,7 +183,7 @@ def test_failing_trial_is_recorded_and_the_sweep_goes_on(ray_local, mlflow_serve
 
 
 def test_monitor_stops_after_max_failures():
-    from veil.sweeps.runner import SweepMonitor
+    from veil.sweeps.monitor import SweepMonitor
 
     spec = sweep_from_mapping({**TINY, "max_failures": 1}, where="t.yaml")
     mon = SweepMonitor(spec, total=4, quiet=True)

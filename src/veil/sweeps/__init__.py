@@ -9,11 +9,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from veil.sweeps.driver import SweepOutcome, resume_sweep, run_sweep
     from veil.sweeps.pareto import convex_hull_auc, hypervolume, pareto_front
     from veil.sweeps.results import SweepResults, analyze, collect, format_report
-    from veil.sweeps.runner import SweepOutcome, resume_sweep, run_sweep, run_trial
     from veil.sweeps.samplers import SAMPLERS, get_sampler
     from veil.sweeps.spec import SweepSpec, load_sweep, sweep_from_mapping
+    from veil.sweeps.trial import run_trial
 
 __all__ = [
     "SAMPLERS",
@@ -42,10 +43,10 @@ _SUBMODULE = {
     "analyze": "results",
     "collect": "results",
     "format_report": "results",
-    "run_sweep": "runner",
-    "resume_sweep": "runner",
-    "run_trial": "runner",
-    "SweepOutcome": "runner",
+    "run_sweep": "driver",
+    "resume_sweep": "driver",
+    "run_trial": "trial",
+    "SweepOutcome": "driver",
     "SAMPLERS": "samplers",
     "get_sampler": "samplers",
     "SweepSpec": "spec",

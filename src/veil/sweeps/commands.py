@@ -26,7 +26,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             f"seed(s), sampler {spec.sampler}, objectives {objectives}: valid, nothing was run"
         )
         return 0
-    from veil.sweeps.runner import run_sweep
+    from veil.sweeps.driver import run_sweep
 
     outcome = run_sweep(
         spec,
@@ -41,7 +41,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from veil.sweeps.runner import resume_sweep
+    from veil.sweeps.driver import resume_sweep
 
     outcome = resume_sweep(
         args.sweep,

@@ -1,0 +1,552 @@
+"""Run a sweep from the driver process: Ray Tune runs the trials (`veil.sweeps.trial`, in Ray workers), Optuna
+suggests them (multi-objective), MLflow records them, and `veil.sweeps.monitor` prints progress here.
+
+- Suggestions: `StudySearch(space, metric=[...], mode=[...], sampler=NSGAII|TPE|Random)` (veil.sweeps.search:
+  an Optuna study through its public ask/tell) inside a `ConcurrencyLimiter`. The grid sampler uses Tune's own `grid_search` instead (every point exactly
+  once, whatever the concurrency; Optuna's GridSampler may hand a running point out again under
+  parallel ask/tell).
+- Failures: a crashed trial is recorded (child run FAILED with its error; Tune trial ERROR) and the
+  sweep goes on; `max_failures` stops it once more trials than that have failed.
+- Storage: Tune's experiment under ./.veil/sweeps/<name>/ (plus `veil-sweep.json`, which `veil resume`
+  reads); `Tuner.restore` continues a sweep whose driver was killed (see `resume_sweep`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from veil.console import warn
+from veil.errors import ConfigError, VeilError
+from veil.platform.cluster import ensure_ray
+from veil.sweeps.monitor import SweepMonitor
+from veil.sweeps.overview import publish
+from veil.sweeps.population import MEMBERS, grid_chunks, grid_points
+from veil.sweeps.report import write_report
+from veil.sweeps.results import (
+    DEFAULT_ROOT,
+    SPEC_ARTIFACT,
+    TAG_ROLE,
+    TAG_SPEC,
+    TAG_STORAGE,
+    TAG_SWEEP,
+    TAG_WARNINGS,
+    SweepNotFound,
+    SweepRef,
+    SweepResults,
+    _state_path,
+    collect,
+    end_interrupted,
+    locate,
+    reopen_parent,
+    supersede_orphans,
+    tag_front,
+)
+from veil.sweeps.spec import (
+    SweepSpec,
+    check_metric_labels,
+    encode_value,
+    metric_label,
+    spec_yaml,
+    sweep_from_mapping,
+)
+from veil.sweeps.trial import (
+    CTX_KEY,
+    federation_bundles,
+    on_ray_actors,
+    trainable,
+    trial_dirname,
+    trial_namer,
+    tune_key,
+    when_tracking_answers,
+)
+
+
+def default_name(spec: SweepSpec) -> str:
+    return f"{spec.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+# ----------------------------------------------------------------------------------------------
+# building the Tuner
+
+
+def search_algorithm(spec: SweepSpec) -> tuple[Any, Any]:
+    """(ConcurrencyLimiter(StudySearch), StudySearch) with the Optuna sampler registered under `spec.sampler`
+    in `veil.sweeps.samplers`; (None, None) for grid (Tune's grid_search, see `param_space`)."""
+    from veil.sweeps.samplers import get_sampler
+
+    sampler = get_sampler(spec.sampler, where=spec.source)(spec)
+    if sampler is None:
+        return None, None
+    import optuna
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+    from ray.tune.search import ConcurrencyLimiter
+
+    from veil.sweeps.search import StudySearch
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    dists: dict[str, Any] = {}
+    for sp in spec.space:
+        if sp.type == "categorical":
+            dists[sp.canonical] = CategoricalDistribution([encode_value(v) for v in sp.values])
+            continue
+        if sp.low is None or sp.high is None:  # load_sweep gives every numeric range both ends
+            raise ConfigError(
+                f"space.{sp.key}", {"low": sp.low, "high": sp.high}, "a range with low and high", spec.source
+            )
+        if sp.type == "int":
+            dists[sp.canonical] = IntDistribution(int(sp.low), int(sp.high), step=int(sp.step or 1))
+        elif sp.type == "log":
+            dists[sp.canonical] = FloatDistribution(float(sp.low), float(sp.high), log=True)
+        else:
+            dists[sp.canonical] = FloatDistribution(float(sp.low), float(sp.high), step=sp.step)
+    searcher = StudySearch(
+        dists,
+        metric=[tune_key(m) for m in spec.metrics],
+        mode=list(spec.directions),
+        sampler=sampler,
+        population=spec.population,
+        total=spec.trials,
+    )
+    return ConcurrencyLimiter(searcher, max_concurrent=spec.concurrency), searcher
+
+
+def param_space(spec: SweepSpec, ctx: Mapping[str, Any]) -> dict[str, Any]:
+    space: dict[str, Any] = {CTX_KEY: dict(ctx)}
+    if spec.sampler == "grid" and spec.population > 1:
+        from ray import tune
+
+        axes = {sp.canonical: [encode_value(v) for v in sp.grid_values()] for sp in spec.space}
+        space[MEMBERS] = tune.grid_search(grid_chunks(grid_points(axes), spec.population))
+    elif spec.sampler == "grid":
+        from ray import tune
+
+        for sp in spec.space:
+            space[sp.canonical] = tune.grid_search([encode_value(v) for v in sp.grid_values()])
+    return space
+
+
+def build_tuner(spec: SweepSpec, ctx: Mapping[str, Any], exp_dir: Path, monitor: Any):
+    from ray import tune
+    from ray.tune.logger import JsonLoggerCallback
+
+    limiter, searcher = search_algorithm(spec)
+    if spec.sampler == "grid":
+        tune_cfg = tune.TuneConfig(
+            num_samples=1,
+            max_concurrent_trials=spec.concurrency,
+            reuse_actors=True,
+            trial_dirname_creator=trial_dirname,
+            trial_name_creator=trial_namer(grid=True),
+        )
+    else:
+        tune_cfg = tune.TuneConfig(
+            search_alg=limiter,
+            num_samples=spec.tune_trials(),
+            reuse_actors=True,
+            trial_dirname_creator=trial_dirname,
+            trial_name_creator=trial_namer(grid=False),
+        )
+    run_cfg = tune.RunConfig(
+        name=exp_dir.name,
+        storage_path=str(exp_dir.parent.resolve()),
+        verbose=0,
+        callbacks=[monitor, JsonLoggerCallback()],
+        stop=monitor,
+        failure_config=tune.FailureConfig(max_failures=spec.retries, fail_fast=False),
+    )
+    tuner = tune.Tuner(trainable(spec), param_space=param_space(spec, ctx), tune_config=tune_cfg, run_config=run_cfg)
+    return tuner, searcher
+
+
+# ----------------------------------------------------------------------------------------------
+# Ray
+
+
+def tune_defaults() -> None:
+    """Driver-side Tune settings (an explicit environment variable wins)."""
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # the legacy reporter honours verbose=0: our monitor prints
+    # Tune snapshots the experiment every 10 s or more by default; trials here take seconds, so snapshot
+    # every 2 s: after a driver kill fewer finished trials have to run again.
+    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "2")
+    # Trials report to MLflow: of Tune's own result files only result.json is kept (`build_tuner` adds its logger;
+    # Tune reads it back for the ResultGrid); CSV and TensorBoard (which cannot take a population's per-member
+    # list) would be unread copies written on every report.
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+
+
+# ----------------------------------------------------------------------------------------------
+# sweep / resume / finish
+
+
+def fit_to_cluster(spec: SweepSpec) -> SweepSpec:
+    """Refuse per-trial requests the cluster can never grant (Ray would leave the trial PENDING forever), and
+    drop a GPU request on a cluster without GPUs (trials then train on CPU), with a warning."""
+    import dataclasses
+
+    import ray
+
+    from veil.sweeps.spec import Resources
+
+    res = ray.cluster_resources()
+    cpus, gpus = float(res.get("CPU", 0)), float(res.get("GPU", 0))
+    want = 0.1 if spec.executor == "ray-train" else spec.resources.cpus
+    if want > cpus:
+        raise ConfigError(
+            "resources.cpus",
+            spec.resources.cpus,
+            f"at most the cluster's {cpus:g} CPUs (a trial that does not fit would wait forever)",
+            spec.source,
+        )
+    if on_ray_actors(spec) and not any(p.section == "method" and p.name == "K" for p in spec.space):
+        try:  # a trial whose federation cannot fit its CPUs is refused now, not when Tune schedules it
+            federation_bundles(spec, {})
+        except VeilError as e:
+            raise ConfigError("resources.cpus", spec.resources.cpus, str(e), spec.source) from None
+    if spec.resources.gpu > 0 and gpus == 0:
+        warn(f"{spec.source}: resources.gpu = {spec.resources.gpu:g} but the cluster has no GPU; trials train on CPU")
+        raw = {**spec.raw, "resources": {"cpus": spec.resources.cpus, "gpu": 0}}
+        return dataclasses.replace(spec, resources=Resources(spec.resources.cpus, 0.0), raw=raw)
+    if spec.resources.gpu > gpus:
+        raise ConfigError("resources.gpu", spec.resources.gpu, f"at most the cluster's {gpus:g} GPUs", spec.source)
+    return spec
+
+
+def check_dataset_labels(spec: SweepSpec) -> None:
+    """Per-label objectives and constraints checked against the dataset's labels, known once it is loaded
+    (cached after the first load), and a user's data file loaded (so checked) with every seed's split:
+    refused before Ray starts or the parent run exists rather than failing every trial."""
+    from veil.datasets.registry import is_file_dataset, load_dataset
+    from veil.run import validate
+
+    per_label = any(metric_label(m) for m in [*spec.metrics, *(c.metric for c in spec.constraints)])
+    if not per_label and not is_file_dataset(spec.dataset):
+        return
+    seeds = spec.seeds if is_file_dataset(spec.dataset) else spec.seeds[:1]
+    for seed in seeds:
+        ds = load_dataset(spec.dataset, validate(spec.run_spec({}, seed)).dataset_config)
+    check_metric_labels(spec, ds.utility_names, ds.sensitive_names)
+
+
+@dataclass
+class SweepOutcome:
+    """What `run_sweep` / `resume_sweep` hand back."""
+
+    name: str
+    parent_run_id: str
+    tracking_uri: str
+    experiment_dir: Path
+    results: SweepResults
+    report_dir: Path
+    files: dict[str, Path]
+    seconds: float
+    stopped_for_failures: bool
+    incomplete: bool = False
+    """Interrupted before every trial ran (continue it with `veil resume`)."""
+    searcher: Any = None
+    """The StudySearch (its `study` is the Optuna study), None for grid sweeps."""
+    timings: dict[str, float] = field(default_factory=dict)
+    """Where the sweep's wall time went (`sweep_timings`), logged to the parent as time/* metrics."""
+
+
+def sweep_timings(
+    wall: float, ray_start: float, tune: float, finish: float, grid: Any, concurrency: int
+) -> dict[str, float]:
+    """Wall time split into Ray start-up, Tune (trials and their scheduling), and the final report; `trials`
+    is the trials' own seconds (each trial's report) and `orchestration` the share of the wall time not
+    explained by trials running `concurrency` at a time: 1 - (trials / concurrency) / wall."""
+    trials = 0.0
+    for r in grid:
+        trials += float((r.metrics or {}).get("trial_seconds") or 0.0)
+    return {
+        "wall": wall,
+        "ray_start": ray_start,
+        "tune": tune,
+        "finish": finish,
+        "trials": trials,
+        "orchestration": max(0.0, 1.0 - (trials / max(1, concurrency)) / wall) if wall > 0 else 0.0,
+    }
+
+
+def run_sweep(
+    spec: SweepSpec,
+    *,
+    name: str | None = None,
+    address: str | None = None,
+    tracking_uri: str | None = None,
+    trials: int | None = None,
+    storage_root: str | Path = DEFAULT_ROOT,
+    quiet: bool = False,
+) -> SweepOutcome:
+    """Start a sweep: parent MLflow run, Tune + Optuna trials, then the front, plots and parent metrics."""
+    import dataclasses
+
+    from veil.platform.cluster import require_shared_store
+    from veil.tracking.mlflow_run import TrackedRun, check_tracking, uri_source
+    from veil.tracking.sync import recover
+
+    if trials is not None:
+        if spec.sampler == "grid" and trials != spec.trials:
+            raise ConfigError("--trials", trials, f"the grid's size {spec.trials} (a grid runs every point once)")
+        if trials < 1:
+            raise ConfigError("--trials", trials, "an integer >= 1")
+        raw = {**spec.raw, "trials": trials}
+        spec = dataclasses.replace(spec, trials=trials, raw=raw)
+    name = name or default_name(spec)
+    for warning in spec.warnings:
+        warn(warning)
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", name):
+        raise ConfigError("--name", name, "letters, digits, '_', '-', '.' (it names a directory and an MLflow run)")
+    exp_dir = (Path(storage_root) / name).resolve()
+    if exp_dir.exists():
+        raise ConfigError("--name", name, f"a new sweep name: {exp_dir} exists (continue it with `veil resume {name}`)")
+    uri = check_tracking(tracking_uri)
+    require_shared_store(uri, address, uri_source(tracking_uri))
+    recover(uri, "veil sweep")
+    check_dataset_labels(spec)
+    t0 = time.time()
+    tune_defaults()
+    started = ensure_ray(address)
+    t_ray = time.time()
+    try:
+        spec = fit_to_cluster(spec)
+    except BaseException:
+        if started:
+            import ray
+
+            ray.shutdown()
+        raise
+    parent = TrackedRun.start(
+        uri,
+        spec.experiment,
+        name,
+        tags={
+            TAG_ROLE: "sweep",
+            TAG_SWEEP: name,
+            TAG_SPEC: spec.stem,
+            TAG_STORAGE: str(exp_dir),
+            "veil.method": spec.method,
+            "veil.dataset": spec.dataset,
+            "veil.sampler": spec.sampler,
+            **({TAG_WARNINGS: "\n".join(spec.warnings)} if spec.warnings else {}),
+        },
+    )
+    try:
+        parent.log_params(spec.flat_params())
+        parent.log_dict({"spec": dict(spec.raw), "source": spec.source}, SPEC_ARTIFACT)
+        parent.log_text(spec_yaml(spec), "sweep/spec.yaml")
+        ctx = {
+            "sweep": name,
+            "parent_run_id": parent.run_id,
+            "tracking_uri": uri,
+            "storage": str(exp_dir),
+            "threads": max(1, int(spec.resources.cpus)),
+        }
+        exp_dir.mkdir(parents=True)
+        _state_path(exp_dir).write_text(
+            json.dumps({**ctx, "spec": dict(spec.raw), "source": spec.source, "created": time.time()}, indent=2)
+        )
+        total = spec.trials
+        monitor = SweepMonitor(spec, total, quiet, uri)
+        if not quiet:
+            print(
+                f"sweep {name}: {spec.method} on {spec.dataset}, {total} trials x {len(spec.seeds)} seed(s), "
+                f"sampler {spec.sampler}, concurrency {spec.concurrency}\n  MLflow parent run {parent.run_id} at {uri}"
+                f"\n  Tune storage {exp_dir}",
+                flush=True,
+            )
+        tuner, searcher = build_tuner(spec, ctx, exp_dir, monitor)
+        t_tune = time.time()
+        grid = tuner.fit()
+        t_fit = time.time()
+        outcome = finish_sweep(
+            spec,
+            SweepRef(name, parent.run_id, parent.experiment_id, uri, str(exp_dir), "RUNNING"),
+            exp_dir,
+            monitor.stopped_for_failures,
+            time.time() - t0,
+            tune_trial_ids(grid),
+        )
+        outcome.searcher = searcher
+        wall = time.time() - t0
+        outcome.timings = sweep_timings(wall, t_ray - t0, t_fit - t_tune, time.time() - t_fit, grid, spec.concurrency)
+        when_tracking_answers(
+            lambda: TrackedRun(uri, parent.run_id).log_metrics(
+                {f"time/{k}" if k != "orchestration" else "orchestration_share": v for k, v in outcome.timings.items()}
+            ),
+            uri,
+        )
+        return outcome
+    except BaseException as e:
+        parent.fail(e)
+        raise
+    finally:
+        if started:
+            import ray
+
+            ray.shutdown()
+
+
+def tune_trial_ids(grid: Any) -> set[str]:
+    """Ids of every trial in a Tune ResultGrid (its directories are named trial_<id>, see trial_dirname)."""
+    ids = set()
+    for r in grid:
+        name = Path(r.path).name if getattr(r, "path", None) else ""
+        tid = name[len("trial_") :] if name.startswith("trial_") else (r.metrics or {}).get("trial_id")
+        if tid:
+            ids.add(tid)
+    return ids
+
+
+def finish_sweep(
+    spec: SweepSpec,
+    ref: SweepRef,
+    exp_dir: Path,
+    stopped: bool,
+    seconds: float,
+    known_trial_ids: set[str] | None = None,
+) -> SweepOutcome:
+    """Reconcile orphaned child runs, read the trials back from MLflow, tag the front, log the report files
+    and metrics to the parent, and write its description (the front, linked) and the trials' runs-table view."""
+    from veil.tracking.mlflow_run import TrackedRun, client
+    from veil.tracking.sync import sync
+
+    # Trial runs that lost the server mid-sweep finished into the local journal: once it answers, replay them.
+    when_tracking_answers(lambda: client(ref.tracking_uri).search_experiments(max_results=1), ref.tracking_uri)
+    sync(ref.tracking_uri, found_by="veil sweep")
+    if known_trial_ids is not None:
+        supersede_orphans(ref.tracking_uri, ref.experiment_id, ref.parent_run_id, known_trial_ids)
+    interrupted = end_interrupted(ref.tracking_uri, ref.experiment_id, ref.name)
+    results = collect(ref, spec)
+    tag_front(results)
+    report_dir = exp_dir / "report"
+    files = write_report(results, report_dir)
+    parent = TrackedRun(ref.tracking_uri, ref.parent_run_id)
+    c = results.counts
+    metrics = {
+        "hypervolume": results.hypervolume,
+        "n_trials": c["trials"],
+        "n_finished": c["finished"],
+        "n_failed": c["failed"],
+        "n_front": c["front"],
+        "sweep_seconds": seconds,
+    }
+    if results.chull_auc is not None:
+        metrics["chull_auc"] = results.chull_auc
+    parent.log_metrics(metrics)
+    for key in ("front.csv", "trials.csv", "trials.parquet", "summary.json"):
+        parent.log_file(files[key], "results")
+    for key in ("front.png", "front.html"):
+        parent.log_file(files[key], "plots")
+    publish(results)
+    # Interrupted (Ctrl-C: Tune stops gracefully and returns) when trials are missing or still running.
+    # A grid's trials all exist in Tune from the start, so trials that never ran count through their missing runs.
+    incomplete = not stopped and (
+        (known_trial_ids is not None and len(known_trial_ids) < spec.tune_trials())
+        or c["trials"] < spec.trials
+        or c["running"] > 0
+        or interrupted > 0
+    )
+    if stopped:
+        parent.set_tags({"veil.stopped": "max_failures"})
+    if incomplete:
+        parent.set_tags({"veil.incomplete": "true"})
+    parent.finish("KILLED" if incomplete else "FAILED" if stopped or c["finished"] == 0 else "FINISHED")
+    if parent.journal is not None:  # the server dropped while the parent was being closed
+        when_tracking_answers(lambda: client(ref.tracking_uri).search_experiments(max_results=1), ref.tracking_uri)
+        sync(ref.tracking_uri, found_by="veil sweep")
+    return SweepOutcome(
+        ref.name,
+        ref.parent_run_id,
+        ref.tracking_uri,
+        exp_dir,
+        results,
+        report_dir,
+        files,
+        seconds,
+        stopped,
+        incomplete=incomplete,
+    )
+
+
+def _restored_monitor(tuner: Any) -> "SweepMonitor | None":
+    try:
+        cbs = tuner._local_tuner.get_run_config().callbacks or []  # noqa: SLF001 (no public accessor)
+    except Exception:
+        return None
+    return next((cb for cb in cbs if isinstance(cb, SweepMonitor)), None)
+
+
+def resume_sweep(
+    ref: str,
+    *,
+    address: str | None = None,
+    tracking_uri: str | None = None,
+    storage_root: str | Path = DEFAULT_ROOT,
+    retry_failed: bool = False,
+    quiet: bool = False,
+) -> SweepOutcome:
+    """Continue a sweep whose driver died: `Tuner.restore(..., resume_unfinished=True)`. Finished trials are
+    kept; trials in flight at the kill run again from scratch and supersede their earlier MLflow child run,
+    so each trial is counted once. `retry_failed` also re-runs trials that had crashed."""
+    from ray import tune
+
+    from veil.platform.cluster import require_shared_store
+    from veil.tracking.mlflow_run import TrackedRun
+
+    sref, state = locate(ref, tracking_uri=tracking_uri, storage_root=storage_root)
+    if state is None:
+        raise SweepNotFound(
+            f"sweep {sref.name!r}: its Tune storage {sref.storage} is not reachable from here "
+            f"(run `veil resume` where the sweep ran, or pass the experiment directory)"
+        )
+    exp_dir = Path(state["storage"])
+    if not tune.Tuner.can_restore(str(exp_dir)):
+        raise SweepNotFound(
+            f"sweep {sref.name!r}: {exp_dir} holds no Tune experiment to restore (the driver died "
+            "before Tune's first snapshot; start it again with `veil sweep`)"
+        )
+    spec = sweep_from_mapping(state["spec"], where=state["source"])
+    require_shared_store(sref.tracking_uri, address, f"sweep {sref.name}'s tracking URI")
+    t0 = time.time()
+    tune_defaults()
+    started = ensure_ray(address)
+    try:
+        reopen_parent(sref.tracking_uri, sref.parent_run_id)
+        if not quiet:
+            print(f"resuming sweep {sref.name} from {exp_dir} (MLflow parent run {sref.parent_run_id})", flush=True)
+        tuner = tune.Tuner.restore(
+            str(exp_dir),
+            trainable=trainable(spec),
+            resume_unfinished=True,
+            resume_errored=False,
+            restart_errored=retry_failed,
+        )
+        monitor = _restored_monitor(tuner)
+        if monitor is not None:  # it comes back as pickled at the start: this process's settings instead
+            monitor.quiet, monitor.t0, monitor.grid = quiet, time.time(), spec.sampler == "grid"
+            monitor.population = spec.population
+            monitor.member_failures = getattr(monitor, "member_failures", 0)
+        grid = tuner.fit()
+        stopped = bool(getattr(monitor, "stopped_for_failures", False))
+        return finish_sweep(spec, sref, exp_dir, stopped, time.time() - t0, tune_trial_ids(grid))
+    except BaseException as e:
+        TrackedRun(sref.tracking_uri, sref.parent_run_id).fail(e)
+        raise
+    finally:
+        if started:
+            import ray
+
+            ray.shutdown()
+
+
+__all__ = [
+    "run_sweep",
+    "resume_sweep",
+    "SweepOutcome",
+]

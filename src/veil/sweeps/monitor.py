@@ -1,0 +1,217 @@
+"""Live progress of a sweep, in the driver process: `SweepMonitor`, the Tune Callback that prints each trial's
+start, result or failure and the current Pareto front as Tune's driver loop reports them (and says when the
+tracking server stops answering), and is also the Stopper that ends the sweep once more than `max_failures`
+trials have failed. Tune pickles it with the experiment, so `veil resume` gets it back."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from ray.tune import Callback
+from ray.tune.stopper import Stopper
+
+from veil.sweeps.population import MEMBER_RESULTS, MEMBERS, member_values
+from veil.sweeps.results import fmt_metric
+from veil.sweeps.spec import SweepSpec, format_value
+from veil.sweeps.trial import member_id, member_number, trial_number, tune_key
+
+# ----------------------------------------------------------------------------------------------
+# live progress (driver side) + stopping after too many failures
+
+
+def _front_mask(points: list[list[float]], directions: list[str]) -> list[bool]:
+    from veil.sweeps.pareto import pareto_front
+
+    return list(pareto_front(points, directions)) if points else []
+
+
+PROBE_EVERY_S = 2.0
+"""How often a sweep's driver asks the tracking server's /health while trials run (to report an outage)."""
+
+
+class SweepMonitor(Callback, Stopper):
+    """A Tune Callback (progress lines and the current front) that is also a Stopper (max_failures).
+    Picklable: Tune stores it with the experiment, and `veil resume` gets it back."""
+
+    def __init__(self, spec: SweepSpec, total: int, quiet: bool = False, tracking_uri: str | None = None) -> None:
+        self.tracking_uri = tracking_uri
+        self.outage_since: float | None = None
+        self.last_probe = 0.0
+        self.metrics = list(spec.metrics)
+        self.directions = list(spec.directions)
+        self.keys = [(sp.canonical, sp.key) for sp in spec.space]
+        self.grid = spec.sampler == "grid"
+        self.population = spec.population
+        self.member_failures = 0
+        self.total = total
+        self.max_failures = spec.max_failures
+        self.quiet = quiet
+        self.failed = 0
+        self.done: dict[str, tuple[list[float], str]] = {}
+        self.front_ids: set[str] = set()
+        self.t0 = time.time()
+        self.stopped_for_failures = False
+
+    def _say(self, text: str) -> None:
+        if not self.quiet:
+            print(text, flush=True)
+
+    def _label(self, cfg: Mapping[str, Any]) -> str:
+        return " ".join(f"{key}={format_value(cfg.get(canon))}" for canon, key in self.keys)
+
+    def _name(self, trial: Any) -> str:
+        number = trial_number(trial, self.grid)
+        return f"#{number} {trial.trial_id}" if number is not None else trial.trial_id
+
+    def _entries(self, trial: Any) -> list[tuple[str, str, str, list[float] | None]]:
+        """(id, name, label, objectives or None) of each trial a Tune trial ran: itself, or its population's members."""
+        cfg, r = trial.config or {}, trial.last_result or {}
+        keys = [tune_key(m) for m in self.metrics]
+        if MEMBERS not in cfg:
+            return [(trial.trial_id, self._name(trial), self._label(cfg), member_values(r, keys))]
+        number = trial_number(trial, self.grid)
+        reported = r.get(MEMBER_RESULTS) or []
+        out = []
+        for i, m in enumerate(cfg[MEMBERS]):
+            mid = member_id(trial.trial_id, i)
+            n = member_number(number, i, self.population)
+            out.append(
+                (
+                    mid,
+                    f"#{n} {mid}" if n is not None else mid,
+                    self._label(m),
+                    member_values(reported[i] if i < len(reported) else None, keys),
+                )
+            )
+        return out
+
+    def _absorb_finished(self, trials: list) -> None:
+        """Count trials that finished before this process started (a resumed sweep), without printing them."""
+        for t in trials:
+            if t.status == "TERMINATED":
+                for mid, _, label, vals in self._entries(t):
+                    if vals is not None and mid not in self.done:
+                        self.done[mid] = (vals, label)
+        self.front_ids = self._front()
+
+    def _front(self) -> set[str]:
+        ids = list(self.done)
+        mask = _front_mask([self.done[i][0] for i in ids], self.directions)
+        return {i for i, keep in zip(ids, mask) if keep}
+
+    def _elapsed(self) -> str:
+        s = int(time.time() - self.t0)
+        return f"{s // 60:02d}:{s % 60:02d}"
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._absorb_finished(trials)
+        members = (trial.config or {}).get(MEMBERS)
+        if members is None:
+            self._say(f"[{self._elapsed()}] start  {self._name(trial)}  {self._label(trial.config or {})}")
+            return
+        first = member_number(trial_number(trial, self.grid), 0, self.population)
+        span = f"trials #{first}-#{first + len(members) - 1}" if first is not None else f"{len(members)} trials"
+        self._say(f"[{self._elapsed()}] start  population {self._name(trial)}  {span}, trained as one model")
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        entries = self._entries(trial)
+        if all(vals is None for *_, vals in entries) and MEMBERS not in (trial.config or {}):
+            return
+        self._absorb_finished([t for t in trials if t is not trial])
+        population = MEMBERS in (trial.config or {})
+        for mid, name, label, vals in entries:
+            if vals is None:
+                self.member_failures += 1
+                self._say(f"[{self._elapsed()}] FAILED {name}  {label}  (see its MLflow run)")
+                continue
+            self.done[mid] = (vals, label)
+        front = self._front()
+        r = trial.last_result or {}
+        reported = r.get(MEMBER_RESULTS) if population else [r]
+        for (mid, name, label, vals), rep in zip(entries, reported or [None] * len(entries)):
+            if vals is None:
+                continue
+            cells = "  ".join(f"{m} {fmt_metric(v)}" for m, v in zip(self.metrics, vals))
+            star = "  * front" if mid in front else ""
+            seconds = float((rep or {}).get("trial_seconds", 0))
+            self._say(
+                f"[{self._elapsed()}] done   {name}  {label}  {cells}  "
+                f"({seconds:.1f} s){star}   [{len(self.done)}/{self.total} finished]"
+            )
+        self._count_failures(trials)
+        if front != self.front_ids:
+            self.front_ids = front
+            self._print_front()
+
+    def _print_front(self) -> None:
+        rows = sorted(
+            (self.done[i] for i in self.front_ids), key=lambda x: x[0][0], reverse=self.directions[0] == "max"
+        )
+        lines = [f"    current front ({len(rows)}):"]
+        for vals, label in rows:
+            lines.append("      " + "  ".join(fmt_metric(v) for v in vals) + f"   {label}")
+        self._say("\n".join(lines))
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._count_failures(trials)
+        msg = ""
+        try:
+            if trial.error_file and os.path.exists(trial.error_file):
+                lines = [ln for ln in Path(trial.error_file).read_text().strip().splitlines() if ln.strip()]
+                msg = lines[-1][:200] if lines else ""
+        except Exception:
+            pass
+        label = self._label(trial.config or {}) if MEMBERS not in (trial.config or {}) else "population"
+        self._say(f"[{self._elapsed()}] FAILED {self._name(trial)}  {label}  {msg}")
+        if self.max_failures is not None and self.failed > self.max_failures:
+            self.stopped_for_failures = True
+            self._say(
+                f"[{self._elapsed()}] {self.failed} trials failed (max_failures {self.max_failures}): "
+                "stopping the sweep"
+            )
+
+    def _count_failures(self, trials: list) -> None:
+        """Failed trials so far: every member of an errored Tune trial, and members that failed on their own."""
+        errored = sum(len((t.config or {}).get(MEMBERS) or [0]) for t in trials if t.status == "ERROR")
+        self.failed = errored + self.member_failures
+
+    def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
+        self._count_failures(trials)
+        self._watch_tracking()
+
+    def _watch_tracking(self) -> None:
+        """Say when the tracking server stops answering and when it answers again (probed every PROBE_EVERY_S
+        from the driver's loop): trials go on into local journals meanwhile, and the console says so as it
+        happens, not only in the final report."""
+        uri = getattr(self, "tracking_uri", None)  # a monitor pickled by an older Veil has none
+        if not uri or not uri.startswith(("http://", "https://")) or time.time() - self.last_probe < PROBE_EVERY_S:
+            return
+        from veil.tracking.mlflow_run import health_problem
+
+        self.last_probe = time.time()
+        problem = health_problem(uri, timeout=2.0)
+        if problem and self.outage_since is None:
+            self.outage_since = time.time()
+            self._say(
+                f"[{self._elapsed()}] tracking server {uri} is not answering ({problem}): trials go on and keep "
+                "their records in local journals, replayed once it is back"
+            )
+        elif not problem and self.outage_since is not None:
+            self._say(
+                f"[{self._elapsed()}] tracking server {uri} answers again (down about "
+                f"{time.time() - self.outage_since:.0f} s): journaled records are replayed before the report"
+            )
+            self.outage_since = None
+
+    # Stopper
+    def __call__(self, trial_id: str, result: dict) -> bool:
+        return False
+
+    def stop_all(self) -> bool:
+        return self.max_failures is not None and self.failed > self.max_failures
+
+
+__all__ = ["SweepMonitor", "PROBE_EVERY_S"]
