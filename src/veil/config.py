@@ -29,7 +29,7 @@ def param(
     choices: tuple[Any, ...] | Callable[[], tuple[Any, ...]] | None = None,
     allow_inf: bool = False,
 ) -> Any:
-    """A dataclass field with a one-line doc and an allowed range (checked by `validate`). Floats must be
+    """A dataclass field with a one-line doc and an allowed range (checked by `check_ranges`). Floats must be
     finite unless `allow_inf` says that inf has a meaning for this field (LDP's eps = inf: no noise). `choices`
     may be a function returning them, read at validation: a registry that plugins extend (probe families)."""
     meta = {"doc": doc, "ge": ge, "gt": gt, "le": le, "lt": lt, "choices": choices, "allow_inf": allow_inf}
@@ -142,7 +142,7 @@ def hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def validate(obj: Any, where: str | None = None) -> None:
+def check_ranges(obj: Any, where: str | None = None) -> None:
     """Check every field of a `param`-built dataclass against its allowed range."""
     th = hints(type(obj))
     for f in dataclasses.fields(obj):
@@ -180,7 +180,7 @@ def build(cls: type[T], values: Mapping[str, Any] | None = None, where: str | No
             raise UnknownNameError("parameter", key, names, where)
     kwargs = {k: _coerce(v, th[k], k, where) for k, v in values.items()}
     obj = cls(**kwargs)
-    validate(obj, where)
+    check_ranges(obj, where)
     return obj
 
 

@@ -22,7 +22,7 @@ from veil.datasets import load_dataset
 from veil.methods import create_method
 from veil.methods.base import Method
 from veil.methods.deviations import REPRODUCIBLE_RELEASE
-from veil.methods.federated.core import NodeData, Objective, dumps, loads
+from veil.methods.federated.core import NodeData, NodeObjective, dumps, loads
 from veil.methods.federated.host import NodeHost
 from veil.methods.federated.simulation import FederationOptions, run_in_process
 from veil.methods.gpp import GaussianEncoder
@@ -262,7 +262,7 @@ def client_host(ds, release_seed: int | None) -> NodeHost:
     data = NodeData(
         0,
         ds.train.take(rows),
-        Objective(tuple(ds.task().utility), tuple(ds.task().sensitive)),
+        NodeObjective(tuple(ds.task().utility), tuple(ds.task().sensitive)),
         rows=rows,
         test_x=ds.test.x[:50],
         test_rows=np.arange(50),

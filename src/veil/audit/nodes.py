@@ -18,7 +18,7 @@ import numpy as np
 
 from veil.audit.probes import AuditConfig, AuditReport, audit, audit_many
 from veil.datasets.base import Dataset, Split
-from veil.methods.federated.core import FederationError, Objective, Release
+from veil.methods.federated.core import FederationError, NodeObjective, Release
 from veil.methods.federated.method import FederatedMethod
 from veil.methods.federated.simulation import FederationPlan
 
@@ -59,7 +59,7 @@ def _spread(n: int, rows: np.ndarray, z: np.ndarray) -> np.ndarray:
     return out
 
 
-def role_split(split: Split, obj: Objective) -> Split:
+def role_split(split: Split, obj: NodeObjective) -> Split:
     labels = split.labels()
     return Split(split.x, {u: labels[u] for u in obj.utility}, {s: labels[s] for s in obj.sensitive})
 

@@ -59,7 +59,7 @@ from veil.methods.ensemble_ops import (
     take_all,
 )
 from veil.methods.federated.aggregation import aggregate
-from veil.methods.federated.core import ClientUpdate, Failure, Node, Objective, derive_seed, index_set, sparse_count
+from veil.methods.federated.core import ClientUpdate, Failure, Node, NodeObjective, derive_seed, index_set, sparse_count
 from veil.methods.federated.ensemble import (
     ShardStack,
     StackedOptimizer,
@@ -125,7 +125,7 @@ def deal(field: str, entries: Sequence[str], k: int, labels: Sequence[str]) -> l
 class _Group:
     """The nodes of one host that share an objective, as one ensemble."""
 
-    def __init__(self, m: "DEIGAN", nodes: Sequence[Node], obj: Objective) -> None:
+    def __init__(self, m: "DEIGAN", nodes: Sequence[Node], obj: NodeObjective) -> None:
         c, t = m.config, m.task
         classes = {**t.utility, **t.sensitive}
         self.nodes = [n.id for n in nodes]
@@ -199,7 +199,7 @@ class DEIGAN(FederatedMethod, EIGAN):
         return {**out, **fraction_deviation(c.fraction, "nodes", "the paper uses every node")}
 
     # -- shape ----------------------------------------------------------------------------------
-    def _resolve_objectives(self) -> list[Objective]:
+    def _resolve_objectives(self) -> list[NodeObjective]:
         c, t = self.config, self.task
         labels = list(t.utility) + list(t.sensitive)
         sens = deal("node_sensitive", c.node_sensitive, c.K, labels) or [tuple(t.sensitive)] * c.K
@@ -221,10 +221,10 @@ class DEIGAN(FederatedMethod, EIGAN):
                     list(c.node_sensitive),
                     f"label sets disjoint from node {k}'s allies (both name {sorted(clash)})",
                 )
-            out.append(Objective(tuple(u), tuple(sens[k])))
+            out.append(NodeObjective(tuple(u), tuple(sens[k])))
         return out
 
-    def node_objectives(self) -> list[Objective]:
+    def node_objectives(self) -> list[NodeObjective]:
         return list(self.objectives)
 
     def num_rounds(self, sizes: Sequence[int]) -> int:
@@ -232,7 +232,7 @@ class DEIGAN(FederatedMethod, EIGAN):
 
     # -- client role ----------------------------------------------------------------------------
     def init_nodes(self, nodes: Sequence[Node]) -> None:
-        by_obj: dict[Objective, list[Node]] = {}
+        by_obj: dict[NodeObjective, list[Node]] = {}
         for n in nodes:
             by_obj.setdefault(n.objective, []).append(n)
         for obj, group_nodes in by_obj.items():

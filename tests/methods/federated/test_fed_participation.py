@@ -9,7 +9,7 @@ from veil.audit import AuditConfig
 from veil.audit.nodes import audit_final
 from veil.datasets import load_dataset
 from veil.methods import create_method
-from veil.methods.federated.core import Objective
+from veil.methods.federated.core import NodeObjective
 from veil.methods.federated.simulation import FederationOptions, run_in_process
 from veil.platform.federation import plan_on, run_planned
 
@@ -33,7 +33,7 @@ def test_half_the_nodes_hide_one_label_half_another():
     )
     assert (
         m.node_objectives()
-        == [Objective(("ally",), ("adversary_1",))] * 2 + [Objective(("ally",), ("adversary_2",))] * 2
+        == [NodeObjective(("ally",), ("adversary_1",))] * 2 + [NodeObjective(("ally",), ("adversary_2",))] * 2
     )
     prep = plan_on("in-process", m, "d-eigan", ds.train, dataset=ds, seed=0)
     out = run_planned(prep)

@@ -26,7 +26,7 @@ from veil.datasets import load_dataset
 from veil.datasets.base import Dataset
 from veil.methods import create_method
 from veil.methods.federated.coordinator import Coordinator
-from veil.methods.federated.core import EncodersStayHome, FederationError, Node, NodeData, Objective, loads
+from veil.methods.federated.core import EncodersStayHome, FederationError, Node, NodeData, NodeObjective, loads
 from veil.methods.federated.simulation import (
     FederationOptions,
     FederationOutcome,
@@ -301,7 +301,7 @@ def test_each_client_releases_exactly_its_own_rows(ds: Dataset) -> None:
 
 def test_a_node_releases_only_its_own_rows(ds: Dataset) -> None:
     data = NodeData(
-        0, ds.train.take(np.arange(5, 10)), Objective(("u",), ("s",)), rows=np.arange(5, 10), test_x=ds.test.x[:2],
+        0, ds.train.take(np.arange(5, 10)), NodeObjective(("u",), ("s",)), rows=np.arange(5, 10), test_x=ds.test.x[:2],
         test_rows=np.array([7, 3]),
     )  # fmt: skip
     node = Node(data, seed=0)

@@ -18,6 +18,7 @@ Nothing in this package imports Ray or anything above `veil.methods`."""
 from __future__ import annotations
 
 import pickle
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Sequence
 
@@ -179,7 +180,7 @@ class CoordinatorFailure:
 
 
 @dataclass(frozen=True)
-class Objective:
+class NodeObjective:
     """The labels one node keeps (its allies / utility) and hides (its adversaries / sensitive)."""
 
     utility: tuple[str, ...]
@@ -198,7 +199,7 @@ class NodeData:
 
     node: int
     train: Split
-    objective: Objective
+    objective: NodeObjective
     rows: np.ndarray | None = None
     test_x: np.ndarray | None = None
     test_rows: np.ndarray | None = None
@@ -337,10 +338,11 @@ def sparse_count(phi: float, size: int) -> int:
 # ---------------------------------------------------------------------------------------------------
 # The method interface
 # ---------------------------------------------------------------------------------------------------
-class FederatedRoles:
+class FederatedRoles(ABC):
     """The roles of a federated algorithm: client (node hosts), server (coordinator) and driver (`assemble`).
     Methods subclass `veil.methods.federated.method.FederatedMethod`, which adds `fit`; the hosts, the
-    coordinator and the simulation see only these roles."""
+    coordinator and the simulation see only these roles. The abstract methods are what every federated method
+    must define; `release_rows` only a method with `private_encoders`."""
 
     name: ClassVar[str]
     federated: ClassVar[bool] = True
@@ -357,14 +359,15 @@ class FederatedRoles:
     def participation(self) -> float:
         return float(getattr(self.config, "fraction", 1.0))
 
+    @abstractmethod
     def num_rounds(self, sizes: Sequence[int]) -> int:
         """Communication rounds for nodes holding `sizes` rows."""
-        raise NotImplementedError
+        ...
 
-    def node_objectives(self) -> list[Objective]:
+    def node_objectives(self) -> list[NodeObjective]:
         """Every node's objective (validated against the task; errors name the field)."""
         t = self.task
-        return [Objective(tuple(t.utility), tuple(t.sensitive))] * self.num_nodes()
+        return [NodeObjective(tuple(t.utility), tuple(t.sensitive))] * self.num_nodes()
 
     def validate_partition(self, sizes: Sequence[int]) -> None:
         """Refuse partitions the method cannot use (called before any node starts)."""
@@ -373,23 +376,24 @@ class FederatedRoles:
                 raise ConfigError("partition", f"node {k}: 0 rows", "a partition giving every node at least one row")
 
     # -- client role ---------------------------------------------------------------------------
-    def init_nodes(self, nodes: Sequence[Node]) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def init_nodes(self, nodes: Sequence[Node]) -> None: ...
 
-    def join(self, nodes: Sequence[Node], message: Any) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def join(self, nodes: Sequence[Node], message: Any) -> None: ...
 
     def client_update(self, node: Node, global_state: Any, round: int) -> ClientUpdate:
         """One node's round: apply the downlink `global_state`, train locally, return the upload."""
         return self.client_update_many([node], {node.id: global_state}, round)[node.id]
 
+    @abstractmethod
     def client_update_many(
         self, nodes: Sequence[Node], messages: Mapping[int, Any], round: int
-    ) -> dict[int, ClientUpdate]:
-        raise NotImplementedError
+    ) -> dict[int, ClientUpdate]: ...
 
     def finalize(self, nodes: Sequence[Node], message: Any) -> None:
         """Apply the coordinator's last message after the final round (default: nothing to do)."""
+        return None
 
     def logs_node_metrics(self) -> bool:
         """Whether nodes keep their own metrics (`ClientUpdate.local`) for the run's log (`node_metrics`)."""
@@ -405,31 +409,33 @@ class FederatedRoles:
     def release_rows(self, node: Node, x: np.ndarray, generator: torch.Generator) -> np.ndarray:
         """z (float32, one row per row of `x`) that `node` releases of its own rows `x`, any noise drawn from
         `generator` (the node's release stream); only for methods with `private_encoders`."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{self.name} keeps no private encoders: its nodes release no rows of their own")
 
     # -- server role ---------------------------------------------------------------------------
     def server_start(self, sizes: Mapping[int, int]) -> None:
         """Called once in the coordinator before the first join, with every node's row count."""
         self.node_sizes = dict(sizes)
 
-    def join_message(self) -> Any:
-        raise NotImplementedError
+    @abstractmethod
+    def join_message(self) -> Any: ...
 
+    @abstractmethod
     def configure(self, round: int, nodes: Sequence[int]) -> dict[int, Any]:
         """The downlink of `round` for each selected node."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def aggregate(self, round: int, updates: Sequence[ClientUpdate], failures: Sequence[Failure]) -> Any:
         """Fold the round's updates into the global state and return it. `failures` lists the selected
         nodes that delivered nothing; they contribute nothing (their weight is not counted)."""
-        raise NotImplementedError
+        ...
 
     def finalize_message(self) -> Any | None:
         """A last broadcast after the final round (None: none)."""
         return None
 
-    def global_state(self) -> dict[str, np.ndarray]:
-        raise NotImplementedError
+    @abstractmethod
+    def global_state(self) -> dict[str, np.ndarray]: ...
 
     def server_state(self) -> dict[str, Any]:
         """Everything the server role keeps between rounds (the coordinator's checkpoint); default: the global
@@ -445,10 +451,11 @@ class FederatedRoles:
     released: Release | None = None
     """What the clients released of their own rows (methods with `private_encoders`), once received."""
 
+    @abstractmethod
     def assemble(self, global_state: Mapping[str, np.ndarray]) -> None:
         """Load the federation's final (or current) global state (for a method that shares its encoder, the
         model that `encode` releases from)."""
-        raise NotImplementedError
+        ...
 
     def receive_release(self, release: Release) -> None:
         """Keep the clients' release of their own rows (what the audit measures for `private_encoders`)."""

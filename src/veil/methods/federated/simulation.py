@@ -20,7 +20,7 @@ from veil.datasets.base import Dataset, Split
 from veil.datasets.partition import column, constant_on_every_node, parse_scheme, partition
 from veil.errors import ConfigError
 from veil.methods.federated.coordinator import Coordinator, RoundRecord, Tap
-from veil.methods.federated.core import FederatedRoles, InjectedFault, NodeData, Objective, Release, derive_seed
+from veil.methods.federated.core import FederatedRoles, InjectedFault, NodeData, NodeObjective, Release, derive_seed
 from veil.methods.federated.host import NodeHost
 
 
@@ -65,7 +65,7 @@ class FederationPlan:
     parts: list[np.ndarray]
     test_parts: list[np.ndarray] | None
     test_partition_note: str
-    objectives: list[Objective]
+    objectives: list[NodeObjective]
     shards: list[NodeData]
     rounds: int
     options: FederationOptions
