@@ -109,3 +109,13 @@ def test_packages_export_their_public_api():
         exported = getattr(mod, "__all__", [])
         assert exported, pkg
         assert all(hasattr(mod, name) for name in exported), pkg
+
+
+def test_platform_is_transport_only():
+    """platform/ moves runs to where they train (executors, the federation's Ray runtimes, joining Ray): what a
+    run is audited with and which tracking stores a cluster accepts are decided above it (run.py, tracking/)."""
+    edges, _ = graph()
+    decided_elsewhere = ("veil.audit", "veil.run", "veil.calibrate", "veil.sweeps")
+    above = [(m, t) for m in edges if m.startswith("veil.platform") for t in edges[m]]
+    bad = [(m, t) for m, t in above if any(t == d or t.startswith(d + ".") for d in decided_elsewhere)]
+    assert bad == []

@@ -148,7 +148,8 @@ def test_memory_estimate_counts_federated_nodes_and_user_files(tmp_path):
 def test_a_node_local_store_is_refused_for_work_on_a_cluster(in_tmp, capsys, monkeypatch):
     """Trials on a Ray cluster log from the node they run on: a sqlite store there is another file. Refused
     (exit 2, how to start the server) before Ray is joined; a server URI passes; plain local runs keep sqlite."""
-    from veil.platform.cluster import require_shared_store
+    from veil.platform.cluster import joins_cluster
+    from veil.tracking.mlflow_run import require_shared_store
 
     (in_tmp / "s.yaml").write_text((ROOT / "sweeps" / "quickstart.yaml").read_text())
     assert main(["sweep", "s.yaml", "--address", "127.0.0.1:1", "--quiet"]) == 2
@@ -159,9 +160,9 @@ def test_a_node_local_store_is_refused_for_work_on_a_cluster(in_tmp, capsys, mon
     assert "a tracking server every node reaches" in capsys.readouterr().err
     monkeypatch.setenv("RAY_ADDRESS", "auto")
     with pytest.raises(ValueError, match="node-local|a different file on each node"):
-        require_shared_store(f"sqlite:///{in_tmp}/mlflow.db", None)
-    require_shared_store("http://127.0.0.1:5000", None)
-    require_shared_store(f"sqlite:///{in_tmp}/mlflow.db", "local")
+        require_shared_store(f"sqlite:///{in_tmp}/mlflow.db", joins_cluster(None))  # $RAY_ADDRESS: a cluster
+    require_shared_store("http://127.0.0.1:5000", joins_cluster(None))
+    require_shared_store(f"sqlite:///{in_tmp}/mlflow.db", joins_cluster("local"))
 
 
 # Names MLflow refuses mid-run (issue 28's reliability re-test: tracebacks at exit 1) are refused up front.

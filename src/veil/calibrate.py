@@ -410,7 +410,7 @@ class Trainer:
         fed = dataclasses.replace(self.v.federation, per_node_audit=False, audit_every=0)
         vc = dataclasses.replace(self.v, method_config=config, runtime="in-process", federation=fed)
         job = get_executor("federated")(vc, self.ds_cal, Path(".veil") / "ray")
-        outcome = job.train(self.on_epoch, None)
+        outcome = job.train(self.on_epoch, None, None)
         out = audit_release(outcome.method, self.ds_cal, self.cfg, federation=job.federation)
         return outcome.method, outcome.history, out.z_train, out.z_test, out.report
 

@@ -251,13 +251,13 @@ def print_certificate(result: Any, out: Any) -> None:
 def check_run_tracking(uri: str | None, address: str | None, args: argparse.Namespace) -> None:
     """Refuse an unknown scheme, an unreachable store, or a node-local store for work on a Ray cluster, before
     the data load, naming where the URI came from."""
-    from veil.platform.cluster import require_shared_store
-    from veil.tracking.mlflow_run import check_tracking, uri_source
+    from veil.platform.cluster import joins_cluster
+    from veil.tracking.mlflow_run import check_tracking, require_shared_store, uri_source
     from veil.tracking.sync import recover
 
     source = uri_source(args.tracking_uri) if args.tracking_uri or not uri else f"{args.file}: tracking_uri"
     resolved = check_tracking(uri, source)
-    require_shared_store(resolved, address, source)
+    require_shared_store(resolved, joins_cluster(address), source)
     recover(resolved, "veil run")
 
 

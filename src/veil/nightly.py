@@ -263,10 +263,10 @@ def format_checks(checks: list[Check]) -> str:
 
 
 def cmd_nightly(args: argparse.Namespace) -> int:
-    from veil.platform.cluster import require_shared_store
+    from veil.platform.cluster import joins_cluster
     from veil.reproduce import cmd_reproduce, is_reproduce_suite
     from veil.tracking import TrackedRun
-    from veil.tracking.mlflow_run import check_tracking, uri_source
+    from veil.tracking.mlflow_run import check_tracking, require_shared_store, uri_source
 
     if is_reproduce_suite(args.suite):
         return cmd_reproduce(args)
@@ -280,7 +280,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         print(f"ok: suite {args.suite}: {len(suite.runs)} runs, {len(suite.sweeps)} sweeps: valid, nothing was run")
         return 0
     uri = check_tracking(args.tracking_uri)
-    require_shared_store(uri, args.address, uri_source(args.tracking_uri))
+    require_shared_store(uri, joins_cluster(args.address), uri_source(args.tracking_uri))
     prev_id, prev = previous_nightly(uri, suite.experiment, suite.digest)
     run_id, figures = run_suite(suite, uri, args.address)
     checks = compare(figures, prev, suite.tolerances)

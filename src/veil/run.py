@@ -340,6 +340,14 @@ def audit_note(v: ValidatedRun, ds: Dataset) -> str:
     )
 
 
+def live_audit(job: Job, ds: Dataset) -> Any:
+    """The between-rounds audit of a federated job that asks for one (`fed.audit_every`), else None."""
+    from veil.audit.nodes import live_auditor
+
+    plan = job.federation
+    return live_auditor(plan, ds) if plan is not None and plan.options.audit_every else None
+
+
 def track(
     v: ValidatedRun,
     ds: Dataset,
@@ -394,7 +402,7 @@ def track(
 
         hook = epoch_hook({"tags": dict(spec.tags), "flush": curves.flush})
         try:
-            outcome = job.train(log_epoch, tracker)
+            outcome = job.train(log_epoch, tracker, live_audit(job, ds))
         finally:
             curves.flush()  # a crash keeps the curves up to it
         tracker.set_tags({"veil.device": outcome.device, **job.tags})
@@ -478,7 +486,9 @@ def replayed(job: Job, outcome: TrainOutcome) -> Job:
     """`job` with its training already done (a population member): `train` hands its rows to the epoch hook,
     one call per epoch as `Method.fit` does, and returns `outcome`."""
 
-    def train(on_epoch: Callable[[int, dict[str, float]], None] | None, tracker: Any) -> TrainOutcome:
+    def train(
+        on_epoch: Callable[[int, dict[str, float]], None] | None, tracker: Any, live_audit: Any = None
+    ) -> TrainOutcome:
         for epoch, row in enumerate(outcome.history):
             if on_epoch:
                 on_epoch(epoch, row)

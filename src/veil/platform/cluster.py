@@ -55,23 +55,6 @@ def joins_cluster(address: str | None) -> bool:
     return bool(target) and target != "local"
 
 
-def require_shared_store(uri: str, address: str | None, source: str = "--tracking-uri") -> None:
-    """On a cluster, trials log from the node they run on: a sqlite / file store there would be a different,
-    node-local file, and results would scatter. Refuse it before anything starts."""
-    from veil.errors import ConfigError
-    from veil.tracking.mlflow_run import local_store
-
-    if not joins_cluster(address) or local_store(uri) is None:
-        return
-    raise ConfigError(
-        source,
-        uri,
-        "a tracking server every node reaches when work runs on a Ray cluster (--address / RAY_ADDRESS): a "
-        "local sqlite or file store would be a different file on each node. Start one on the head with "
-        "`bash mlflow/start-server.sh` and pass --tracking-uri http://127.0.0.1:5000 (README, 'Scale out')",
-    )
-
-
 def ray_node_id() -> str:
     """The id of the Ray node this process runs on ('' outside Ray): trials record where they ran."""
     import ray

@@ -56,8 +56,10 @@ class Job:
     """A run checked and ready to train: the params and tags the executor adds, and the training itself."""
 
     executor: str
-    train: Callable[[EpochHook | None, Any], TrainOutcome]
-    """train(on_epoch, tracker) -> TrainOutcome; `tracker` lets remote workers log to the same MLflow run."""
+    train: Callable[[EpochHook | None, Any, Any], TrainOutcome]
+    """train(on_epoch, tracker, live_audit) -> TrainOutcome; `tracker` lets remote workers log to the same MLflow
+    run; `live_audit` (None: none) audits a federation between rounds, handed in by the pipeline, which owns the
+    audit (this layer only transports)."""
     params: dict[str, Any] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
     federation: FederationPlan | None = None
@@ -110,7 +112,7 @@ def local_device(use_gpu: bool) -> str:
 def inline(run: ValidatedRun, ds: Dataset, storage: Path) -> Job:
     device = local_device(run.spec.use_gpu)
 
-    def train(on_epoch: EpochHook | None, tracker: Any) -> TrainOutcome:
+    def train(on_epoch: EpochHook | None, tracker: Any, live_audit: Any = None) -> TrainOutcome:
         t0 = time.time()
         method = create_method(run.spec.method, run.method_config, ds.task())
         history = method.fit(ds.train, TrainContext(device, on_epoch=on_epoch))
@@ -159,7 +161,7 @@ def _ray_train_loop(cfg: dict[str, Any]) -> None:
 def ray_train(run: ValidatedRun, ds: Dataset, storage: Path) -> Job:
     spec = run.spec
 
-    def train(on_epoch: EpochHook | None, tracker: Any) -> TrainOutcome:
+    def train(on_epoch: EpochHook | None, tracker: Any, live_audit: Any = None) -> TrainOutcome:
         from ray.train import RunConfig, ScalingConfig
         from ray.train.torch import TorchTrainer
 
@@ -209,7 +211,6 @@ def ray_train(run: ValidatedRun, ds: Dataset, storage: Path) -> Job:
 @register_executor("federated")
 def federated(run: ValidatedRun, ds: Dataset, storage: Path) -> Job:
     """Partition and place the federation (refusing what cannot run), then run its rounds."""
-    from veil.audit.nodes import live_auditor
     from veil.platform.federation import plan_on, run_planned
 
     spec = run.spec
@@ -231,9 +232,8 @@ def federated(run: ValidatedRun, ds: Dataset, storage: Path) -> Job:
         warn(w)
     label = f"federated:{plan.runtime}"
 
-    def train(on_epoch: EpochHook | None, tracker: Any) -> TrainOutcome:
-        live = live_auditor(plan, ds) if plan.options.audit_every else None
-        outcome = run_planned(plan, on_round=on_epoch, live_audit=live)
+    def train(on_epoch: EpochHook | None, tracker: Any, live_audit: Any = None) -> TrainOutcome:
+        outcome = run_planned(plan, on_round=on_epoch, live_audit=live_audit)
         return TrainOutcome(outcome.method, outcome.history, label, "cpu", outcome.seconds, federation=outcome)
 
     tags = {"veil.federated": "true", "veil.runtime": plan.runtime}

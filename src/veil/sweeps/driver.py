@@ -286,8 +286,8 @@ def run_sweep(
     """Start a sweep: parent MLflow run, Tune + Optuna trials, then the front, plots and parent metrics."""
     import dataclasses
 
-    from veil.platform.cluster import require_shared_store
-    from veil.tracking.mlflow_run import TrackedRun, check_tracking, uri_source
+    from veil.platform.cluster import joins_cluster
+    from veil.tracking.mlflow_run import TrackedRun, check_tracking, require_shared_store, uri_source
     from veil.tracking.sync import recover
 
     if trials is not None:
@@ -306,7 +306,7 @@ def run_sweep(
     if exp_dir.exists():
         raise ConfigError("--name", name, f"a new sweep name: {exp_dir} exists (continue it with `veil resume {name}`)")
     uri = check_tracking(tracking_uri)
-    require_shared_store(uri, address, uri_source(tracking_uri))
+    require_shared_store(uri, joins_cluster(address), uri_source(tracking_uri))
     recover(uri, "veil sweep")
     check_dataset_labels(spec)
     t0 = time.time()
@@ -496,8 +496,8 @@ def resume_sweep(
     so each trial is counted once. `retry_failed` also re-runs trials that had crashed."""
     from ray import tune
 
-    from veil.platform.cluster import require_shared_store
-    from veil.tracking.mlflow_run import TrackedRun
+    from veil.platform.cluster import joins_cluster
+    from veil.tracking.mlflow_run import TrackedRun, require_shared_store
 
     sref, state = locate(ref, tracking_uri=tracking_uri, storage_root=storage_root)
     if state is None:
@@ -512,7 +512,7 @@ def resume_sweep(
             "before Tune's first snapshot; start it again with `veil sweep`)"
         )
     spec = sweep_from_mapping(state["spec"], where=state["source"])
-    require_shared_store(sref.tracking_uri, address, f"sweep {sref.name}'s tracking URI")
+    require_shared_store(sref.tracking_uri, joins_cluster(address), f"sweep {sref.name}'s tracking URI")
     t0 = time.time()
     tune_defaults()
     started = ensure_ray(address)

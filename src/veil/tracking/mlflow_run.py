@@ -141,6 +141,21 @@ def auth_headers() -> dict[str, str]:
     return {}
 
 
+def require_shared_store(uri: str, on_cluster: bool, source: str = "--tracking-uri") -> None:
+    """On a cluster (`on_cluster`: work may run on other nodes), trials log from the node they run on: a sqlite /
+    file store there would be a different, node-local file, and results would scatter. Refuse it before anything
+    starts."""
+    if not on_cluster or local_store(uri) is None:
+        return
+    raise ConfigError(
+        source,
+        uri,
+        "a tracking server every node reaches when work runs on a Ray cluster (--address / RAY_ADDRESS): a "
+        "local sqlite or file store would be a different file on each node. Start one on the head with "
+        "`bash mlflow/start-server.sh` and pass --tracking-uri http://127.0.0.1:5000 (README, 'Scale out')",
+    )
+
+
 def local_store(uri: str) -> Path | None:
     """The database file of a sqlite store, the directory of a file store (or a bare path); None otherwise."""
     if uri.startswith("sqlite:///"):
