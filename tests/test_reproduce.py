@@ -14,18 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from veil.reproduce import (
-    AUC_LEAKS,
-    NEITHER_HIDES,
-    Cell,
-    Measured,
-    Row,
-    build_lines,
-    load_repro_suite,
-    spec_mapping,
-    update_readme,
-    verdict,
-)
+from veil.reproduce.render import AUC_LEAKS, NEITHER_HIDES, Cell, Measured, build_lines, update_readme, verdict
+from veil.reproduce.suite import Row, load_repro_suite, spec_mapping
 
 ROOT = Path(__file__).resolve().parents[1]
 TOY = ROOT / "tests" / "data" / "reproduce"
@@ -321,11 +311,12 @@ def test_an_interrupted_sweep_stops_the_suite(monkeypatch, capsys):
     starting its next sweep (unit test of the loop: run_sweep is replaced)."""
     import types
 
-    import veil.reproduce as rp
+    import veil.reproduce.runs as runs
     import veil.sweeps.driver as driver
+    from veil.reproduce.suite import variants
 
     suite = load_repro_suite(TOY / "suite.yaml")
-    todo = rp.variants(suite, ())
+    todo = variants(suite, ())
     assert len(todo) >= 2
     started = []
 
@@ -335,20 +326,20 @@ def test_an_interrupted_sweep_stops_the_suite(monkeypatch, capsys):
 
     monkeypatch.setattr(driver, "run_sweep", fake_run_sweep)
     with pytest.raises(KeyboardInterrupt, match=f"{len(todo) - 1} later sweep"):
-        rp._run_all(suite, "quick", "sqlite:///unused.db", None, todo)
+        runs._run_all(suite, "quick", "sqlite:///unused.db", None, todo)
     assert len(started) == 1
 
 
 def test_only_selects_rows_and_entries():
     """--only ROW keeps every entry (and preset) of the row; ROW/ENTRY keeps one entry; unknown names are errors
     that list the valid ones."""
-    import veil.reproduce as rp
     from veil.errors import UnknownNameError
+    from veil.reproduce.suite import variants
 
     suite = load_repro_suite(TOY / "suite.yaml")
 
     def picked(only):
-        return [(r.id, e.label, p) for r, e, p in rp.variants(suite, only)]
+        return [(r.id, e.label, p) for r, e, p in variants(suite, only)]
 
     assert (
         picked(())
@@ -364,6 +355,35 @@ def test_only_selects_rows_and_entries():
     with pytest.raises(
         UnknownNameError, match=r"--only gpp-toy/: unknown entry label 'pca'; valid entry labels: GPP, PCA"
     ):
-        rp.variants(suite, ["gpp-toy/pca"])
+        variants(suite, ["gpp-toy/pca"])
     with pytest.raises(UnknownNameError, match=r"--only: unknown row 'nope'; valid rows: gpp-toy"):
-        rp.variants(suite, ["nope/GPP"])
+        variants(suite, ["nope/GPP"])
+
+
+def test_importing_the_package_loads_no_torch_ray_or_mlflow():
+    """Every module of veil.reproduce keeps torch, Ray and MLflow function-local (checked in a fresh interpreter)."""
+    code = (
+        "import json, sys\nimport veil.reproduce.commands, veil.reproduce.render, veil.reproduce.runs\n"
+        "print(json.dumps([m for m in ('torch', 'ray', 'mlflow') if m in sys.modules]))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+
+
+@pytest.mark.parametrize("started", [True, False])
+def test_ray_session_shuts_down_only_the_ray_it_started(monkeypatch, started):
+    """ray_session shuts Ray down when its block ends (an exception included) only when ensure_ray started or
+    joined it; a Ray already up is left running (unit test: ensure_ray and ray are replaced)."""
+    import types
+
+    import veil.platform.cluster as cluster
+
+    calls: list[str] = []
+    monkeypatch.setattr(cluster, "ensure_ray", lambda address=None, **kw: calls.append(f"ensure {address}") or started)
+    monkeypatch.setitem(sys.modules, "ray", types.SimpleNamespace(shutdown=lambda: calls.append("shutdown")))
+    with pytest.raises(RuntimeError, match="inside"):
+        with cluster.ray_session("auto") as got:
+            assert got is started and calls == ["ensure auto"]
+            raise RuntimeError("inside")
+    assert calls == ["ensure auto", "shutdown"] if started else ["ensure auto"]

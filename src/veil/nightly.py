@@ -264,7 +264,8 @@ def format_checks(checks: list[Check]) -> str:
 
 def cmd_nightly(args: argparse.Namespace) -> int:
     from veil.platform.cluster import joins_cluster
-    from veil.reproduce import cmd_reproduce, is_reproduce_suite
+    from veil.reproduce.commands import cmd_reproduce
+    from veil.reproduce.suite import is_reproduce_suite
     from veil.tracking import TrackedRun
     from veil.tracking.mlflow_run import check_tracking, require_shared_store, uri_source
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from veil import signals
 from veil.console import verbose
@@ -33,6 +35,20 @@ def ensure_ray(address: str | None = None, *, log_to_driver: bool | None = None)
     )
     signals.reinstall()  # ray.init makes SIGTERM exit the driver at once, with no cleanup
     return True
+
+
+@contextmanager
+def ray_session(address: str | None = None, **kw: Any) -> Iterator[bool]:
+    """`ensure_ray(address, **kw)` for the `with` block, and Ray shut down when it ends only if this call started
+    or joined it (a Ray that was already up is left as it was); yields whether it did."""
+    started = ensure_ray(address, **kw)
+    try:
+        yield started
+    finally:
+        if started:
+            import ray
+
+            ray.shutdown()
 
 
 def cluster_resources() -> dict[str, float]:
