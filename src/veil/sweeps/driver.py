@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 from veil.console import warn
 from veil.errors import ConfigError, VeilError
-from veil.platform.cluster import ensure_ray
+from veil.platform.cluster import ray_session
 from veil.sweeps.monitor import SweepMonitor
 from veil.sweeps.overview import publish
 from veil.sweeps.population import MEMBERS, grid_chunks, grid_points
@@ -311,85 +311,78 @@ def run_sweep(
     check_dataset_labels(spec)
     t0 = time.time()
     tune_defaults()
-    started = ensure_ray(address)
-    t_ray = time.time()
-    try:
+    with ray_session(address):
+        t_ray = time.time()
         spec = fit_to_cluster(spec)
-    except BaseException:
-        if started:
-            import ray
-
-            ray.shutdown()
-        raise
-    parent = TrackedRun.start(
-        uri,
-        spec.experiment,
-        name,
-        tags={
-            TAG_ROLE: "sweep",
-            TAG_SWEEP: name,
-            TAG_SPEC: spec.stem,
-            TAG_STORAGE: str(exp_dir),
-            "veil.method": spec.method,
-            "veil.dataset": spec.dataset,
-            "veil.sampler": spec.sampler,
-            **({TAG_WARNINGS: "\n".join(spec.warnings)} if spec.warnings else {}),
-        },
-    )
-    try:
-        parent.log_params(spec.flat_params())
-        parent.log_dict({"spec": dict(spec.raw), "source": spec.source}, SPEC_ARTIFACT)
-        parent.log_text(spec_yaml(spec), "sweep/spec.yaml")
-        ctx = {
-            "sweep": name,
-            "parent_run_id": parent.run_id,
-            "tracking_uri": uri,
-            "storage": str(exp_dir),
-            "threads": max(1, int(spec.resources.cpus)),
-        }
-        exp_dir.mkdir(parents=True)
-        _state_path(exp_dir).write_text(
-            json.dumps({**ctx, "spec": dict(spec.raw), "source": spec.source, "created": time.time()}, indent=2)
-        )
-        total = spec.trials
-        monitor = SweepMonitor(spec, total, quiet, uri)
-        if not quiet:
-            print(
-                f"sweep {name}: {spec.method} on {spec.dataset}, {total} trials x {len(spec.seeds)} seed(s), "
-                f"sampler {spec.sampler}, concurrency {spec.concurrency}\n  MLflow parent run {parent.run_id} at {uri}"
-                f"\n  Tune storage {exp_dir}",
-                flush=True,
-            )
-        tuner, searcher = build_tuner(spec, ctx, exp_dir, monitor)
-        t_tune = time.time()
-        grid = tuner.fit()
-        t_fit = time.time()
-        outcome = finish_sweep(
-            spec,
-            SweepRef(name, parent.run_id, parent.experiment_id, uri, str(exp_dir), "RUNNING"),
-            exp_dir,
-            monitor.stopped_for_failures,
-            time.time() - t0,
-            tune_trial_ids(grid),
-        )
-        outcome.searcher = searcher
-        wall = time.time() - t0
-        outcome.timings = sweep_timings(wall, t_ray - t0, t_fit - t_tune, time.time() - t_fit, grid, spec.concurrency)
-        when_tracking_answers(
-            lambda: TrackedRun(uri, parent.run_id).log_metrics(
-                {f"time/{k}" if k != "orchestration" else "orchestration_share": v for k, v in outcome.timings.items()}
-            ),
+        parent = TrackedRun.start(
             uri,
+            spec.experiment,
+            name,
+            tags={
+                TAG_ROLE: "sweep",
+                TAG_SWEEP: name,
+                TAG_SPEC: spec.stem,
+                TAG_STORAGE: str(exp_dir),
+                "veil.method": spec.method,
+                "veil.dataset": spec.dataset,
+                "veil.sampler": spec.sampler,
+                **({TAG_WARNINGS: "\n".join(spec.warnings)} if spec.warnings else {}),
+            },
         )
-        return outcome
-    except BaseException as e:
-        parent.fail(e)
-        raise
-    finally:
-        if started:
-            import ray
-
-            ray.shutdown()
+        try:
+            parent.log_params(spec.flat_params())
+            parent.log_dict({"spec": dict(spec.raw), "source": spec.source}, SPEC_ARTIFACT)
+            parent.log_text(spec_yaml(spec), "sweep/spec.yaml")
+            ctx = {
+                "sweep": name,
+                "parent_run_id": parent.run_id,
+                "tracking_uri": uri,
+                "storage": str(exp_dir),
+                "threads": max(1, int(spec.resources.cpus)),
+            }
+            exp_dir.mkdir(parents=True)
+            _state_path(exp_dir).write_text(
+                json.dumps({**ctx, "spec": dict(spec.raw), "source": spec.source, "created": time.time()}, indent=2)
+            )
+            total = spec.trials
+            monitor = SweepMonitor(spec, total, quiet, uri)
+            if not quiet:
+                print(
+                    f"sweep {name}: {spec.method} on {spec.dataset}, {total} trials x {len(spec.seeds)} seed(s), "
+                    f"sampler {spec.sampler}, concurrency {spec.concurrency}\n  MLflow parent run {parent.run_id} at {uri}"
+                    f"\n  Tune storage {exp_dir}",
+                    flush=True,
+                )
+            tuner, searcher = build_tuner(spec, ctx, exp_dir, monitor)
+            t_tune = time.time()
+            grid = tuner.fit()
+            t_fit = time.time()
+            outcome = finish_sweep(
+                spec,
+                SweepRef(name, parent.run_id, parent.experiment_id, uri, str(exp_dir), "RUNNING"),
+                exp_dir,
+                monitor.stopped_for_failures,
+                time.time() - t0,
+                tune_trial_ids(grid),
+            )
+            outcome.searcher = searcher
+            wall = time.time() - t0
+            outcome.timings = sweep_timings(
+                wall, t_ray - t0, t_fit - t_tune, time.time() - t_fit, grid, spec.concurrency
+            )
+            when_tracking_answers(
+                lambda: TrackedRun(uri, parent.run_id).log_metrics(
+                    {
+                        f"time/{k}" if k != "orchestration" else "orchestration_share": v
+                        for k, v in outcome.timings.items()
+                    }
+                ),
+                uri,
+            )
+            return outcome
+        except BaseException as e:
+            parent.fail(e)
+            raise
 
 
 def tune_trial_ids(grid: Any) -> set[str]:
@@ -515,34 +508,29 @@ def resume_sweep(
     require_shared_store(sref.tracking_uri, joins_cluster(address), f"sweep {sref.name}'s tracking URI")
     t0 = time.time()
     tune_defaults()
-    started = ensure_ray(address)
-    try:
-        reopen_parent(sref.tracking_uri, sref.parent_run_id)
-        if not quiet:
-            print(f"resuming sweep {sref.name} from {exp_dir} (MLflow parent run {sref.parent_run_id})", flush=True)
-        tuner = tune.Tuner.restore(
-            str(exp_dir),
-            trainable=trainable(spec),
-            resume_unfinished=True,
-            resume_errored=False,
-            restart_errored=retry_failed,
-        )
-        monitor = _restored_monitor(tuner)
-        if monitor is not None:  # it comes back as pickled at the start: this process's settings instead
-            monitor.quiet, monitor.t0, monitor.grid = quiet, time.time(), spec.sampler == "grid"
-            monitor.population = spec.population
-            monitor.member_failures = getattr(monitor, "member_failures", 0)
-        grid = tuner.fit()
-        stopped = bool(getattr(monitor, "stopped_for_failures", False))
-        return finish_sweep(spec, sref, exp_dir, stopped, time.time() - t0, tune_trial_ids(grid))
-    except BaseException as e:
-        TrackedRun(sref.tracking_uri, sref.parent_run_id).fail(e)
-        raise
-    finally:
-        if started:
-            import ray
-
-            ray.shutdown()
+    with ray_session(address):
+        try:
+            reopen_parent(sref.tracking_uri, sref.parent_run_id)
+            if not quiet:
+                print(f"resuming sweep {sref.name} from {exp_dir} (MLflow parent run {sref.parent_run_id})", flush=True)
+            tuner = tune.Tuner.restore(
+                str(exp_dir),
+                trainable=trainable(spec),
+                resume_unfinished=True,
+                resume_errored=False,
+                restart_errored=retry_failed,
+            )
+            monitor = _restored_monitor(tuner)
+            if monitor is not None:  # it comes back as pickled at the start: this process's settings instead
+                monitor.quiet, monitor.t0, monitor.grid = quiet, time.time(), spec.sampler == "grid"
+                monitor.population = spec.population
+                monitor.member_failures = getattr(monitor, "member_failures", 0)
+            grid = tuner.fit()
+            stopped = bool(getattr(monitor, "stopped_for_failures", False))
+            return finish_sweep(spec, sref, exp_dir, stopped, time.time() - t0, tune_trial_ids(grid))
+        except BaseException as e:
+            TrackedRun(sref.tracking_uri, sref.parent_run_id).fail(e)
+            raise
 
 
 __all__ = [
