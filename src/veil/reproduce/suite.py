@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
+from veil.config import build, param
 from veil.errors import ConfigError, UnknownNameError
 from veil.names import check_mlflow_name
 
@@ -82,37 +83,33 @@ class Row:
     """label -> the sweeps that reproduce the row"""
     figures: Sequence[Figure]
     """the published figures the row checks"""
-    tolerance: float = 0.02
-    """|Veil - paper| within it: reproduced; within CLOSE times it: close"""
-    substitute: str | None = None
-    """why the data stands in for the paper's, when it does"""
+    tolerance: float = param(0.02, "|Veil - paper| within it: reproduced; within CLOSE times it: close", gt=0)
+    substitute: str | None = param(None, "why the data stands in for the paper's, when it does")
     quick: Mapping[str, Any] = field(default_factory=dict)
     """spec overrides of `--quick` for every entry of the row"""
-    why: str = ""
-    """the cause of the gaps found by investigation"""
-    estimate: str = ""
-    """full-mode time on 2 CPU cores"""
-    seeds: Any = None
-    """the row's full-mode seeds when they differ from the suite's (a count or a list, as a sweep spec's)"""
-    reference: str | None = None
-    """the entry whose release is the unencoded data: what leaking everything looks like on the row's data"""
+    why: str = param("", "the cause of the gaps found by investigation")
+    estimate: str = param("", "full-mode time on 2 CPU cores")
+    seeds: Any = param(
+        None, "the row's full-mode seeds when they differ from the suite's (a count or a list, as a sweep spec's)"
+    )
+    reference: str | None = param(
+        None, "the entry whose release is the unencoded data: what leaking everything looks like on the row's data"
+    )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ReproSuite:
     """A reproduction suite: rows, the seeds of the full mode and the overrides of `--quick`."""
 
     path: Path
     """the suite file"""
-    experiment: str
-    """MLflow experiment of every sweep and report"""
-    seeds: Any
-    """the full mode's seeds (a count or a list, as a sweep spec's `seeds`)"""
-    quick: Mapping[str, Any]
-    """spec overrides of `--quick` for every entry"""
     rows: Sequence[Row]
     """the published results, in table order"""
-    digest: str
+    experiment: str = param("veil-reproduce", "MLflow experiment of every sweep and report")
+    seeds: Any = param(3, "the full mode's seeds (a count or a list, as a sweep spec's `seeds`)")
+    quick: Mapping[str, Any] = field(default_factory=dict)
+    """spec overrides of `--quick` for every entry"""
+    digest: str = ""
     """hash of the suite and its specs"""
     specs: Mapping[tuple[str, str, str, str], Any] = field(default_factory=dict)
     """(row, entry, preset, mode) -> its validated SweepSpec, built once at load"""
@@ -164,19 +161,15 @@ def load_repro_suite(path: str | Path) -> ReproSuite:
             raise ConfigError(f"rows[{i}].id", row.id, "an id no other row has", str(p))
         seen.add(row.id)
         rows.append(row)
-    suite = ReproSuite(
-        p,
-        check_mlflow_name("experiment", data.get("experiment", "veil-reproduce"), str(p)),
-        data.get("seeds", 3),
-        _keys(
-            data.get("quick") or {},
-            ("seeds", "params", "audit", "dataset_params", "space", "trials", "population"),
-            "quick",
-            str(p),
-        ),
-        rows,
-        "",
+    quick = _keys(
+        data.get("quick") or {},
+        ("seeds", "params", "audit", "dataset_params", "space", "trials", "population"),
+        "quick",
+        str(p),
     )
+    settings = {k: data[k] for k in ("experiment", "seeds") if data.get(k) is not None}
+    suite = build(ReproSuite, {"path": p, "rows": rows, "quick": quick, **settings}, where=str(p))
+    check_mlflow_name("experiment", suite.experiment, str(p))
     built = {
         (row.id, entry.label, preset, mode): build_spec(suite, row, entry, preset, mode)
         for row in rows
@@ -224,9 +217,6 @@ def _row(raw: Any, suite_path: Path, where: str) -> Row:
         if not fd.get("metrics"):
             raise ConfigError(f"figures[{j}].metrics", fd.get("metrics"), "metric: paper value pairs", where)
         figures.append(Figure(str(fd["entry"]), fd.get("at") or {}, fd["metrics"], str(fd.get("note", ""))))
-    tol = d.get("tolerance", 0.02)
-    if not isinstance(tol, (int, float)) or not tol > 0:
-        raise ConfigError("tolerance", tol, "a number > 0", where)
     reference = d.get("reference")
     if reference is not None and (reference not in entries or any(f.entry == reference for f in figures)):
         raise ConfigError(
@@ -241,19 +231,17 @@ def _row(raw: Any, suite_path: Path, where: str) -> Row:
         or (isinstance(seeds, list) and seeds and all(isinstance(x, int) for x in seeds))
     ):
         raise ConfigError("seeds", seeds, "a count > 0 or a non-empty list of integer seeds", where)
-    return Row(
-        rid,
-        str(d["paper"]),
-        str(d["data"]),
-        entries,
-        figures,
-        float(tol),
-        d.get("substitute"),
-        d.get("quick") or {},
-        str(d.get("why") or ""),
-        str(d.get("estimate") or ""),
-        seeds,
-        None if reference is None else str(reference),
+    settings = {k: d[k] for k in ("tolerance", "substitute", "why", "estimate", "seeds") if d.get(k) is not None}
+    required = {"id": rid, "paper": str(d["paper"]), "data": str(d["data"]), "entries": entries, "figures": figures}
+    return build(
+        Row,
+        {
+            **required,
+            **settings,
+            "quick": d.get("quick") or {},
+            "reference": None if reference is None else str(reference),
+        },
+        where=where,
     )
 
 
