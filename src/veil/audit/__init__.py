@@ -7,8 +7,9 @@ The names below are imported from their submodule when first asked for (PEP 562)
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from veil.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from veil.audit.mi import MI_ESTIMATORS, MIEstimate, estimate_mi, get_estimator, register_estimator
@@ -57,8 +58,4 @@ _SUBMODULE = {
 }
 """Each name of `__all__` -> the submodule that defines it."""
 
-
-def __getattr__(name: str) -> Any:
-    if name in _SUBMODULE:
-        return getattr(importlib.import_module(f"{__name__}.{_SUBMODULE[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _SUBMODULE)

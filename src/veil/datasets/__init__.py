@@ -19,8 +19,9 @@ submodule (`commands`, to build the CLI's parser) does not load numpy, pandas an
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from veil.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from veil.datasets import partition
@@ -53,7 +54,7 @@ __all__ = [
     "register_dataset",
 ]
 
-_SUBMODULE = {
+_DEFINED_IN = {
     "Dataset": "base",
     "Split": "base",
     "TaskSpec": "base",
@@ -64,10 +65,4 @@ _SUBMODULE = {
 """Where a name of `__all__` is defined; the others come from `registry`, which registers every built-in dataset
 (the table `DATASETS` holds them all, as it did when this package imported everything)."""
 
-
-def __getattr__(name: str) -> Any:
-    if name == "partition":  # the submodule itself
-        return importlib.import_module(f"{__name__}.partition")
-    if name in __all__:
-        return getattr(importlib.import_module(f"{__name__}.{_SUBMODULE.get(name, 'registry')}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, {n: None if n == "partition" else _DEFINED_IN.get(n, "registry") for n in __all__})

@@ -5,8 +5,9 @@ first asked for (PEP 562): `run_sweep` / `resume_sweep` load Ray Tune and the re
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from veil.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from veil.sweeps.driver import SweepOutcome, resume_sweep, run_sweep
@@ -55,8 +56,4 @@ _SUBMODULE = {
 }
 """Each name of `__all__` -> the submodule that defines it."""
 
-
-def __getattr__(name: str) -> Any:
-    if name in _SUBMODULE:
-        return getattr(importlib.import_module(f"{__name__}.{_SUBMODULE[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _SUBMODULE)
