@@ -11,12 +11,12 @@ import pytest
 import yaml
 
 from veil.errors import ConfigError, UnknownNameError, VeilError
+from veil.sweeps.metrics import known_metrics
 from veil.sweeps.samplers import SAMPLERS
 from veil.sweeps.spec import (
     decode_value,
     encode_value,
     grid_points,
-    known_metrics,
     load_sweep,
     sweep_from_mapping,
 )
