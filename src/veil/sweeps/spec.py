@@ -28,11 +28,12 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, get_args
 
 import yaml
 
 from veil.audit.targets import parse_target
+from veil.config import choices_of, hints, param
 from veil.errors import ConfigError, UnknownNameError
 from veil.names import check_mlflow_name
 from veil.runspec import EXECUTOR_CHOICES, KeyRouter, centralized_refusal, check_keys, read_yaml_file
@@ -190,8 +191,12 @@ class Constraint:
 class Resources:
     """What one trial reserves from the Ray cluster."""
 
-    cpus: float = 1.0
-    gpu: float = 0.0
+    cpus: float = param(1.0, "CPUs one trial reserves, fractions allowed", gt=0)
+    gpu: float = param(0.0, "GPUs one trial reserves: a fraction of one GPU, or whole GPUs", ge=0)
+
+
+MAX_TRIALS = 10_000
+"""The most trials one sweep accepts (a grid included): a typo is refused up front, not estimated in centuries."""
 
 
 @dataclass(frozen=True)
@@ -206,36 +211,49 @@ class SweepSpec:
     params: Mapping[str, Any] = field(default_factory=dict)
     dataset_params: Mapping[str, Any] = field(default_factory=dict)
     audit: Mapping[str, Any] = field(default_factory=dict)
-    partition: str | None = None
-    """Federated methods: how rows are split over the nodes (default: the run's 'iid')."""
-    runtime: str | None = None
-    """Federated methods: where nodes run; sweeps default to 'in-process' (no actors competing with trials)."""
+    partition: str | None = param(
+        None, "Federated methods: how rows are split over the nodes, e.g. 'dirichlet:0.3' (default: the run's 'iid')"
+    )
+    runtime: str | None = param(
+        None, "Federated methods: where nodes run (default 'in-process': no actors competing with trials)"
+    )
     federation: Mapping[str, Any] = field(default_factory=dict)
     """Federated methods: FederationOptions (see `veil run --help`, fed.NAME)."""
     federated: bool = False
-    sampler: str = "nsga2"
+    # The scalar settings below are read by `sweep_from_mapping` through `_setting`: each field's default, range
+    # and choices are the only place they are written.
+    sampler: str = param(
+        "nsga2", "The Optuna sampler that suggests trials (veil.sweeps.samplers)", choices=sampler_names
+    )
     sampler_options: Mapping[str, Any] = field(default_factory=dict)
-    sampler_seed: int = 0
-    trials: int = 20
-    seeds: tuple[int, ...] = (0,)
-    concurrency: int = 2
-    population: int = 1
-    """Trials trained together as one vectorised model on one worker (1: every trial alone)."""
+    sampler_seed: int = param(0, "Seed of the sampler's own randomness (the runs' seeds are `seeds`)", ge=0)
+    trials: int = param(
+        20, "How many trials to run (a grid runs each of its points once: leave it out)", ge=1, le=MAX_TRIALS
+    )
+    seeds: tuple[int, ...] = param((0,), "Seeds every trial trains on, its metrics averaged: a count n or a list")
+    concurrency: int = param(2, "Trials running at once", ge=1)
+    population: int = param(1, "Trials trained together as one vectorised model on one worker (1: each alone)", ge=1)
     resources: Resources = Resources()
     constraints: tuple[Constraint, ...] = ()
-    max_failures: int | None = None
-    """Stop the sweep once more than this many trials have failed (None: never stop for failures)."""
-    retries: int = 0
-    """Tune re-runs of a crashed trial (FailureConfig.max_failures); 0 records the crash and moves on."""
-    executor: str = "inline"
-    num_workers: int = 1
-    experiment: str = "veil"
-    chull_origin: str = "zero"
-    target: Any = None
-    """The leakage target every trial is certified against (trials never calibrate: a sweep explores the knobs);
-    None = the default target for a method with a privacy knob, 'none' for no certificate."""
-    name: str | None = None
-    description: str = ""
+    max_failures: int | None = param(
+        None, "Stop the sweep once more than this many trials have failed (None: never stop for failures)", ge=0
+    )
+    retries: int = param(
+        0, "Tune re-runs of a crashed trial (FailureConfig.max_failures); 0 records the crash and moves on", ge=0
+    )
+    executor: str = param("inline", "Where each trial's run trains (veil.platform.executors)", choices=SWEEP_EXECUTORS)
+    num_workers: int = param(1, "Ray Train workers per trial run (1 unless executor is ray-train)", ge=1)
+    experiment: str = param("veil", "The MLflow experiment the sweep's runs are logged to")
+    chull_origin: str = param(
+        "zero", "Origin of the front's convex-hull AUC: zero = (0, 0), half = (0.5, 0.5)", choices=tuple(AUC_ORIGINS)
+    )
+    target: Any = param(
+        None,
+        "The leakage target every trial is certified against (never calibrated: a sweep explores the knobs); "
+        "None: the default target for a method with a privacy knob, 'none': no certificate",
+    )
+    name: str | None = param(None, "The sweep's name (default: the file's stem): letters, digits, '_', '-', '.'")
+    description: str = param("", "Free text describing the sweep")
     warnings: tuple[str, ...] = ()
     """Accepted but doubtful choices (e.g. minimising raw adversary_auc), each naming the key and the fix."""
     source: str = "sweep spec"
@@ -423,17 +441,53 @@ def _num(v: Any, key: str, where: str, *, integer: bool = False) -> float | int:
     return int(v) if integer else float(v)
 
 
-MAX_TRIALS = 10_000
-"""The most trials one sweep accepts (a grid included): a typo is refused up front, not estimated in centuries."""
-
-
-def _int(data: Mapping[str, Any], key: str, default: Any, where: str, lo: int) -> Any:
-    v = data.get(key, default)
-    if v is None:
-        return None
+def _integer(v: Any, key: str, where: str, lo: int) -> int:
     if not isinstance(v, int) or isinstance(v, bool) or v < lo:
         raise ConfigError(key, v, f"an integer >= {lo}", where)
     return v
+
+
+def _range_text(meta: Mapping[str, Any], integer: bool) -> str:
+    """'an integer >= 1', 'a number > 0', 'an integer from 1 to 10000 (Veil's limit for one sweep)'."""
+    noun = "an integer" if integer else "a number"
+    if meta.get("le") is not None:  # a sweep-level upper bound is Veil's own limit, refusing a typo up front
+        return f"{noun} from {meta['ge']} to {meta['le']} (Veil's limit for one sweep)"
+    return f"{noun} > {meta['gt']}" if meta.get("gt") is not None else f"{noun} >= {meta['ge']}"
+
+
+def _setting(
+    data: Mapping[str, Any], key: str, where: str, *, cls: type = SweepSpec, default: Any = dataclasses.MISSING
+) -> Any:
+    """Scalar setting `key` of the mapping `data`, or the default of `cls`'s field of that name when left out,
+    checked against the field's choices or range (its `param`), so each default and bound is written once. The
+    error names the key, the value and what the field accepts. `default` overrides the field's (a grid's size)."""
+    name = key.rpartition(".")[2]
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    v = data.get(name, f.default if default is dataclasses.MISSING else default)
+    if v is None and f.default is None:
+        return None
+    meta = f.metadata
+    typ = hints(cls)[name]
+    kinds = [a for a in (get_args(typ) or (typ,)) if a is not type(None)]
+    choices = choices_of(meta)
+    if choices is not None:
+        ok, allowed = isinstance(v, str) and v in choices, " | ".join(str(c) for c in choices)
+    elif kinds == [str]:
+        ok, allowed = isinstance(v, str), "a string"
+    else:
+        integer = kinds == [int]
+        ok = not isinstance(v, bool) and (
+            isinstance(v, int) if integer else isinstance(v, (int, float)) and math.isfinite(v)
+        )
+        ok = ok and not (
+            (meta.get("ge") is not None and v < meta["ge"])
+            or (meta.get("gt") is not None and v <= meta["gt"])
+            or (meta.get("le") is not None and v > meta["le"])
+        )
+        allowed = _range_text(meta, integer) + ("" if integer else f" ({meta['doc']})")
+    if not ok:
+        raise ConfigError(key, v, allowed, where)
+    return float(v) if kinds == [float] else v
 
 
 def _mapping(data: Mapping[str, Any], key: str, where: str) -> dict[str, Any]:
@@ -667,7 +721,7 @@ def _parse_constraints(raw: Any, where: str, ctx: MetricContext) -> tuple[Constr
 
 def _parse_seeds(raw: Any, where: str) -> tuple[int, ...]:
     if raw is None:
-        return (0,)
+        return tuple(SweepSpec.seeds)
     if isinstance(raw, int) and not isinstance(raw, bool):
         if raw < 1:
             raise ConfigError("seeds", raw, "a count >= 1 (seeds 0..n-1) or a list of distinct integers >= 0", where)
@@ -690,13 +744,7 @@ def _parse_resources(raw: Any, where: str) -> Resources:
     for k in raw:
         if k not in RESOURCE_KEYS:
             raise UnknownNameError("resource", k, list(RESOURCE_KEYS), where=f"{where}: key 'resources'")
-    cpus = _num(raw.get("cpus", 1), "resources.cpus", where)
-    gpu = _num(raw.get("gpu", 0), "resources.gpu", where)
-    if cpus <= 0:
-        raise ConfigError("resources.cpus", cpus, "a number > 0 (fractions allowed)", where)
-    if gpu < 0:
-        raise ConfigError("resources.gpu", gpu, "a number >= 0 (a fraction of one GPU, or whole GPUs)", where)
-    return Resources(cpus, gpu)
+    return Resources(*(_setting(raw, f"resources.{k}", where, cls=Resources) for k in RESOURCE_KEYS))
 
 
 def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: bool = True) -> SweepSpec:
@@ -792,9 +840,7 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
     reference = _parse_reference(data.get("reference"), objectives, where)
     constraints = _parse_constraints(data.get("constraints"), where, metric_ctx)
 
-    sampler = data.get("sampler", "nsga2")
-    if sampler not in sampler_names():
-        raise ConfigError("sampler", sampler, " | ".join(sampler_names()), where)
+    sampler = _setting(data, "sampler", where)
     sopts = _mapping(data, "sampler_options", where)
     allowed = sampler_entry(sampler).options
     for k in sopts:
@@ -802,10 +848,8 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
             raise UnknownNameError(
                 f"{sampler} sampler option", k, list(allowed), where=f"{where}: key 'sampler_options'"
             )
-    if sampler == "nsga2" and "population_size" in sopts:
-        _int(sopts, "population_size", None, where, 2)
-    if len(objectives) == 1 and sampler == "nsga2":
-        pass  # NSGA-II works with one objective too (it degenerates to a GA)
+    if sampler == "nsga2" and "population_size" in sopts:  # NSGA-II works with one objective too (a plain GA)
+        _integer(sopts["population_size"], "population_size", where, 2)
 
     if sampler == "grid":
         for sp in space:
@@ -817,41 +861,36 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
                     where,
                 )
         grid = math.prod(len(sp.grid_values()) for sp in space)
-        trials = data.get("trials", grid)
-        if trials != grid:
+        if data.get("trials", grid) != grid:
             raise ConfigError(
-                "trials", trials, f"the grid's size {grid} (or leave it out): a grid runs every point once", where
+                "trials",
+                data["trials"],
+                f"the grid's size {grid} (or leave it out): a grid runs every point once",
+                where,
             )
+        trials = _setting(data, "trials", where, default=grid)  # a grid larger than Veil's limit is refused too
     else:
-        trials = _int(data, "trials", 20, where, 1)
-    if trials > MAX_TRIALS:
-        raise ConfigError("trials", trials, f"an integer from 1 to {MAX_TRIALS} (Veil's limit for one sweep)", where)
+        trials = _setting(data, "trials", where)
 
     seeds = _parse_seeds(data.get("seeds"), where)
-    concurrency = _int(data, "concurrency", 2, where, 1)
-    population = _int(data, "population", 1, where, 1)
+    concurrency = _setting(data, "concurrency", where)
+    population = _setting(data, "population", where)
     resources = _parse_resources(data.get("resources"), where)
-    max_failures = _int(data, "max_failures", None, where, 0)
-    retries = _int(data, "retries", 0, where, 0)
-    sampler_seed = _int(data, "sampler_seed", 0, where, 0)
-    executor = data.get("executor", "inline")
-    if executor not in SWEEP_EXECUTORS:
-        raise ConfigError("executor", executor, " | ".join(SWEEP_EXECUTORS), where)
-    num_workers = _int(data, "num_workers", 1, where, 1)
+    max_failures = _setting(data, "max_failures", where)
+    retries = _setting(data, "retries", where)
+    sampler_seed = _setting(data, "sampler_seed", where)
+    executor = _setting(data, "executor", where)
+    num_workers = _setting(data, "num_workers", where)
     if num_workers > 1 and executor != "ray-train":
         raise ConfigError("num_workers", num_workers, "1 unless executor is ray-train", where)
-    experiment = check_mlflow_name("experiment", data.get("experiment", "veil"), where)
-    chull_origin = data.get("chull_origin", "zero")
-    if not isinstance(chull_origin, str) or chull_origin not in AUC_ORIGINS:
-        raise ConfigError("chull_origin", chull_origin, " | ".join(AUC_ORIGINS), where)
+    experiment = check_mlflow_name("experiment", data.get("experiment", SweepSpec.experiment), where)
+    chull_origin = _setting(data, "chull_origin", where)
     sweep_name = data.get("name")
     if sweep_name is not None and (
         not isinstance(sweep_name, str) or not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", sweep_name)
     ):
         raise ConfigError("name", sweep_name, "letters, digits, '_', '-', '.'", where)
-    description = data.get("description", "")
-    if not isinstance(description, str):
-        raise ConfigError("description", description, "a string", where)
+    description = _setting(data, "description", where)
 
     warnings = tuple(
         w
