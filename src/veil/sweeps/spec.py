@@ -35,7 +35,7 @@ import yaml
 from veil.audit.targets import parse_target
 from veil.config import choices_of, hints, param
 from veil.errors import ConfigError, UnknownNameError
-from veil.names import check_mlflow_name
+from veil.names import MLFLOW_NAME_LIMITS, check_mlflow_name
 from veil.runspec import EXECUTOR_CHOICES, KeyRouter, centralized_refusal, check_keys, read_yaml_file
 from veil.sweeps.metrics import (
     AUC_ORIGINS,
@@ -211,48 +211,62 @@ class SweepSpec:
     params: Mapping[str, Any] = field(default_factory=dict)
     dataset_params: Mapping[str, Any] = field(default_factory=dict)
     audit: Mapping[str, Any] = field(default_factory=dict)
+    # A `param` field is a setting: its default, range or choices and doc are written there only. The parser reads
+    # the scalar ones through `_setting`; docs/sweeps.md's settings table is generated from them (veil.sweeps.docs).
     partition: str | None = param(
-        None, "Federated methods: how rows are split over the nodes, e.g. 'dirichlet:0.3' (default: the run's 'iid')"
+        None,
+        "Federated methods only: how rows are split over the nodes (iid, dirichlet:0.3, silo:node, ...; default iid)",
     )
     runtime: str | None = param(
-        None, "Federated methods: where nodes run (default 'in-process': no actors competing with trials)"
+        None, "Federated methods only: where nodes run (sweeps default to in-process: no actors competing with trials)"
     )
     federation: Mapping[str, Any] = field(default_factory=dict)
     """Federated methods: FederationOptions (see `veil run --help`, fed.NAME)."""
     federated: bool = False
-    # The scalar settings below are read by `sweep_from_mapping` through `_setting`: each field's default, range
-    # and choices are the only place they are written.
     sampler: str = param(
-        "nsga2", "The Optuna sampler that suggests trials (veil.sweeps.samplers)", choices=sampler_names
+        "nsga2", "The Optuna sampler that suggests trials, or a plugin's (docs/extending.md)", choices=sampler_names
     )
     sampler_options: Mapping[str, Any] = field(default_factory=dict)
-    sampler_seed: int = param(0, "Seed of the sampler's own randomness (the runs' seeds are `seeds`)", ge=0)
-    trials: int = param(
-        20, "How many trials to run (a grid runs each of its points once: leave it out)", ge=1, le=MAX_TRIALS
-    )
-    seeds: tuple[int, ...] = param((0,), "Seeds every trial trains on, its metrics averaged: a count n or a list")
+    sampler_seed: int = param(0, "Seed of the Optuna sampler (the runs' seeds are `seeds`)", ge=0)
+    trials: int = param(20, "Configurations to try (grid: the grid's size, may be left out)", ge=1, le=MAX_TRIALS)
+    seeds: tuple[int, ...] = (0,)
+    """Seeds every trial trains on, its metrics averaged over them ('seeds:' a count n or a list)."""
     concurrency: int = param(2, "Trials running at once", ge=1)
-    population: int = param(1, "Trials trained together as one vectorised model on one worker (1: each alone)", ge=1)
+    population: int = param(
+        1,
+        "Trials trained together as one vectorised model on one worker (Populations, below); not NSGA-II's "
+        "population_size",
+        ge=1,
+    )
     resources: Resources = Resources()
     constraints: tuple[Constraint, ...] = ()
     max_failures: int | None = param(
-        None, "Stop the sweep once more than this many trials have failed (None: never stop for failures)", ge=0
+        None, "Stop the sweep once more than this many trials have failed (none: never stop for failures)", ge=0
     )
     retries: int = param(
         0, "Tune re-runs of a crashed trial (FailureConfig.max_failures); 0 records the crash and moves on", ge=0
     )
-    executor: str = param("inline", "Where each trial's run trains (veil.platform.executors)", choices=SWEEP_EXECUTORS)
-    num_workers: int = param(1, "Ray Train workers per trial run (1 unless executor is ray-train)", ge=1)
-    experiment: str = param("veil", "The MLflow experiment the sweep's runs are logged to")
+    executor: str = param(
+        "inline",
+        "Where each trial's runs train: inline (seconds per trial) or ray-train (a TorchTrainer per seed)",
+        choices=SWEEP_EXECUTORS,
+    )
+    num_workers: int = param(1, "Ray Train workers (executor: ray-train only)", ge=1)
+    experiment: str = param(
+        "veil",
+        f"MLflow experiment of the sweep's runs: a non-empty name of at most {MLFLOW_NAME_LIMITS['experiment']} "
+        "characters, as MLflow allows",
+    )
     chull_origin: str = param(
-        "zero", "Origin of the front's convex-hull AUC: zero = (0, 0), half = (0.5, 0.5)", choices=tuple(AUC_ORIGINS)
+        "zero", "Convex-hull AUC origin: zero (seed 003's) or half (chance on both axes)", choices=tuple(AUC_ORIGINS)
     )
     target: Any = param(
         None,
-        "The leakage target every trial is certified against (never calibrated: a sweep explores the knobs); "
-        "None: the default target for a method with a privacy knob, 'none': no certificate",
+        "The leakage target every trial's release is certified against ({privacy_gap: 0.1}, adversary_auc_max, "
+        "eps, mi/EST/LABEL, or 'none': no certificate; below); left out: the default target (privacy_gap <= 0.05) "
+        "for a method with a privacy knob, none otherwise",
     )
-    name: str | None = param(None, "The sweep's name (default: the file's stem): letters, digits, '_', '-', '.'")
+    name: str | None = param(None, "Default sweep-name prefix (else the file name): letters, digits, '_', '-', '.'")
     description: str = param("", "Free text describing the sweep")
     warnings: tuple[str, ...] = ()
     """Accepted but doubtful choices (e.g. minimising raw adversary_auc), each naming the key and the fix."""
@@ -447,9 +461,25 @@ def _integer(v: Any, key: str, where: str, lo: int) -> int:
     return v
 
 
-def _range_text(meta: Mapping[str, Any], integer: bool) -> str:
-    """'an integer >= 1', 'a number > 0', 'an integer from 1 to 10000 (Veil's limit for one sweep)'."""
-    noun = "an integer" if integer else "a number"
+def _kinds(cls: type, name: str) -> list[Any]:
+    """The types field `name` of `cls` holds besides None ([int] for `int | None`)."""
+    typ = hints(cls)[name]
+    return [a for a in (get_args(typ) or (typ,)) if a is not type(None)]
+
+
+def setting_accepts(cls: type, name: str) -> str | None:
+    """What scalar setting `name` (a `param` field of SweepSpec or Resources) accepts, as its errors and
+    docs/sweeps.md say it: 'nsga2 | tpe | ...', 'an integer >= 1', 'an integer from 1 to 10000 (Veil's limit for
+    one sweep)', 'a number > 0', 'a string'; None for a field that is no scalar setting (target: its own parser)."""
+    meta = next(f for f in dataclasses.fields(cls) if f.name == name).metadata
+    kinds, choices = _kinds(cls, name), choices_of(meta)
+    if choices is not None:
+        return " | ".join(str(c) for c in choices)
+    if kinds == [str]:
+        return "a string"
+    if kinds not in ([int], [float]):
+        return None
+    noun = "an integer" if kinds == [int] else "a number"
     if meta.get("le") is not None:  # a sweep-level upper bound is Veil's own limit, refusing a typo up front
         return f"{noun} from {meta['ge']} to {meta['le']} (Veil's limit for one sweep)"
     return f"{noun} > {meta['gt']}" if meta.get("gt") is not None else f"{noun} >= {meta['ge']}"
@@ -466,14 +496,12 @@ def _setting(
     v = data.get(name, f.default if default is dataclasses.MISSING else default)
     if v is None and f.default is None:
         return None
-    meta = f.metadata
-    typ = hints(cls)[name]
-    kinds = [a for a in (get_args(typ) or (typ,)) if a is not type(None)]
-    choices = choices_of(meta)
+    meta, kinds, allowed, choices = f.metadata, _kinds(cls, name), setting_accepts(cls, name), choices_of(f.metadata)
+    assert allowed is not None, f"{key} is no scalar setting"
     if choices is not None:
-        ok, allowed = isinstance(v, str) and v in choices, " | ".join(str(c) for c in choices)
+        ok = isinstance(v, str) and v in choices
     elif kinds == [str]:
-        ok, allowed = isinstance(v, str), "a string"
+        ok = isinstance(v, str)
     else:
         integer = kinds == [int]
         ok = not isinstance(v, bool) and (
@@ -484,7 +512,7 @@ def _setting(
             or (meta.get("gt") is not None and v <= meta["gt"])
             or (meta.get("le") is not None and v > meta["le"])
         )
-        allowed = _range_text(meta, integer) + ("" if integer else f" ({meta['doc']})")
+        allowed += "" if integer else f" ({meta['doc']})"  # a number's unit: CPUs, a fraction of a GPU
     if not ok:
         raise ConfigError(key, v, allowed, where)
     return float(v) if kinds == [float] else v
