@@ -48,3 +48,14 @@ def test_reading_a_sweep_spec_loads_no_torch_ray_or_mlflow():
         assert spec.method == "gpp" and spec.trials > 0
     """
     assert heavy_after(code) == []
+
+
+def test_the_metric_vocabulary_loads_no_torch_ray_numpy_or_mlflow():
+    code = """
+        from veil.sweeps.metrics import MetricContext, check_metric, is_gap_metric
+        assert is_gap_metric("privacy_gap/s")
+        assert check_metric("utility_auc", "objectives[0].metric", "here", MetricContext("gpp")) == "utility_auc"
+        import sys
+        assert "numpy" not in sys.modules
+    """
+    assert heavy_after(code) == []

@@ -11,12 +11,12 @@ import pytest
 import yaml
 
 from veil.errors import ConfigError, UnknownNameError, VeilError
+from veil.sweeps.metrics import known_metrics
 from veil.sweeps.samplers import SAMPLERS
 from veil.sweeps.spec import (
     decode_value,
     encode_value,
     grid_points,
-    known_metrics,
     load_sweep,
     sweep_from_mapping,
 )
@@ -415,6 +415,51 @@ def test_grid_trials_must_match(tmp_path):
 )
 def test_other_bad_values(tmp_path, changes, needles):
     rejected(tmp_path, with_(**changes), *needles)
+
+
+SETTINGS = ("sampler", "sampler_seed", "concurrency", "population", "max_failures", "retries", "executor")
+SETTINGS += ("num_workers", "experiment", "chull_origin", "description", "trials")
+
+
+def test_settings_left_out_take_the_field_defaults():
+    """Each scalar setting's default is written once, on its SweepSpec field: the parser applies that one."""
+    import dataclasses
+
+    from veil.sweeps.spec import Resources, SweepSpec
+
+    spec = sweep_from_mapping({k: v for k, v in BASE.items() if k != "trials"})
+    fields = {f.name: f for f in dataclasses.fields(SweepSpec)}
+    for key in SETTINGS:
+        assert getattr(spec, key) == fields[key].default, key
+        assert fields[key].metadata["doc"], key
+    assert spec.resources == Resources() and spec.seeds == SweepSpec.seeds
+
+
+@pytest.mark.parametrize("key", [k for k in SETTINGS if k not in ("max_failures",)])
+def test_a_null_setting_is_refused_by_name(tmp_path, key):
+    path = write(tmp_path, {**BASE, key: None})
+    with pytest.raises(ConfigError, match=f"'{key}': None"):
+        load_sweep(path)
+
+
+@pytest.mark.parametrize(
+    "key,value,allowed",
+    [
+        ("trials", 0, "an integer from 1 to 10000 (Veil's limit for one sweep)"),
+        ("trials", 2.5, "an integer from 1 to 10000"),
+        ("concurrency", True, "an integer >= 1"),
+        ("retries", -1, "an integer >= 0"),
+        ("executor", "spark", "inline | ray-train"),
+        ("sampler", {}, "nsga2 | tpe | random | grid"),
+        ("description", 3, "a string"),
+        ("resources", {"cpus": float("inf")}, "a number > 0"),
+        ("resources", {"gpu": -0.5}, "a number >= 0"),
+    ],
+)
+def test_setting_errors_name_the_key_and_what_it_accepts(key, value, allowed):
+    with pytest.raises(ConfigError) as info:
+        sweep_from_mapping({**BASE, key: value}, "s.yaml", check_names=False)
+    assert f"(allowed: {allowed}" in str(info.value) and "s.yaml" in str(info.value)
 
 
 def test_reference_required_when_no_default(tmp_path):

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from veil.cli import main
-from veil.sweeps.spec import metric_label
+from veil.sweeps.metrics import metric_label
 
 SPEC = {
     "method": "gpp",

@@ -24,6 +24,7 @@ from typing import Any, Mapping
 from veil.console import warn
 from veil.errors import ConfigError, VeilError
 from veil.platform.cluster import ray_session
+from veil.sweeps.metrics import metric_label
 from veil.sweeps.monitor import SweepMonitor
 from veil.sweeps.overview import publish
 from veil.sweeps.population import MEMBERS, grid_chunks, grid_points
@@ -51,7 +52,6 @@ from veil.sweeps.spec import (
     SweepSpec,
     check_metric_labels,
     encode_value,
-    metric_label,
     spec_yaml,
     sweep_from_mapping,
 )

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from veil.errors import ConfigError
-from veil.sweeps.spec import AUC_ORIGINS, DIRECTIONS  # the spec's vocabulary, read there without numpy
+from veil.sweeps.metrics import AUC_ORIGINS, DIRECTIONS  # the sweep vocabulary, read there without numpy
 
 __all__ = ["DIRECTIONS", "AUC_ORIGINS", "pareto_front", "hypervolume", "convex_hull_auc"]
 

@@ -28,24 +28,28 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, get_args
 
 import yaml
 
 from veil.audit.targets import parse_target
+from veil.config import choices_of, hints, param
 from veil.errors import ConfigError, UnknownNameError
-from veil.names import check_mlflow_name
+from veil.names import MLFLOW_NAME_LIMITS, check_mlflow_name
 from veil.runspec import EXECUTOR_CHOICES, KeyRouter, centralized_refusal, check_keys, read_yaml_file
+from veil.sweeps.metrics import (
+    AUC_ORIGINS,
+    CERTIFICATE_METRICS,
+    DIRECTIONS,
+    SUMMARY_METRICS,
+    MetricContext,
+    check_metric,
+    default_reference,
+    metric_label,
+    raw_leakage_warning,
+)
 from veil.sweeps.samplers import sampler_entry, sampler_names
 
-# ----------------------------------------------------------------------------------------------
-# vocabulary (this module loads no torch, numpy or MLflow: the method, dataset and MI-estimator registries, which
-# do, are imported by the checks that look a name up in them: `check_names`, and a metric named `mi/...`)
-
-#: accepted spellings of an objective's direction (Optuna's "maximize"/"minimize" too)
-DIRECTIONS: dict[str, str] = {"max": "max", "maximize": "max", "min": "min", "minimize": "min"}
-#: convex-hull AUC origins: seed 003 reports (0, 0) and calls (0.5, 0.5) the logical one
-AUC_ORIGINS: dict[str, float] = {"zero": 0.0, "half": 0.5}
 #: where Tune keeps sweeps (`--storage`): <root>/<sweep name>
 DEFAULT_ROOT = Path(".veil") / "sweeps"
 
@@ -95,213 +99,8 @@ _TYPE_ALIASES = {
 }
 RESOURCE_KEYS = ("cpus", "gpu")
 
-#: metrics every audited run logs (veil.run.execute: the fresh-probe audit plus timings)
-RUN_METRICS = (
-    "utility_acc",
-    "utility_auc",
-    "adversary_acc",
-    "adversary_auc",
-    "privacy_gap",
-    "utility_logloss",
-    "adversary_logloss",
-    "train_seconds",
-    "total_seconds",
-)
-#: per-label variants '<prefix>/<label>' (label: a utility or sensitive label of the dataset)
-PER_LABEL_METRICS = (
-    "utility_acc",
-    "utility_auc",
-    "adversary_acc",
-    "adversary_auc",
-    "privacy_gap",
-    "majority",
-    "logloss",
-)
-#: the adversary-capacity sweep's summary metrics (logged when `audit: {capacity: true}`), plus
-#: 'capacity/<role>_<acc|auc>/<label>/<probe>' per label and probe
-CAPACITY_METRICS = (
-    "adversary_auc_max",
-    "adversary_acc_max",
-    "adversary_auc_mean",
-    "adversary_auc_std",
-    "privacy_gap_max",
-    "utility_auc_max",
-    "utility_acc_max",
-)
-#: seed 003's weak/strong adversary and utility-provider scenarios (methods that release records in the
-#: input's format, e.g. adjustable-ae): '<scenario>_<acc|auc>' and '<scenario>_<acc|auc>/<label>'
-OBFUSCATION_SCENARIOS = (
-    "weak_adversary",
-    "strong_adversary",
-    "original_adversary",
-    "provider_utility",
-    "original_utility",
-)
-#: metrics only federated runs log (veil.platform.federation)
-FEDERATED_METRICS = (
-    "rounds",
-    "bytes_up_total",
-    "bytes_down_total",
-    "bytes_join_initial",
-    "bytes_down_final",
-    "failures_total",
-    "restarts",
-    "federation_seconds",
-    "startup_seconds",
-    "rounds_per_second",
-    "per_node/utility_auc_min",
-    "per_node/utility_auc_mean",
-    "per_node/adversary_auc_max",
-    "per_node/adversary_auc_mean",
-    "per_node/utility_acc_mean",
-    "per_node/adversary_acc_max",
-)
-#: metrics shown in trial tables besides the objectives (the raw adversary_auc next to privacy_gap: the gap
-#: says how much leaks, the AUC on which side of chance the adversary sits)
-#: what a certified sweep tracks of each trial's certificate: met (the mean over seeds is the share of seeds that
-#: met it) and the worst gap's 95% upper end
-CERTIFICATE_METRICS = ("certificate/met", "certificate/privacy_gap_high")
-SUMMARY_METRICS = ("utility_auc", "adversary_auc", "privacy_gap", "utility_acc", "adversary_acc", "total_seconds")
-#: hypervolume reference used when the spec gives none: the worst sensible value of each bounded metric
-DEFAULT_REFERENCE = {
-    "utility_auc": 0.5,
-    "utility_acc": 0.0,
-    "adversary_auc": 1.0,
-    "adversary_acc": 1.0,
-    "privacy_gap": 0.5,
-    "utility_auc_max": 0.5,
-    "utility_acc_max": 0.0,
-    "adversary_auc_max": 1.0,
-    "adversary_acc_max": 1.0,
-    "adversary_auc_mean": 1.0,
-    "privacy_gap_max": 0.5,
-    **{f"{s}_auc": (1.0 if "adversary" in s else 0.5) for s in OBFUSCATION_SCENARIOS},
-    **{f"{s}_acc": (1.0 if "adversary" in s else 0.0) for s in OBFUSCATION_SCENARIOS},
-}
-#: leakage metrics measured as the distance of the adversary from chance, |AUC - 0.5| in [0, 0.5]
-GAP_METRICS = ("privacy_gap", "privacy_gap_max")
-#: raw adversary scores that reward an inverted adversary, and the gap metric to minimise instead
-RAW_LEAKAGE = {
-    "adversary_auc": "privacy_gap",
-    "adversary_acc": "privacy_gap",
-    "adversary_auc_max": "privacy_gap_max",
-    "adversary_acc_max": "privacy_gap_max",
-    "adversary_auc_mean": "privacy_gap_max",
-}
 CONSTRAINT_OPS = (">=", "<=", ">", "<")
 _CONSTRAINT_RE = re.compile(r"^\s*([A-Za-z0-9_./-]+)\s*(>=|<=|>|<)\s*([-+0-9.eE]+|inf|-inf)\s*$")
-_LABEL_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
-
-
-@dataclass(frozen=True)
-class MetricContext:
-    """What decides which metrics a trial's run logs."""
-
-    method: str
-    federated: bool = False
-    capacity: bool = False
-    obfuscation: bool = False
-    everything: bool = False
-    """Accept every known metric (specs read back without the registry)."""
-    mi: str = "none"
-    """The run's `audit.mi` estimator ('none' = no MI metrics)."""
-
-    def known(self) -> list[str]:
-        """Metric names a run produces (per-label variants as '<prefix>/<label>')."""
-        names = list(RUN_METRICS) + [f"{p}/<label>" for p in PER_LABEL_METRICS]
-        if self.capacity or self.everything:
-            names += list(CAPACITY_METRICS) + ["capacity/<role>_<acc|auc>/<label>/<probe>"]
-        if self.obfuscation or self.everything:
-            names += [f"{s}_{m}" for s in OBFUSCATION_SCENARIOS for m in ("acc", "auc")]
-            names += [f"{s}_{m}/<label>" for s in OBFUSCATION_SCENARIOS for m in ("acc", "auc")]
-        if self.federated or self.everything:
-            names += list(FEDERATED_METRICS)
-        if self.mi != "none" or self.everything:
-            names += [f"mi/{self.mi if self.mi != 'none' else '<estimator>'}/<label>"]
-        return names
-
-
-def known_metrics(federated: bool = False, capacity: bool = False, obfuscation: bool = False) -> list[str]:
-    """Metric names a run produces (per-label variants as '<prefix>/<label>')."""
-    return MetricContext("", federated, capacity, obfuscation).known()
-
-
-def _family(metric: str) -> str | None:
-    """'run' | 'capacity' | 'obfuscation' | 'federated' for a known metric name, else None."""
-    if metric in RUN_METRICS:
-        return "run"
-    if metric in CAPACITY_METRICS:
-        return "capacity"
-    if metric in FEDERATED_METRICS:
-        return "federated"
-    prefix, sep, label = metric.partition("/")
-    scen = {f"{s}_{m}" for s in OBFUSCATION_SCENARIOS for m in ("acc", "auc")}
-    if not sep and metric in scen:
-        return "obfuscation"
-    if sep and _LABEL_RE.match(label.replace("/", "")):
-        if prefix in PER_LABEL_METRICS:
-            return "run"
-        if prefix in scen:
-            return "obfuscation"
-        if prefix == "mi":
-            from veil.audit.mi import MI_ESTIMATORS
-
-            if re.match(rf"^({'|'.join(map(re.escape, MI_ESTIMATORS))})/[^/]+$", label):
-                return "mi"
-        if prefix == "capacity" and re.match(r"^(utility|adversary)_(acc|auc)/[^/]+/[^/]+(/std)?$", label):
-            return "capacity"
-    return None
-
-
-def check_metric(metric: Any, key: str, where: str, ctx: MetricContext) -> str:
-    """`metric` if the trial's run logs it, else an error naming the key and the value."""
-    if not isinstance(metric, str) or not metric:
-        raise ConfigError(key, metric, "a metric name: " + ", ".join(ctx.known()), where)
-    family = _family(metric)
-    if family is None:
-        raise UnknownNameError("metric", metric, ctx.known(), where=f"{where}: key '{key}'")
-    if ctx.everything or family == "run":
-        return metric
-    why = {
-        "capacity": (ctx.capacity, "set `audit: {capacity: true}` to run the adversary-capacity sweep"),
-        "obfuscation": (
-            ctx.obfuscation,
-            "only methods that release records in the input's format log it (e.g. adjustable-ae)",
-        ),
-        "federated": (ctx.federated, "federated runs only log it"),
-        "mi": (
-            family == "mi" and ctx.mi == metric.split("/")[1],
-            "set `audit: {mi: ESTIMATOR}` with the estimator it names",
-        ),
-    }[family]
-    if not why[0]:
-        raise ConfigError(
-            key,
-            metric,
-            f"a metric that method {ctx.method!r} produces here ({why[1]}): " + ", ".join(ctx.known()),
-            where,
-        )
-    return metric
-
-
-def metric_label(metric: str) -> tuple[str, str] | None:
-    """(role, label) of a per-label metric: role 'utility', 'sensitive' or 'any' (mi, majority); None for a
-    metric that names no label."""
-    family = _family(metric)
-    if family is None or metric in RUN_METRICS or metric in CAPACITY_METRICS or metric in FEDERATED_METRICS:
-        return None
-    prefix, sep, rest = metric.partition("/")
-    if not sep:
-        return None
-    if prefix == "mi":
-        return "any", rest.split("/")[1]
-    if prefix == "capacity":
-        head, label = rest.split("/")[:2]
-        prefix = head
-    else:
-        label = rest
-    role = "utility" if "utility" in prefix else "sensitive" if "adversary" in prefix or "gap" in prefix else "any"
-    return role, label
 
 
 def check_metric_labels(spec: SweepSpec, utility: Sequence[str], sensitive: Sequence[str]) -> None:
@@ -324,43 +123,6 @@ def check_metric_labels(spec: SweepSpec, utility: Sequence[str], sensitive: Sequ
                 + f" (utility labels: {', '.join(utility)}; sensitive labels: {', '.join(sensitive)})",
                 spec.source,
             )
-
-
-def default_reference(metric: str) -> float | None:
-    """The hypervolume reference `metric` gets when the spec gives none: DEFAULT_REFERENCE's value, a per-label
-    metric that of its prefix ('privacy_gap/s' -> 0.5); None when there is no sensible default."""
-    if metric in DEFAULT_REFERENCE:
-        return DEFAULT_REFERENCE[metric]
-    prefix, sep, _ = metric.partition("/")
-    return DEFAULT_REFERENCE.get(prefix) if sep and prefix in PER_LABEL_METRICS else None
-
-
-def is_gap_metric(metric: str) -> bool:
-    """True for `privacy_gap`, `privacy_gap/<label>` and `privacy_gap_max`: leakage as |AUC - 0.5|."""
-    return metric.partition("/")[0] in GAP_METRICS
-
-
-def gap_alternative(metric: str) -> str | None:
-    """The gap metric to minimise instead of raw adversary score `metric` (per-label forms keep their label),
-    or None when `metric` is not a raw adversary score."""
-    prefix, sep, label = metric.partition("/")
-    better = RAW_LEAKAGE.get(prefix)
-    if better is None or (sep and prefix not in PER_LABEL_METRICS):
-        return None
-    return f"{better}/{label}" if sep else better
-
-
-def raw_leakage_warning(metric: str, key: str, where: str) -> str | None:
-    """Why bounding raw adversary score `metric` from above (an objective to minimise, or a `<=` constraint)
-    can be gamed, naming the metric to use instead; None for any other metric."""
-    better = gap_alternative(metric)
-    if better is None:
-        return None
-    return (
-        f"{where}: {key}: {metric!r} rewards an inverted adversary: a probe that ranks the sensitive label "
-        "backwards scores below chance (AUC 0.2) yet leaks as much as one at 0.8, so lower is not always more "
-        f"private; use {better!r} (|AUC - 0.5|, folded per class; worst 0.5) instead"
-    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -429,8 +191,12 @@ class Constraint:
 class Resources:
     """What one trial reserves from the Ray cluster."""
 
-    cpus: float = 1.0
-    gpu: float = 0.0
+    cpus: float = param(1.0, "CPUs one trial reserves, fractions allowed", gt=0)
+    gpu: float = param(0.0, "GPUs one trial reserves: a fraction of one GPU, or whole GPUs", ge=0)
+
+
+MAX_TRIALS = 10_000
+"""The most trials one sweep accepts (a grid included): a typo is refused up front, not estimated in centuries."""
 
 
 @dataclass(frozen=True)
@@ -445,36 +211,63 @@ class SweepSpec:
     params: Mapping[str, Any] = field(default_factory=dict)
     dataset_params: Mapping[str, Any] = field(default_factory=dict)
     audit: Mapping[str, Any] = field(default_factory=dict)
-    partition: str | None = None
-    """Federated methods: how rows are split over the nodes (default: the run's 'iid')."""
-    runtime: str | None = None
-    """Federated methods: where nodes run; sweeps default to 'in-process' (no actors competing with trials)."""
+    # A `param` field is a setting: its default, range or choices and doc are written there only. The parser reads
+    # the scalar ones through `_setting`; docs/sweeps.md's settings table is generated from them (veil.sweeps.docs).
+    partition: str | None = param(
+        None,
+        "Federated methods only: how rows are split over the nodes (iid, dirichlet:0.3, silo:node, ...; default iid)",
+    )
+    runtime: str | None = param(
+        None, "Federated methods only: where nodes run (sweeps default to in-process: no actors competing with trials)"
+    )
     federation: Mapping[str, Any] = field(default_factory=dict)
     """Federated methods: FederationOptions (see `veil run --help`, fed.NAME)."""
     federated: bool = False
-    sampler: str = "nsga2"
+    sampler: str = param(
+        "nsga2", "The Optuna sampler that suggests trials, or a plugin's (docs/extending.md)", choices=sampler_names
+    )
     sampler_options: Mapping[str, Any] = field(default_factory=dict)
-    sampler_seed: int = 0
-    trials: int = 20
+    sampler_seed: int = param(0, "Seed of the Optuna sampler (the runs' seeds are `seeds`)", ge=0)
+    trials: int = param(20, "Configurations to try (grid: the grid's size, may be left out)", ge=1, le=MAX_TRIALS)
     seeds: tuple[int, ...] = (0,)
-    concurrency: int = 2
-    population: int = 1
-    """Trials trained together as one vectorised model on one worker (1: every trial alone)."""
+    """Seeds every trial trains on, its metrics averaged over them ('seeds:' a count n or a list)."""
+    concurrency: int = param(2, "Trials running at once", ge=1)
+    population: int = param(
+        1,
+        "Trials trained together as one vectorised model on one worker (Populations, below); not NSGA-II's "
+        "population_size",
+        ge=1,
+    )
     resources: Resources = Resources()
     constraints: tuple[Constraint, ...] = ()
-    max_failures: int | None = None
-    """Stop the sweep once more than this many trials have failed (None: never stop for failures)."""
-    retries: int = 0
-    """Tune re-runs of a crashed trial (FailureConfig.max_failures); 0 records the crash and moves on."""
-    executor: str = "inline"
-    num_workers: int = 1
-    experiment: str = "veil"
-    chull_origin: str = "zero"
-    target: Any = None
-    """The leakage target every trial is certified against (trials never calibrate: a sweep explores the knobs);
-    None = the default target for a method with a privacy knob, 'none' for no certificate."""
-    name: str | None = None
-    description: str = ""
+    max_failures: int | None = param(
+        None, "Stop the sweep once more than this many trials have failed (none: never stop for failures)", ge=0
+    )
+    retries: int = param(
+        0, "Tune re-runs of a crashed trial (FailureConfig.max_failures); 0 records the crash and moves on", ge=0
+    )
+    executor: str = param(
+        "inline",
+        "Where each trial's runs train: inline (seconds per trial) or ray-train (a TorchTrainer per seed)",
+        choices=SWEEP_EXECUTORS,
+    )
+    num_workers: int = param(1, "Ray Train workers (executor: ray-train only)", ge=1)
+    experiment: str = param(
+        "veil",
+        f"MLflow experiment of the sweep's runs: a non-empty name of at most {MLFLOW_NAME_LIMITS['experiment']} "
+        "characters, as MLflow allows",
+    )
+    chull_origin: str = param(
+        "zero", "Convex-hull AUC origin: zero (seed 003's) or half (chance on both axes)", choices=tuple(AUC_ORIGINS)
+    )
+    target: Any = param(
+        None,
+        "The leakage target every trial's release is certified against ({privacy_gap: 0.1}, adversary_auc_max, "
+        "eps, mi/EST/LABEL, or 'none': no certificate; below); left out: the default target (privacy_gap <= 0.05) "
+        "for a method with a privacy knob, none otherwise",
+    )
+    name: str | None = param(None, "Default sweep-name prefix (else the file name): letters, digits, '_', '-', '.'")
+    description: str = param("", "Free text describing the sweep")
     warnings: tuple[str, ...] = ()
     """Accepted but doubtful choices (e.g. minimising raw adversary_auc), each naming the key and the fix."""
     source: str = "sweep spec"
@@ -662,17 +455,67 @@ def _num(v: Any, key: str, where: str, *, integer: bool = False) -> float | int:
     return int(v) if integer else float(v)
 
 
-MAX_TRIALS = 10_000
-"""The most trials one sweep accepts (a grid included): a typo is refused up front, not estimated in centuries."""
-
-
-def _int(data: Mapping[str, Any], key: str, default: Any, where: str, lo: int) -> Any:
-    v = data.get(key, default)
-    if v is None:
-        return None
+def _integer(v: Any, key: str, where: str, lo: int) -> int:
     if not isinstance(v, int) or isinstance(v, bool) or v < lo:
         raise ConfigError(key, v, f"an integer >= {lo}", where)
     return v
+
+
+def _kinds(cls: type, name: str) -> list[Any]:
+    """The types field `name` of `cls` holds besides None ([int] for `int | None`)."""
+    typ = hints(cls)[name]
+    return [a for a in (get_args(typ) or (typ,)) if a is not type(None)]
+
+
+def setting_accepts(cls: type, name: str) -> str | None:
+    """What scalar setting `name` (a `param` field of SweepSpec or Resources) accepts, as its errors and
+    docs/sweeps.md say it: 'nsga2 | tpe | ...', 'an integer >= 1', 'an integer from 1 to 10000 (Veil's limit for
+    one sweep)', 'a number > 0', 'a string'; None for a field that is no scalar setting (target: its own parser)."""
+    meta = next(f for f in dataclasses.fields(cls) if f.name == name).metadata
+    kinds, choices = _kinds(cls, name), choices_of(meta)
+    if choices is not None:
+        return " | ".join(str(c) for c in choices)
+    if kinds == [str]:
+        return "a string"
+    if kinds not in ([int], [float]):
+        return None
+    noun = "an integer" if kinds == [int] else "a number"
+    if meta.get("le") is not None:  # a sweep-level upper bound is Veil's own limit, refusing a typo up front
+        return f"{noun} from {meta['ge']} to {meta['le']} (Veil's limit for one sweep)"
+    return f"{noun} > {meta['gt']}" if meta.get("gt") is not None else f"{noun} >= {meta['ge']}"
+
+
+def _setting(
+    data: Mapping[str, Any], key: str, where: str, *, cls: type = SweepSpec, default: Any = dataclasses.MISSING
+) -> Any:
+    """Scalar setting `key` of the mapping `data`, or the default of `cls`'s field of that name when left out,
+    checked against the field's choices or range (its `param`), so each default and bound is written once. The
+    error names the key, the value and what the field accepts. `default` overrides the field's (a grid's size)."""
+    name = key.rpartition(".")[2]
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    v = data.get(name, f.default if default is dataclasses.MISSING else default)
+    if v is None and f.default is None:
+        return None
+    meta, kinds, allowed, choices = f.metadata, _kinds(cls, name), setting_accepts(cls, name), choices_of(f.metadata)
+    assert allowed is not None, f"{key} is no scalar setting"
+    if choices is not None:
+        ok = isinstance(v, str) and v in choices
+    elif kinds == [str]:
+        ok = isinstance(v, str)
+    else:
+        integer = kinds == [int]
+        ok = not isinstance(v, bool) and (
+            isinstance(v, int) if integer else isinstance(v, (int, float)) and math.isfinite(v)
+        )
+        ok = ok and not (
+            (meta.get("ge") is not None and v < meta["ge"])
+            or (meta.get("gt") is not None and v <= meta["gt"])
+            or (meta.get("le") is not None and v > meta["le"])
+        )
+        allowed += "" if integer else f" ({meta['doc']})"  # a number's unit: CPUs, a fraction of a GPU
+    if not ok:
+        raise ConfigError(key, v, allowed, where)
+    return float(v) if kinds == [float] else v
 
 
 def _mapping(data: Mapping[str, Any], key: str, where: str) -> dict[str, Any]:
@@ -906,7 +749,7 @@ def _parse_constraints(raw: Any, where: str, ctx: MetricContext) -> tuple[Constr
 
 def _parse_seeds(raw: Any, where: str) -> tuple[int, ...]:
     if raw is None:
-        return (0,)
+        return tuple(SweepSpec.seeds)
     if isinstance(raw, int) and not isinstance(raw, bool):
         if raw < 1:
             raise ConfigError("seeds", raw, "a count >= 1 (seeds 0..n-1) or a list of distinct integers >= 0", where)
@@ -929,13 +772,7 @@ def _parse_resources(raw: Any, where: str) -> Resources:
     for k in raw:
         if k not in RESOURCE_KEYS:
             raise UnknownNameError("resource", k, list(RESOURCE_KEYS), where=f"{where}: key 'resources'")
-    cpus = _num(raw.get("cpus", 1), "resources.cpus", where)
-    gpu = _num(raw.get("gpu", 0), "resources.gpu", where)
-    if cpus <= 0:
-        raise ConfigError("resources.cpus", cpus, "a number > 0 (fractions allowed)", where)
-    if gpu < 0:
-        raise ConfigError("resources.gpu", gpu, "a number >= 0 (a fraction of one GPU, or whole GPUs)", where)
-    return Resources(cpus, gpu)
+    return Resources(*(_setting(raw, f"resources.{k}", where, cls=Resources) for k in RESOURCE_KEYS))
 
 
 def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: bool = True) -> SweepSpec:
@@ -1031,9 +868,7 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
     reference = _parse_reference(data.get("reference"), objectives, where)
     constraints = _parse_constraints(data.get("constraints"), where, metric_ctx)
 
-    sampler = data.get("sampler", "nsga2")
-    if sampler not in sampler_names():
-        raise ConfigError("sampler", sampler, " | ".join(sampler_names()), where)
+    sampler = _setting(data, "sampler", where)
     sopts = _mapping(data, "sampler_options", where)
     allowed = sampler_entry(sampler).options
     for k in sopts:
@@ -1041,10 +876,8 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
             raise UnknownNameError(
                 f"{sampler} sampler option", k, list(allowed), where=f"{where}: key 'sampler_options'"
             )
-    if sampler == "nsga2" and "population_size" in sopts:
-        _int(sopts, "population_size", None, where, 2)
-    if len(objectives) == 1 and sampler == "nsga2":
-        pass  # NSGA-II works with one objective too (it degenerates to a GA)
+    if sampler == "nsga2" and "population_size" in sopts:  # NSGA-II works with one objective too (a plain GA)
+        _integer(sopts["population_size"], "population_size", where, 2)
 
     if sampler == "grid":
         for sp in space:
@@ -1056,41 +889,36 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
                     where,
                 )
         grid = math.prod(len(sp.grid_values()) for sp in space)
-        trials = data.get("trials", grid)
-        if trials != grid:
+        if data.get("trials", grid) != grid:
             raise ConfigError(
-                "trials", trials, f"the grid's size {grid} (or leave it out): a grid runs every point once", where
+                "trials",
+                data["trials"],
+                f"the grid's size {grid} (or leave it out): a grid runs every point once",
+                where,
             )
+        trials = _setting(data, "trials", where, default=grid)  # a grid larger than Veil's limit is refused too
     else:
-        trials = _int(data, "trials", 20, where, 1)
-    if trials > MAX_TRIALS:
-        raise ConfigError("trials", trials, f"an integer from 1 to {MAX_TRIALS} (Veil's limit for one sweep)", where)
+        trials = _setting(data, "trials", where)
 
     seeds = _parse_seeds(data.get("seeds"), where)
-    concurrency = _int(data, "concurrency", 2, where, 1)
-    population = _int(data, "population", 1, where, 1)
+    concurrency = _setting(data, "concurrency", where)
+    population = _setting(data, "population", where)
     resources = _parse_resources(data.get("resources"), where)
-    max_failures = _int(data, "max_failures", None, where, 0)
-    retries = _int(data, "retries", 0, where, 0)
-    sampler_seed = _int(data, "sampler_seed", 0, where, 0)
-    executor = data.get("executor", "inline")
-    if executor not in SWEEP_EXECUTORS:
-        raise ConfigError("executor", executor, " | ".join(SWEEP_EXECUTORS), where)
-    num_workers = _int(data, "num_workers", 1, where, 1)
+    max_failures = _setting(data, "max_failures", where)
+    retries = _setting(data, "retries", where)
+    sampler_seed = _setting(data, "sampler_seed", where)
+    executor = _setting(data, "executor", where)
+    num_workers = _setting(data, "num_workers", where)
     if num_workers > 1 and executor != "ray-train":
         raise ConfigError("num_workers", num_workers, "1 unless executor is ray-train", where)
-    experiment = check_mlflow_name("experiment", data.get("experiment", "veil"), where)
-    chull_origin = data.get("chull_origin", "zero")
-    if not isinstance(chull_origin, str) or chull_origin not in AUC_ORIGINS:
-        raise ConfigError("chull_origin", chull_origin, " | ".join(AUC_ORIGINS), where)
+    experiment = check_mlflow_name("experiment", data.get("experiment", SweepSpec.experiment), where)
+    chull_origin = _setting(data, "chull_origin", where)
     sweep_name = data.get("name")
     if sweep_name is not None and (
         not isinstance(sweep_name, str) or not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", sweep_name)
     ):
         raise ConfigError("name", sweep_name, "letters, digits, '_', '-', '.'", where)
-    description = data.get("description", "")
-    if not isinstance(description, str):
-        raise ConfigError("description", description, "a string", where)
+    description = _setting(data, "description", where)
 
     warnings = tuple(
         w
