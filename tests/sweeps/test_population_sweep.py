@@ -16,8 +16,8 @@ from veil.sweeps.population import (
     MEMBER_RESULTS,
     MEMBERS,
     grid_chunks,
-    grid_points,
     member_values,
+    product_points,
 )
 from veil.sweeps.results import TAG_NUMBER, TAG_POPULATION, TAG_ROLE, TAG_TRIAL, search_child_runs
 from veil.sweeps.search import StudySearch
@@ -83,7 +83,7 @@ def test_member_values_need_every_objective():
 
 
 def test_grid_chunks_keep_every_point_once_in_order():
-    points = grid_points({"x": [1, 2, 3], "y": ["a", "b"]})
+    points = product_points({"x": [1, 2, 3], "y": ["a", "b"]})
     assert points[:3] == [{"x": 1, "y": "a"}, {"x": 1, "y": "b"}, {"x": 2, "y": "a"}] and len(points) == 6
     chunks = grid_chunks(points, 4)
     assert [len(c) for c in chunks] == [4, 2] and [p for c in chunks for p in c] == points

@@ -27,7 +27,7 @@ from veil.platform.cluster import ray_session
 from veil.sweeps.metrics import metric_label
 from veil.sweeps.monitor import SweepMonitor
 from veil.sweeps.overview import publish
-from veil.sweeps.population import MEMBERS, grid_chunks, grid_points
+from veil.sweeps.population import MEMBERS, grid_chunks, product_points
 from veil.sweeps.report import write_report
 from veil.sweeps.results import (
     DEFAULT_ROOT,
@@ -122,7 +122,7 @@ def param_space(spec: SweepSpec, ctx: Mapping[str, Any]) -> dict[str, Any]:
         from ray import tune
 
         axes = {sp.canonical: [encode_value(v) for v in sp.grid_values()] for sp in spec.space}
-        space[MEMBERS] = tune.grid_search(grid_chunks(grid_points(axes), spec.population))
+        space[MEMBERS] = tune.grid_search(grid_chunks(product_points(axes), spec.population))
     elif spec.sampler == "grid":
         from ray import tune
 

@@ -28,7 +28,7 @@ def grid_chunks(points: Sequence[Mapping[str, Any]], population: int) -> list[li
     return [list(map(dict, points[i : i + population])) for i in range(0, len(points), population)]
 
 
-def grid_points(axes: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+def product_points(axes: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
     """Every point of the grid spanned by `axes` (name -> values), the first axis varying slowest."""
     names = list(axes)
     return [dict(zip(names, combo)) for combo in itertools.product(*(axes[n] for n in names))]

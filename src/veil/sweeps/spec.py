@@ -22,7 +22,6 @@ file, the key and the value.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 import math
 import re
@@ -48,6 +47,7 @@ from veil.sweeps.metrics import (
     metric_label,
     raw_leakage_warning,
 )
+from veil.sweeps.population import product_points
 from veil.sweeps.samplers import sampler_entry, sampler_names
 
 #: where Tune keeps sweeps (`--storage`): <root>/<sweep name>
@@ -1047,8 +1047,7 @@ def spec_yaml(spec: SweepSpec) -> str:
 
 def grid_points(spec: SweepSpec) -> list[dict[str, Any]]:
     """Every point of a grid spec, as trial configs."""
-    keys = [sp.canonical for sp in spec.space]
-    return [dict(zip(keys, combo)) for combo in itertools.product(*(sp.grid_values() for sp in spec.space))]
+    return product_points({sp.canonical: sp.grid_values() for sp in spec.space})
 
 
 load_sweep_spec = load_sweep  # the name veil.nightly imports
