@@ -35,6 +35,7 @@ class ToySpec:
     sampler_options: Mapping[str, Any] = field(default_factory=dict)
     sampler_seed: int = 7
     trials: int = N_TRIALS
+    population: int = 1
 
 
 def toy(p: Mapping[str, Any]) -> tuple[float, float]:
@@ -185,3 +186,11 @@ def test_factories_take_seed_and_options():
     tpe = get_sampler("tpe")(ToySpec(sampler_options={"n_startup_trials": 3}))
     assert tpe._n_startup_trials == 3
     assert sampler_entry("random").options == () and sampler_entry(GRID).options == ()
+
+
+def test_tpe_lies_constantly_only_for_populations():
+    """A population asks for all its members before any reports: TPE then counts the asked members as bad results
+    (constant liar) so they spread out; a spec may still say otherwise."""
+    assert get_sampler("tpe")(ToySpec(population=4))._constant_liar is True  # noqa: SLF001 (Optuna keeps it private)
+    assert get_sampler("tpe")(ToySpec())._constant_liar is False  # noqa: SLF001
+    assert get_sampler("tpe")(ToySpec(population=4, sampler_options={"constant_liar": False}))._constant_liar is False  # noqa: SLF001

@@ -34,6 +34,9 @@ class SamplerSpec(Protocol):
     @property
     def trials(self) -> int: ...
 
+    @property
+    def population(self) -> int: ...
+
 
 SamplerFactory = Callable[[SamplerSpec], Optional["BaseSampler"]]
 """(spec) -> an Optuna sampler seeded with `spec.sampler_seed`; None for the grid (Tune's grid_search)."""
@@ -68,11 +71,17 @@ def _nsga2(spec: SamplerSpec) -> BaseSampler:
     return optuna.samplers.NSGAIISampler(seed=spec.sampler_seed, **opts)
 
 
-@register_sampler("tpe", options=("n_startup_trials", "n_ei_candidates", "multivariate", "consider_endpoints"))
+@register_sampler(
+    "tpe", options=("n_startup_trials", "n_ei_candidates", "multivariate", "consider_endpoints", "constant_liar")
+)
 def _tpe(spec: SamplerSpec) -> BaseSampler:
     import optuna
 
-    return optuna.samplers.TPESampler(seed=spec.sampler_seed, **dict(spec.sampler_options))
+    opts = dict(spec.sampler_options)
+    # A population asks for all its members before any reports: TPE then counts the members already asked as
+    # if they had done badly (a constant liar), so one population's points spread out instead of piling up.
+    opts.setdefault("constant_liar", spec.population > 1)
+    return optuna.samplers.TPESampler(seed=spec.sampler_seed, **opts)
 
 
 @register_sampler("random")
