@@ -13,10 +13,12 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Callable
 
 import pytest
 import yaml
 from plugin_install import install_plugin, with_plugin
+from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_fixed
 from veil_test_hooks import hold_env
 
 from sweep_procs import ray_pids, stop_pids
@@ -30,15 +32,37 @@ BIN = Path(sys.executable).parent
 MIB = 2**20
 
 
-def ray_start(env: dict[str, str], *args: str) -> None:
-    proc = subprocess.run(
-        [str(BIN / "ray"), "start", "--disable-usage-stats", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+class NodeStartTimeout(Exception):
+    """`ray start` gave up waiting for its raylet to register (Ray's fixed 30 s): a loaded machine, not our bug."""
+
+
+def ray_start(env: dict[str, str], ray_tmp: str, args: Callable[[], tuple[str, ...]]) -> None:
+    """`ray start` with `args()` (fresh ports each try). Ray waits a fixed 30 s for the raylet to register with
+    the GCS; on a loaded CI machine that can lapse, so a timed-out start is stopped (only the processes it
+    started) and tried again, up to 3 times. Any other failure fails at once."""
+
+    def once() -> None:
+        before = ray_pids(ray_tmp)
+        proc = subprocess.run(
+            [str(BIN / "ray"), "start", "--disable-usage-stats", *args()],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        out = proc.stdout[-2000:] + proc.stderr[-2000:]
+        if proc.returncode != 0:
+            stop_pids(ray_pids(ray_tmp) - before)
+            if "timed out during startup" in out:
+                raise NodeStartTimeout(out)
+        assert proc.returncode == 0, out
+
+    retry(
+        retry=retry_if_exception_type(NodeStartTimeout),
+        stop=stop_after_attempt(3),
+        wait=wait_fixed(5),
+        reraise=True,
+    )(once)()
 
 
 def wait_for(what: str, ok, timeout: float) -> None:
@@ -88,18 +112,21 @@ def cluster(tmp_path_factory):
     try:
         ray_start(
             env,
-            "--head",
-            f"--port={port}",
-            f"--temp-dir={ray_tmp}",
-            "--include-dashboard=true",
-            "--dashboard-host=127.0.0.1",
-            f"--dashboard-port={dash}",
-            f"--ray-client-server-port={free_port()}",
-            *sizes,
-            *own_ports(),
+            str(ray_tmp),
+            lambda: (
+                "--head",
+                f"--port={port}",
+                f"--temp-dir={ray_tmp}",
+                "--include-dashboard=true",
+                "--dashboard-host=127.0.0.1",
+                f"--dashboard-port={dash}",
+                f"--ray-client-server-port={free_port()}",
+                *sizes,
+                *own_ports(),
+            ),
         )
         head_pids = ray_pids(str(ray_tmp))
-        ray_start(env, f"--address=127.0.0.1:{port}", *sizes, *own_ports())
+        ray_start(env, str(ray_tmp), lambda: (f"--address=127.0.0.1:{port}", *sizes, *own_ports()))
         worker_pids = ray_pids(str(ray_tmp)) - head_pids  # the second node's raylet and agents
         server = subprocess.Popen(
             ["bash", str(ROOT / "mlflow" / "start-server.sh")],
