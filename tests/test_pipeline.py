@@ -42,6 +42,8 @@ RUNS = {
         audit={"epochs": 5},
         seed=3,
         runtime="in-process",
+        # the per-node probe the fixture was made with (the global audit's; since 2026-11-26 a smaller one)
+        federation={"node_probe_hidden": [256, 128], "node_probe_epochs": 5},
     ),
 }
 

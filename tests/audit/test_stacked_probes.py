@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from veil.audit import AuditConfig, audit
-from veil.audit.nodes import PER_NODE_COLUMNS, audit_final, role_split
+from veil.audit.nodes import PER_NODE_COLUMNS, audit_final, node_probe, role_split
 from veil.audit.probes import audit_many
 from veil.audit.train import train_classifier, train_classifiers_stacked
 from veil.datasets import load_dataset
@@ -129,7 +129,7 @@ def test_per_node_audit_equals_the_node_by_node_loop() -> None:
             continue
         want = audit(
             z_train[tr], role_split(ds.train.take(tr), obj), z_test[te], role_split(ds.test.take(te), obj),
-            ds.num_classes, CFG,
+            ds.num_classes, node_probe(CFG, prep.options),
         ).metrics()  # fmt: skip
         assert_same_report({c: row[c] for c in PER_NODE_COLUMNS[5:]}, {c: want[c] for c in PER_NODE_COLUMNS[5:]})
     assert_same_report(report.metrics(), audit(z_train, ds.train, z_test, ds.test, ds.num_classes, CFG).metrics())

@@ -20,7 +20,7 @@ from veil.audit.probes import AuditConfig, AuditReport, audit, audit_many
 from veil.datasets.base import Dataset, Split
 from veil.methods.federated.core import FederationError, NodeObjective, Release
 from veil.methods.federated.method import FederatedMethod
-from veil.methods.federated.simulation import FederationPlan
+from veil.methods.federated.simulation import FederationOptions, FederationPlan
 
 
 def received_release(method: FederatedMethod) -> Release:
@@ -148,6 +148,13 @@ def released_data(ds: Dataset, method: FederatedMethod) -> Dataset:
     return dataclasses.replace(ds, train=ds.train.take(tr), test=ds.test.take(te))
 
 
+def node_probe(cfg: AuditConfig, options: FederationOptions) -> AuditConfig:
+    """The per-node audit's settings: the run's audit with the federation's per-node probe (`fed.node_probe_hidden`,
+    `fed.node_probe_epochs`). A node holds a few dozen rows: the global probe (256-128, 30 epochs) takes one
+    full-batch step an epoch there, and a thousand of them move ~35,000 parameters each per step."""
+    return dataclasses.replace(cfg, hidden=options.node_probe_hidden, epochs=options.node_probe_epochs)
+
+
 def per_node_audit(
     plan: FederationPlan,
     ds: Dataset,
@@ -156,7 +163,7 @@ def per_node_audit(
     cfg: AuditConfig,
     skip: set[int] | frozenset[int] = frozenset(),
 ) -> list[dict[str, Any]]:
-    """One row per node: its fresh-probe audit on its own train/test rows with its own objective's labels (NaN
+    """One row per node: its fresh-probe audit (the per-node probe, `node_probe`) on its own train/test rows with its own objective's labels (NaN
     metrics for a node with fewer than 2 train or test rows, and for the nodes in `skip`, which released nothing). Every node's probes train as stacked models
     (`audit_many`), each equal up to floating-point order to the node's own `audit`."""
     rows: list[dict[str, Any]] = []
@@ -189,7 +196,7 @@ def per_node_audit(
         [z_test[plan.test_parts[k]] for k in audited],
         tests,
         ds.num_classes,
-        cfg,
+        node_probe(cfg, plan.options),
     )
     for k, report in zip(audited, reports):
         m = report.metrics()

@@ -34,6 +34,13 @@ class FederationOptions:
     live_probe_epochs: int = param(5, "probe epochs of the quick live audit", ge=1, le=MAX_EPOCHS)
     live_rows: int = param(2000, "at most this many train and test rows in a live audit", ge=10)
     per_node_audit: bool = param(True, "audit the final release on each node's own train/test rows too")
+    node_probe_hidden: tuple[int, ...] = param(
+        (32,),
+        "hidden widths of each per-node audit probe ([] = logistic regression); a node holds a few dozen rows, too "
+        "few for the global audit's probe (see docs/federation.md, 'The per-node audit')",
+        ge=1,
+    )
+    node_probe_epochs: int = param(100, "training epochs of each per-node audit probe", ge=1, le=MAX_EPOCHS)
     nodes_per_host: int = param(0, "in-process runtime: nodes per vectorised host (0 = all nodes in one)", ge=0)
     hosts: int = param(0, "virtual runtime: node host actors (0 = min(K, available CPUs))", ge=0)
     cpus_per_host: float = param(1.0, "most CPUs one actor asks for (shrunk to fit the budget)", gt=0)
