@@ -9,8 +9,9 @@ import dataclasses
 import sys
 from pathlib import Path
 
+from veil.sweeps.model import SweepSpec
 from veil.sweeps.samplers import SAMPLERS
-from veil.sweeps.spec import Resources, SweepSpec, setting_accepts
+from veil.sweeps.settings import Resources, setting_accepts
 
 BEGIN = "<!-- sweep settings: generated from veil.sweeps.spec.SweepSpec by python -m veil.sweeps.docs -->"
 END = "<!-- end of sweep settings -->"
