@@ -107,8 +107,10 @@ class TPEOptions:
 
     n_startup_trials: int | None = param(None, "Random trials before TPE models the results (none: Optuna's 10)", ge=0)
     n_ei_candidates: int | None = param(None, "Candidates TPE scores for each suggestion (none: Optuna's 24)", ge=1)
-    multivariate: bool | None = param(None, "Model the parameters jointly (none: Optuna's false)")
-    consider_endpoints: bool | None = param(None, "Let the ranges' end points widen TPE's kernels (none: false)")
+    multivariate: bool | None = param(None, "Model the parameters jointly (none: Optuna's default)")
+    consider_endpoints: bool | None = param(
+        None, "Let the ranges' end points widen TPE's kernels (none: Optuna's default)"
+    )
     constant_liar: bool | None = param(
         None, "Count a trial still running as a bad result (none: true for a population above 1, else false)"
     )
