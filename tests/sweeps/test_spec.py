@@ -521,3 +521,47 @@ def test_veil_sweep_prints_the_raw_leakage_warning_first(tmp_path, capsys, monke
     assert err.startswith(f"[veil] warning: {path}: objectives[1]: 'adversary_auc' rewards an inverted adversary")
     assert "use 'privacy_gap'" in err and "error: invalid value for '--name'" in err
     assert not (tmp_path / ".veil").exists() and not (tmp_path / "mlflow.db").exists()
+
+
+@pytest.mark.parametrize(
+    "changes,key,allowed",
+    [
+        (
+            {"space": {"beta": {"type": "log", "low": 0.1, "high": 1, "step": 0.1}}},
+            "space.beta.step",
+            "type, low, high",
+        ),
+        ({"space": {"beta": {"type": "categorical", "values": [1], "low": 0}}}, "space.beta.low", "type, values"),
+        ({"space": {"k": {"type": "int", "low": 0, "high": 4, "step": 0.5}}}, "space.k.step", "an integer > 0"),
+        ({"space": {"beta": {"type": "float", "low": "0.5", "high": 2}}}, "space.beta.low", "a number"),
+        ({"space": {"beta": {"type": "log", "low": 0.5}}}, "space.beta.high", "a number (required)"),
+        ({"objectives": [{"metric": "utility_auc", "direction": "up"}]}, "objectives[0].direction", "max | min"),
+        ({"sampler_options": {"population_size": 1}}, "sampler_options.population_size", "an integer >= 2"),
+        ({"sampler_options": {"mutation_prob": 2}}, "sampler_options.mutation_prob", "a number >= 0 and <= 1"),
+        (
+            {"sampler": "tpe", "sampler_options": {"multivariate": "yes"}},
+            "sampler_options.multivariate",
+            "true | false",
+        ),
+        ({"resources": {"cpus": "2"}}, "resources.cpus", "a number > 0"),
+    ],
+)
+def test_structured_keys_are_refused_under_their_path_saying_what_is_allowed(changes, key, allowed):
+    """Space dimensions, objectives, sampler options and resources are param() dataclasses built strictly: a
+    YAML value of the wrong type or range is refused naming the full key and what its field allows."""
+    with pytest.raises(ConfigError) as info:
+        sweep_from_mapping(with_(**changes), "s.yaml", check_names=False)
+    assert f"invalid value for '{key}'" in str(info.value) and allowed in str(info.value), str(info.value)
+
+
+def test_type_aliases_and_defaults_of_the_space_and_sampler_options():
+    spec = sweep_from_mapping(
+        with_(
+            space={"beta": {"type": "loguniform", "low": 0.1, "high": 1}, "d_z": {"values": [2, 4]}},
+            objectives=[{"utility_auc": "maximize"}, "privacy_gap: minimize"],
+            sampler_options={"population_size": None, "crossover_prob": 1},
+        ),
+        "s.yaml",
+    )
+    assert [(sp.type, sp.low, sp.values) for sp in spec.space] == [("log", 0.1, ()), ("categorical", None, (2, 4))]
+    assert spec.directions == ("max", "min") and spec.sampler_options == {"crossover_prob": 1}

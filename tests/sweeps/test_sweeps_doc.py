@@ -26,3 +26,22 @@ def test_every_setting_is_a_spec_key_with_a_doc():
     for f in dataclasses.fields(Resources):
         assert f"| `resources.{f.name}` |" in table
     assert "| `trials` | `20` | an integer from 1 to 10000" in table
+
+
+def test_every_structured_key_has_a_row_saying_what_its_errors_say():
+    """The space types, objective and constraint parts and nsga2/tpe options: each field a row, its allowed values
+    the words `build(strict=True)` refuses a bad value with."""
+    from veil.sweeps.docs import KEYS_BEGIN, KEYS_END, render_keys
+    from veil.sweeps.objectives import Constraint, Objective
+    from veil.sweeps.samplers import NSGA2Options, TPEOptions
+    from veil.sweeps.space import SPACE_TYPES
+
+    text = DOC.read_text()
+    assert text.count(KEYS_BEGIN) == 1 and text.count(KEYS_END) == 1
+    table = render_keys()
+    for cls in (*SPACE_TYPES.values(), Objective, Constraint, NSGA2Options, TPEOptions):
+        for f in dataclasses.fields(cls):
+            assert f"| `{f.name}` |" in table and f.metadata["doc"], (cls, f.name)
+    assert "| `space.NAME`, `type: log / log-float / loguniform` | `low` | required | a number > 0 |" in table
+    assert "| `objectives[i]` | `direction` | required | max / min |" in table
+    assert "| `sampler_options` (nsga2) | `population_size` | none | an integer >= 2 |" in table

@@ -1,7 +1,9 @@
-"""Render the settings table of docs/sweeps.md from the SweepSpec fields, so the documented defaults, ranges and
-meanings are the ones the parser applies (tests/sweeps/test_sweeps_doc.py checks the doc is current).
+"""Render the generated tables of docs/sweeps.md: the settings table from the SweepSpec fields, and the keys of a
+searched parameter (by type), an objective, a constraint and the sampler options from their `param()` dataclasses,
+so the documented defaults, ranges and meanings are the ones the parser applies and its errors say
+(tests/sweeps/test_sweeps_doc.py checks the doc is current).
 
-python -m veil.sweeps.docs   (rewrites the table between the markers in docs/sweeps.md)"""
+python -m veil.sweeps.docs   (rewrites the tables between the markers in docs/sweeps.md)"""
 
 from __future__ import annotations
 
@@ -9,11 +11,20 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from veil.sweeps.samplers import SAMPLERS
-from veil.sweeps.spec import Resources, SweepSpec, setting_accepts
+from veil.config import REQUIRED, allowed_text, hints
+from veil.sweeps.model import SweepSpec
+from veil.sweeps.objectives import Constraint, Objective
+from veil.sweeps.samplers import SAMPLERS, sampler_entry
+from veil.sweeps.settings import Resources, setting_accepts
+from veil.sweeps.space import SPACE_TYPES, TYPE_ALIASES
 
 BEGIN = "<!-- sweep settings: generated from veil.sweeps.spec.SweepSpec by python -m veil.sweeps.docs -->"
 END = "<!-- end of sweep settings -->"
+KEYS_BEGIN = (
+    "<!-- sweep keys: generated from veil.sweeps.space, veil.sweeps.objectives and veil.sweeps.samplers "
+    "by python -m veil.sweeps.docs -->"
+)
+KEYS_END = "<!-- end of sweep keys -->"
 DOC = Path(__file__).resolve().parents[3] / "docs" / "sweeps.md"
 OWN_NAMES = {"sampler": SAMPLERS}
 """Settings whose choices plugins extend: the doc lists Veil's own (its meaning says a plugin may add one), so it
@@ -46,13 +57,47 @@ def render_settings() -> str:
     )
 
 
-def updated(text: str) -> str:
-    """`text` (docs/sweeps.md) with the table between the markers replaced by the current one."""
-    head, sep, rest = text.partition(BEGIN)
-    _, sep2, tail = rest.partition(END)
+def _key_rows(cls: type, first: str) -> list[str]:
+    """One row per field of a `param()` dataclass read by `build(strict=True)`: what its errors say it allows."""
+    th, out = hints(cls), []
+    for f in dataclasses.fields(cls):
+        default = "required" if f.default is REQUIRED else "none" if f.default is None else f"`{f.default!r}`"
+        allowed = allowed_text(f.metadata, th[f.name], plain=True).replace("|", "/")
+        out.append(f"| {first} | `{f.name}` | {default} | {allowed} | {f.metadata['doc'].replace('|', '/')} |")
+    return out
+
+
+def render_keys() -> str:
+    """The keys of a searched parameter by its type, of an objective, of a constraint and of Veil's own samplers'
+    options, each with its default, allowed values and meaning."""
+    spellings = {name: [name, *(a for a, n in TYPE_ALIASES.items() if n == name)] for name in SPACE_TYPES}
+    rows = [f"`space.NAME`, `type: {' / '.join(spellings[name])}`" for name in SPACE_TYPES]
+    options = [(name, sampler_entry(name).options_cls) for name in SAMPLERS]
+    return "\n".join(
+        [
+            KEYS_BEGIN,
+            "| where | key | default | allowed | meaning |",
+            "|---|---|---|---|---|",
+            *(r for row, cls in zip(rows, SPACE_TYPES.values()) for r in _key_rows(cls, row)),
+            *_key_rows(Objective, "`objectives[i]`"),
+            *_key_rows(Constraint, "`constraints[i]`: 'METRIC OP NUMBER'"),
+            *(r for name, cls in options if cls is not None for r in _key_rows(cls, f"`sampler_options` ({name})")),
+            KEYS_END,
+        ]
+    )
+
+
+def _replace(text: str, begin: str, end: str, table: str) -> str:
+    head, sep, rest = text.partition(begin)
+    _, sep2, tail = rest.partition(end)
     if not sep or not sep2:
-        raise ValueError(f"docs/sweeps.md lacks the markers {BEGIN!r} ... {END!r}")
-    return head + render_settings() + tail
+        raise ValueError(f"docs/sweeps.md lacks the markers {begin!r} ... {end!r}")
+    return head + table + tail
+
+
+def updated(text: str) -> str:
+    """`text` (docs/sweeps.md) with the tables between the markers replaced by the current ones."""
+    return _replace(_replace(text, BEGIN, END, render_settings()), KEYS_BEGIN, KEYS_END, render_keys())
 
 
 def main() -> int:

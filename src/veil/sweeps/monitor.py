@@ -13,9 +13,10 @@ from typing import Any, Mapping
 from ray.tune import Callback
 from ray.tune.stopper import Stopper
 
+from veil.sweeps.model import SweepSpec
 from veil.sweeps.population import MEMBER_RESULTS, MEMBERS, member_values
 from veil.sweeps.results import fmt_metric
-from veil.sweeps.spec import SweepSpec, format_value
+from veil.sweeps.space import format_value
 from veil.sweeps.trial import member_id, member_number, trial_number, tune_key
 
 # ----------------------------------------------------------------------------------------------

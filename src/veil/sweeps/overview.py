@@ -14,7 +14,7 @@ from veil.sweeps.results import (
     chull_leakage_label,
     hypervolume_text,
 )
-from veil.sweeps.spec import format_value
+from veil.sweeps.space import format_value
 from veil.tracking import TrackedRun, client
 from veil.tracking.ui import Link, column, run_path, runs_path, runs_view_state, save_runs_view
 

@@ -16,7 +16,7 @@ import pandas as pd
 
 from veil.sweeps.metrics import is_gap_metric
 from veil.sweeps.results import SweepResults, chull_leakage_label, hypervolume_text
-from veil.sweeps.spec import format_value
+from veil.sweeps.space import format_value
 
 FRONT_COLOR = "#1f6fb4"
 DOMINATED_COLOR = "#9a9a9a"

@@ -10,9 +10,12 @@ here without an import cycle. A factory needs only the three spec fields of `Sam
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Protocol
 
+from veil.config import build, param
+from veil.errors import UnknownNameError
 from veil.registry import Registry
 
 if TYPE_CHECKING:
@@ -50,19 +53,70 @@ class SamplerEntry:
     factory: SamplerFactory
     options: tuple[str, ...] = ()
     """Keys a spec's `sampler_options` may hold (the seed always comes from `sampler_seed`)."""
+    options_cls: type | None = None
+    """The `param()` dataclass those options are checked against (type and range), when the sampler has one."""
+
+    def check_options(self, given: Mapping[str, Any], where: str) -> dict[str, Any]:
+        """A spec's `sampler_options` for this sampler, as given less those set to null (the default): unknown
+        keys are refused naming the valid ones, and with an `options_cls` each value against its field."""
+        kind = f"{self.name} sampler option"
+        if self.options_cls is not None:
+            build(self.options_cls, given, where, strict=True, path="sampler_options", kind=kind)
+        for k in given:
+            if k not in self.options:
+                raise UnknownNameError(kind, k, list(self.options), where=f"{where}: key 'sampler_options'")
+        return {k: v for k, v in given.items() if v is not None}
 
 
 _REGISTRY: Registry[SamplerEntry] = Registry("sampler")
 
 
-def register_sampler(name: str, options: tuple[str, ...] = ()) -> Callable[[SamplerFactory], SamplerFactory]:
+def register_sampler(name: str, options: tuple[str, ...] | type = ()) -> Callable[[SamplerFactory], SamplerFactory]:
     """Register a sampler factory under `name` (a decorator), with the Optuna constructor options a spec may set
-    for it: Veil's own below, a plugin's from its `veil.samplers` entry point (docs/extending.md)."""
+    for it: their names, or a `param()` dataclass whose fields (each None by default: the sampler's own default)
+    also say their type and range. Veil's own below, a plugin's from its `veil.samplers` entry point
+    (docs/extending.md)."""
+    if isinstance(options, type):
+        names, cls = tuple(f.name for f in dataclasses.fields(options)), options
+    else:
+        names, cls = tuple(options), None
+    return _REGISTRY.decorator(name, lambda factory: SamplerEntry(name, factory, names, cls))
 
-    return _REGISTRY.decorator(name, lambda factory: SamplerEntry(name, factory, tuple(options)))
+
+@dataclass(frozen=True)
+class NSGA2Options:
+    """`sampler_options` of `sampler: nsga2` (Optuna's NSGAIISampler)."""
+
+    population_size: int | None = param(
+        None, "Trials per generation (none: a half of trials, within 4 to 50); a plain GA with one objective", ge=2
+    )
+    mutation_prob: float | None = param(
+        None, "Chance that a child's parameter is drawn afresh (none: Optuna's 1 / number of parameters)", ge=0, le=1
+    )
+    crossover_prob: float | None = param(
+        None, "Chance that a child is bred from two parents (none: Optuna's 0.9)", ge=0, le=1
+    )
+    swapping_prob: float | None = param(
+        None, "Chance that a crossover takes each parameter from the other parent (none: Optuna's 0.5)", ge=0, le=1
+    )
 
 
-@register_sampler("nsga2", options=("population_size", "mutation_prob", "crossover_prob", "swapping_prob"))
+@dataclass(frozen=True)
+class TPEOptions:
+    """`sampler_options` of `sampler: tpe` (Optuna's TPESampler)."""
+
+    n_startup_trials: int | None = param(None, "Random trials before TPE models the results (none: Optuna's 10)", ge=0)
+    n_ei_candidates: int | None = param(None, "Candidates TPE scores for each suggestion (none: Optuna's 24)", ge=1)
+    multivariate: bool | None = param(None, "Model the parameters jointly (none: Optuna's default)")
+    consider_endpoints: bool | None = param(
+        None, "Let the ranges' end points widen TPE's kernels (none: Optuna's default)"
+    )
+    constant_liar: bool | None = param(
+        None, "Count a trial still running as a bad result (none: true for a population above 1, else false)"
+    )
+
+
+@register_sampler("nsga2", options=NSGA2Options)
 def _nsga2(spec: SamplerSpec) -> BaseSampler:
     import optuna
 
@@ -71,9 +125,7 @@ def _nsga2(spec: SamplerSpec) -> BaseSampler:
     return optuna.samplers.NSGAIISampler(seed=spec.sampler_seed, **opts)
 
 
-@register_sampler(
-    "tpe", options=("n_startup_trials", "n_ei_candidates", "multivariate", "consider_endpoints", "constant_liar")
-)
+@register_sampler("tpe", options=TPEOptions)
 def _tpe(spec: SamplerSpec) -> BaseSampler:
     import optuna
 
@@ -121,11 +173,13 @@ def get_sampler(name: str, where: str | None = None) -> SamplerFactory:
 
 __all__ = [
     "GRID",
+    "NSGA2Options",
     "SAMPLERS",
     "SAMPLER_OPTIONS",
     "SamplerEntry",
     "SamplerFactory",
     "SamplerSpec",
+    "TPEOptions",
     "get_sampler",
     "register_sampler",
     "sampler_entry",

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from veil.errors import VeilError
+from veil.sweeps.model import SweepSpec
 from veil.sweeps.population import MEMBER_RESULTS, MEMBERS
 from veil.sweeps.results import (
     STD_PREFIX,
@@ -31,7 +32,7 @@ from veil.sweeps.results import (
     TAG_TRIAL,
     settle_attempts,
 )
-from veil.sweeps.spec import SweepSpec, decode_value, format_value
+from veil.sweeps.space import decode_value, format_value
 from veil.tracking import PARENT_TAG
 
 CTX_KEY = "_veil"
