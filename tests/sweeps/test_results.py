@@ -28,6 +28,7 @@ from veil.sweeps.results import (
     format_report,
     search_child_runs,
     settle_attempts,
+    settle_members,
     tag_front,
 )
 from veil.sweeps.spec import sweep_from_mapping
@@ -260,6 +261,28 @@ def test_a_trial_that_finished_while_the_sweep_stopped_is_reported_not_trained_a
     after = {r.info.run_id for r in search_child_runs(uri, parent.run_id)}
     ids = [m["mlflow_run_id"] for m in out["members"]]
     assert ids[0] in before and after - before == {ids[1]}
+
+    # one search settles a whole population: its member's interrupted attempt is superseded and KILLED, a
+    # recorded member with the same values is kept, and another population's runs are left alone
+    def attempt(tid: str, beta: float, status: str) -> TrackedRun:
+        tags = {TAG_ROLE: "trial", TAG_SWEEP: "s4", TAG_TRIAL: tid, TAG_CONFIG: json.dumps({"method.beta": beta})}
+        r = TrackedRun.start(uri, "veil", f"s4/{tid}", parent_run_id=parent.run_id, tags=tags)
+        if status != "RUNNING":
+            r.finish(status)
+        return r
+
+    done, cut, neighbour = (
+        attempt("p2.1", 0.5, "FINISHED"),
+        attempt("p2.2", 3.0, "RUNNING"),
+        attempt("p20.1", 0.5, "RUNNING"),
+    )
+    configs = {"p2.1": json.dumps({"method.beta": 0.5}), "p2.2": json.dumps({"method.beta": 3.0})}
+    kept = settle_members(uri, parent.experiment_id, "s4", "p2", configs)
+    assert [None if k is None else k.info.run_id for k in kept] == [done.run_id, None]
+    read = {r.info.run_id: r for r in search_child_runs(uri, parent.run_id)}
+    assert read[cut.run_id].info.status == "KILLED" and read[cut.run_id].data.tags[TAG_SUPERSEDED] == "true"
+    assert read[neighbour.run_id].info.status == "RUNNING" and TAG_SUPERSEDED not in read[neighbour.run_id].data.tags
+    assert TAG_SUPERSEDED not in read[done.run_id].data.tags
 
 
 def test_orphans_unknown_to_tune_are_superseded(tmp_path):

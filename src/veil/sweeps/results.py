@@ -21,7 +21,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -104,6 +104,28 @@ def settle_attempts(uri: str, experiment_id: str, sweep: str, trial_id: str, con
     runs = search_runs(
         uri, f"tags.`{TAG_SWEEP}` = {_q(sweep)} and tags.`{TAG_TRIAL}` = {_q(trial_id)}", [experiment_id]
     )
+    return _settle(uri, runs, config)
+
+
+def settle_members(
+    uri: str, experiment_id: str, sweep: str, population: str, configs: Mapping[str, str | None]
+) -> list[Any]:
+    """`settle_attempts` for every member of a population (member trial id -> its TAG_CONFIG), with one search
+    for the whole population instead of one per member; in the order of `configs`. Members' trial ids are
+    `<population>.<n>` (`veil.sweeps.trial.member_id`); the search matches that prefix, whatever ran them."""
+    like = (
+        f"tags.`{TAG_TRIAL}` LIKE {_q(population + '.%')}"  # '_' in an id matches any character: grouped exactly below
+    )
+    runs = search_runs(uri, f"tags.`{TAG_SWEEP}` = {_q(sweep)} and {like}", [experiment_id])
+    by_member: dict[str, list[Any]] = {}
+    for r in runs:
+        by_member.setdefault(r.data.tags.get(TAG_TRIAL, ""), []).append(r)
+    return [_settle(uri, by_member.get(member, []), config) for member, config in configs.items()]
+
+
+def _settle(uri: str, runs: Sequence[Any], config: str | None) -> Any:
+    """Keep the latest FINISHED trial run of `runs` (one trial's earlier runs) whose searched values are `config`,
+    with its seeds' runs; supersede the rest. The kept run, or None."""
     live = [r for r in runs if r.data.tags.get(TAG_SUPERSEDED) != "true"]
     done = [
         r

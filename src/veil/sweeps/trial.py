@@ -31,6 +31,7 @@ from veil.sweeps.results import (
     TAG_SWEEP,
     TAG_TRIAL,
     settle_attempts,
+    settle_members,
 )
 from veil.sweeps.space import decode_value, format_value
 from veil.tracking import PARENT_TAG
@@ -299,10 +300,8 @@ def run_population(
     tags = [
         trial_tags(v, ids[i], sweep, member_number(number, i, spec.population), trial_id) for i, v in enumerate(members)
     ]
-    kept = when_tracking_answers(
-        lambda: [settle_attempts(tracking_uri, exp_id, sweep, mid, t[TAG_CONFIG]) for mid, t in zip(ids, tags)],
-        tracking_uri,
-    )
+    configs = {mid: t[TAG_CONFIG] for mid, t in zip(ids, tags)}
+    kept = when_tracking_answers(lambda: settle_members(tracking_uri, exp_id, sweep, trial_id, configs), tracking_uri)
     names = [trial_run_name(sweep, ids[i], v) for i, v in enumerate(members)]
     seeds = list(spec.seeds)
     label = f"population #{number}" if number is not None else f"population {trial_id}"
