@@ -31,7 +31,6 @@ copy of its encoder anywhere to restore from)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, Mapping, Sequence, cast
 
@@ -40,10 +39,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from veil.config import param
 from veil.errors import ConfigError
-from veil.methods.base import Method, MethodConfig, PaperValue, PrivacyKnob
-from veil.methods.deviations import WHY_UNIFORM, fraction_deviation, privacy_loss_deviation, release_deviation
+from veil.methods.base import Method
+from veil.methods.configs.d_gpp import DGPPCard, DGPPConfig
 from veil.methods.ensemble_ops import (
     assign_slots,
     copy_ces,
@@ -73,33 +71,6 @@ from veil.methods.federated.method import FederatedMethod
 from veil.methods.gpp import GaussianEncoder, released, reparameterize
 from veil.methods.nets import ClassifierBank, gaussian_kl_rows, loss_sum, make_optimizer, mlp
 from veil.methods.registry import register_method
-
-
-@dataclass(frozen=True)
-class DGPPConfig(MethodConfig):
-    """GPP's fields with per-client beta_m / lambda_m, plus the federation (Alg. 2)."""
-
-    K: int = param(5, "number of clients t (the paper's HAPT run: 5)", ge=1)
-    beta: tuple[float, ...] = param(
-        (1.0,), "beta_m, weight of the utility CE: one value for every client or one per client", ge=0
-    )
-    lambda_kl: tuple[float, ...] = param((0.01,), "lambda_m, weight of the KL term: one value or one per client", ge=0)
-    k: int = param(2, "utility-classifier steps at the aggregator and adversary steps at each client per round", ge=0)
-    lr: float = param(1e-4, "Adam learning rate alpha of every network", gt=0)
-    encoder_hidden: tuple[int, ...] = param((512, 256), "hidden widths of each client's encoder MLP", ge=1)
-    head_hidden: tuple[int, ...] = param((128,), "hidden widths of each utility classifier and adversary", ge=1)
-    privacy_loss: str = param(
-        "uniform",
-        "encoder's privacy term: the paper's -sum CE(s) ('neg-ce') or CE against uniform ('uniform')",
-        choices=("neg-ce", "uniform"),
-    )
-    release: str = param(
-        "sample", "released z: a draw mu + sigma*eps (the paper) or the mean mu", choices=("sample", "mean")
-    )
-    fraction: float = param(1.0, "fraction of clients sampled (seeded) to take part in each round", gt=0, le=1)
-    node_metrics: bool = param(
-        False, "each client logs its own losses (computed from its s) as node_local/* metrics; never sent"
-    )
 
 
 def per_client(field: str, values: tuple[float, ...], k: int) -> list[float]:
@@ -140,16 +111,7 @@ def _draw(
 
 
 @register_method
-class DGPP(FederatedMethod, Method):
-    name = "d-gpp"
-    Config = DGPPConfig
-    description = (
-        "distributed GPP: private encoder and adversary per client, clients send only (z, u), the "
-        "aggregator trains the shared utility classifiers on the union; per-client beta_m, lambda_m"
-    )
-    paper = "GPP paper (seed 001), Alg. 2"
-    paper_values = {"privacy_loss": PaperValue("neg-ce", WHY_UNIFORM)}
-    privacy_knob = PrivacyKnob("beta", 1e-3, 30.0, "log", "low")  # one beta_m for every client
+class DGPP(DGPPCard, FederatedMethod, Method):
     message_kind = "representations"
     config: DGPPConfig
 
@@ -172,15 +134,6 @@ class DGPP(FederatedMethod, Method):
     def modules(self) -> dict[str, nn.Module]:
         """What the aggregator has, hence what a run logs: psi. The encoders stay on their clients."""
         return {"utility": self.utility}
-
-    @classmethod
-    def deviations(cls, config: MethodConfig) -> dict[str, str]:
-        c = cast(DGPPConfig, config)
-        return {
-            **release_deviation(c.release),
-            **privacy_loss_deviation(c.privacy_loss),
-            **fraction_deviation(c.fraction, "clients", "Alg. 2 uses all"),
-        }
 
     def num_rounds(self, sizes: Sequence[int]) -> int:
         return self.config.epochs * max(1, math.ceil(max(sizes) / self.config.batch_size))

@@ -9,16 +9,16 @@ model (`veil.methods.population`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Mapping, Sequence, cast
 
 import torch
 from torch import nn
 
-from veil.config import param
 from veil.datasets.base import Split, TaskSpec
-from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, PaperValue, PrivacyKnob, TrainContext, step
-from veil.methods.deviations import WHY_ADAM, WHY_UNIFORM, optimizer_deviation, privacy_loss_deviation
+from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext, step
+from veil.methods.configs.eigan import EIGAN_KNOB as EIGAN_KNOB
+from veil.methods.configs.eigan import EIGAN_PAPER_VALUES as EIGAN_PAPER_VALUES
+from veil.methods.configs.eigan import EIGANCard, EIGANConfig
 from veil.methods.ensemble_ops import copy_ces, privacy_term, single
 from veil.methods.federated.ensemble import Stack, step_all
 from veil.methods.nets import ClassifierBank, loss_row, loss_sum, make_optimizer, mlp
@@ -35,60 +35,6 @@ from veil.methods.population import (
 )
 from veil.methods.registry import register_method
 
-#: EIGAN's and D-EIGAN's `preset: paper`
-EIGAN_PAPER_VALUES = {
-    "privacy_loss": PaperValue("neg-ce", WHY_UNIFORM),
-    "optimizer": PaperValue("sgd", WHY_ADAM),
-    "alpha": PaperValue(0.5, "at 0.5 the allies' loss outweighs the bounded privacy term on overlapping classes"),
-    "d_z": PaperValue(
-        8,
-        "a z wider than the allies need keeps an invertible copy of s that the training heads miss and a "
-        "fresh probe reads",
-        stated=False,
-    ),
-    "head_hidden": PaperValue(
-        (32,),
-        "MLP heads lag behind the encoder, which then hides s from them only (the paper's quadrant "
-        "experiment uses logistic regression)",
-        stated=False,
-    ),
-}
-
-#: EIGAN's and D-EIGAN's privacy knob: a smaller alpha weighs the adversaries more
-EIGAN_KNOB = PrivacyKnob("alpha", 0.01, 0.99, "logit", "low")
-
-
-@dataclass(frozen=True)
-class EIGANConfig(MethodConfig):
-    """EIGAN's trade-off, widths and learning rates."""
-
-    d_z: int = param(
-        0,
-        "width of z, the encoder's tanh output l; 0 = one dimension per ally class boundary (sum of classes - 1 "
-        "over the allies), the narrowest z that carries them",
-        ge=0,
-    )
-    alpha: float = param(0.3, "weight of the allies vs (1-alpha) of the adversaries in the encoder loss", gt=0, lt=1)
-    encoder_hidden: tuple[int, ...] = param(
-        (64,), "hidden widths of the encoder MLP (ReLU; tanh output of width d_z)", ge=1
-    )
-    head_hidden: tuple[int, ...] = param(
-        (), "hidden widths of each ally and adversary classifier (empty = logistic regression)", ge=1
-    )
-    lr_encoder: float = param(1e-3, "learning rate eta_E of the encoder", gt=0)
-    lr_ally: float = param(1e-3, "learning rate eta_A of the allies", gt=0)
-    lr_adversary: float = param(1e-3, "learning rate eta_V of the adversaries", gt=0)
-    privacy_loss: str = param(
-        "uniform",
-        "encoder's adversary term: eq. 4's -CE(V) ('neg-ce'), or the CE of each "
-        "adversary's prediction against uniform ('uniform': bounded, so it cannot be won by "
-        "making the adversary confidently wrong)",
-        choices=("neg-ce", "uniform"),
-    )
-    optimizer: str = param(
-        "adam", "update rule for every player (Alg. A1 writes the plain gradient step 'sgd')", choices=("adam", "sgd")
-    )
-
 
 def z_width(d_z: int, utility: Mapping[str, int]) -> int:
     """`d_z`, or for 0 the number of class boundaries of the utility labels (sum of classes - 1)."""
@@ -104,13 +50,7 @@ def encoder_objective(
 
 
 @register_method
-class EIGAN(Method):
-    name = "eigan"
-    Config = EIGANConfig
-    description = "encoder vs n allies and m adversaries, L_E = alpha/n sum CE(A) - (1-alpha)/m sum CE(V)"
-    paper = "EIGAN paper (seed 000), Alg. A1"
-    paper_values = EIGAN_PAPER_VALUES
-    privacy_knob = EIGAN_KNOB
+class EIGAN(EIGANCard, Method):
     config: EIGANConfig
 
     def build(self) -> None:
@@ -118,11 +58,6 @@ class EIGAN(Method):
         self.encoder = mlp(t.d_in, c.encoder_hidden, self.release_width, out="tanh")
         self.allies = ClassifierBank(self.release_width, t.utility, c.head_hidden)
         self.adversaries = ClassifierBank(self.release_width, t.sensitive, c.head_hidden)
-
-    @classmethod
-    def deviations(cls, config: MethodConfig) -> dict[str, str]:
-        c = cast(EIGANConfig, config)
-        return {**optimizer_deviation(c.optimizer, "Alg. A1"), **privacy_loss_deviation(c.privacy_loss)}
 
     def make_optimizers(self) -> None:
         c = self.config

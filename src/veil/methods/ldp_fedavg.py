@@ -11,17 +11,15 @@ The released z is M_eps(v) from the final global model."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import partial
-from typing import Any, Mapping, Sequence, cast
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
-from veil.config import MAX_EPOCHS, param
-from veil.methods.base import MethodConfig, PaperValue
-from veil.methods.deviations import fraction_deviation
+from veil.methods.configs.ldp_fedavg import UNDERTRAINED as UNDERTRAINED
+from veil.methods.configs.ldp_fedavg import LDPFedAvgCard, LDPFedAvgConfig
 from veil.methods.ensemble_ops import (
     assign_slots,
     copy_ces,
@@ -45,33 +43,9 @@ from veil.methods.federated.ensemble import (
     step_all,
 )
 from veil.methods.federated.method import FederatedMethod
-from veil.methods.ldp_frl import LDP_PAPER_VALUES, LDPFRL, BoundedExtractor, LDPFRLConfig, side_input, side_width
+from veil.methods.ldp_frl import LDPFRL, BoundedExtractor, side_input, side_width
 from veil.methods.nets import loss_sum, mlp
 from veil.methods.registry import register_method
-
-UNDERTRAINED = (
-    "20 clients of a few hundred rows at lr 1e-3 take ~40 steps in 20 epochs: z keeps a random projection of s"
-)
-
-
-@dataclass(frozen=True)
-class LDPFedAvgConfig(LDPFRLConfig):
-    """LDP-FRL's fields plus FedAvg's: clients, local passes per round, participation. Twenty small clients
-    take few local steps per round, so the defaults train longer and faster than LDP-FRL's: an undertrained
-    extractor keeps its random projection of x, s included."""
-
-    epochs: int = param(
-        40, "passes over each client's data (rounds = ceil(epochs / local_epochs))", ge=0, le=MAX_EPOCHS
-    )
-    lr: float = param(3e-3, "learning rate eta of every network (not given in the paper)", gt=0)
-    K: int = param(20, "number of clients (the paper: 20)", ge=1)
-    local_epochs: int = param(
-        1,
-        "passes over the local data per round (Alg. 1: one; rounds = ceil(epochs / local_epochs))",
-        ge=1,
-        le=MAX_EPOCHS,
-    )
-    fraction: float = param(1.0, "fraction of clients sampled (seeded) to take part in each round", gt=0, le=1)
 
 
 class _Group:
@@ -117,19 +91,7 @@ def _flat(stacks: Sequence[Stack], i: int) -> torch.Tensor:
 
 
 @register_method
-class LDPFedAvg(FederatedMethod, LDPFRL):
-    name = "ldp-fedavg"
-    Config = LDPFedAvgConfig
-    description = (
-        "the ldp-frl model (eps-LDP Laplace on bounded features, CE + beta*MSE side decoders) trained "
-        "by FedAvg over all parameters, uniform 1/K average"
-    )
-    paper = "LDP-FRL paper (seed 002), Alg. 1 (FedAvg)"
-    paper_values = {
-        **LDP_PAPER_VALUES,
-        "epochs": PaperValue(20, UNDERTRAINED, stated=False),
-        "lr": PaperValue(1e-3, UNDERTRAINED, stated=False),
-    }
+class LDPFedAvg(LDPFedAvgCard, FederatedMethod, LDPFRL):
     config: LDPFedAvgConfig
 
     def build(self) -> None:
@@ -138,12 +100,6 @@ class LDPFedAvg(FederatedMethod, LDPFRL):
 
     def make_optimizers(self) -> None:  # clients keep their own optimizers
         pass
-
-    @classmethod
-    def deviations(cls, config: MethodConfig) -> dict[str, str]:
-        c = cast(LDPFedAvgConfig, config)
-        out = {k: v for k, v in LDPFRL.deviations(c).items() if k != "training"}
-        return {**out, **fraction_deviation(c.fraction, "clients", "the paper uses all")}
 
     def num_rounds(self, sizes: Sequence[int]) -> int:
         return math.ceil(self.config.epochs / self.config.local_epochs)

@@ -20,15 +20,12 @@ Its population form trains P runs that differ only in eps, beta and lr as one ve
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from typing import Mapping, Sequence, cast
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from veil.config import param
 from veil.datasets.base import Split, TaskSpec
 from veil.methods.base import (
     Batch,
@@ -36,12 +33,11 @@ from veil.methods.base import (
     LDPRelease,
     Method,
     MethodConfig,
-    PaperValue,
-    PrivacyKnob,
     TrainContext,
     step,
 )
-from veil.methods.deviations import WHY_ADAM, optimizer_deviation
+from veil.methods.configs.ldp_frl import LDP_PAPER_VALUES as LDP_PAPER_VALUES
+from veil.methods.configs.ldp_frl import LDPFRLCard, LDPFRLConfig
 from veil.methods.ensemble_ops import copy_ces, single
 from veil.methods.federated.ensemble import Stack, step_all
 from veil.methods.mechanisms import LaplaceMechanism, l1_sensitivity
@@ -59,44 +55,6 @@ from veil.methods.population import (
     train_members,
 )
 from veil.methods.registry import register_method
-
-#: LDP-FRL's and LDP-FedAvg's `preset: paper`
-LDP_PAPER_VALUES = {
-    "optimizer": PaperValue("sgd", WHY_ADAM),
-    "bound": PaperValue(
-        "tanh",
-        "c*tanh(v) rarely reaches c, so the Laplace noise of scale 2*c*d_z/eps drowns more of the signal "
-        "than with a hard clamp at the same eps",
-        stated=False,
-    ),
-}
-
-
-@dataclass(frozen=True)
-class LDPFRLConfig(MethodConfig):
-    """LDP-FRL's privacy budget, trade-off, bound and widths (Table 1: 100-unit hidden layers, d_z = 2)."""
-
-    d_z: int = param(2, "width of v and z (the paper uses 2, and 4 in Table 3)", ge=1)
-    eps: float = param(
-        4.0,
-        "LDP budget epsilon of the Laplace mechanism (paper sweeps 2,4,6,8,100,1000); inf = no noise",
-        gt=0,
-        allow_inf=True,
-    )
-    beta: float = param(1.0, "weight of the side decoders' reconstruction MSE (paper sweeps 1e-3..10)", ge=0)
-    bound: str = param(
-        "clip",
-        "how v is bounded to [-c, c] so the sensitivity is finite: c*tanh or a hard clamp",
-        choices=("tanh", "clip"),
-    )
-    clip: float = param(
-        1.0, "c, the bound on every coordinate of v (L1 sensitivity Delta = 2*c*d_z)", gt=0, lt=math.inf
-    )
-    encoder_hidden: tuple[int, ...] = param((100,), "hidden widths of the feature extractor (Table 1: 100)", ge=1)
-    utility_hidden: tuple[int, ...] = param((100,), "hidden widths of each utility decoder (Table 1: 100)", ge=1)
-    side_hidden: tuple[int, ...] = param((100,), "hidden widths of each side decoder (Table 1: 100)", ge=1)
-    lr: float = param(1e-3, "learning rate eta of every network (not given in the paper)", gt=0)
-    optimizer: str = param("adam", "update rule (Alg. 1 writes the plain gradient step 'sgd')", choices=("adam", "sgd"))
 
 
 class BoundedExtractor(nn.Module):
@@ -145,13 +103,7 @@ class SideDecoders(nn.Module):
 
 
 @register_method
-class LDPFRL(Method):
-    name = "ldp-frl"
-    Config = LDPFRLConfig
-    description = "bounded extractor + eps-LDP Laplace on z; loss CE(y) + beta * MSE of (z, s) -> x side decoders"
-    paper = "LDP-FRL paper (seed 002), Alg. 1, eq. 15, Table 1"
-    paper_values = LDP_PAPER_VALUES
-    privacy_knob = PrivacyKnob("eps", 0.1, 1000.0, "log", "low")
+class LDPFRL(LDPFRLCard, Method):
     config: LDPFRLConfig
 
     def build(self) -> None:
@@ -160,16 +112,6 @@ class LDPFRL(Method):
         self.utility = ClassifierBank(c.d_z, t.utility, c.utility_hidden)
         self.side = SideDecoders(c.d_z, t.d_in, t.sensitive, c.side_hidden)
         self.mechanism = LaplaceMechanism(c.eps, l1_sensitivity(c.clip, c.d_z))
-
-    @classmethod
-    def deviations(cls, config: MethodConfig) -> dict[str, str]:
-        c = cast(LDPFRLConfig, config)
-        return {
-            "bound": f"v bounded to [-c, c] by {c.bound} (c={c.clip}) so the Laplace scale "
-            "Delta/eps is calibrated; the paper's extractor output is unbounded and names no scale",
-            "training": "centralised (one client); the paper averages K=20 clients with FedAvg",
-            **optimizer_deviation(c.optimizer, "Alg. 1"),
-        }
 
     def make_optimizers(self) -> None:
         self.opt = make_optimizer(

@@ -19,30 +19,12 @@ Several utility / sensitive labels are stacked as one-hot blocks of Y / S."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import cast
-
 import numpy as np
 
-from veil.config import param
 from veil.datasets.base import Split
-from veil.methods.base import ClosedFormConfig, MethodConfig, PrivacyKnob
 from veil.methods.baselines import LinearBaseline
+from veil.methods.configs.linear_arl import LinearARLCard, LinearARLConfig
 from veil.methods.registry import register_method
-
-
-@dataclass(frozen=True)
-class LinearARLConfig(ClosedFormConfig):
-    """The trade-off lambda and how many eigen-directions are kept."""
-
-    lambda_arl: float = param(
-        0.5, "weight of hiding S vs (1 - lambda) of predicting Y (0 = utility only, 1 = invariance only)", ge=0, le=1
-    )
-    negative_only: bool = param(
-        True,
-        "keep only eigenvectors with negative eigenvalue (the paper's global "
-        "optimum); false = always keep d_z of them, smallest first",
-    )
 
 
 def one_hot_block(labels: dict[str, np.ndarray], classes: dict[str, int]) -> np.ndarray:
@@ -87,29 +69,13 @@ def linear_arl_solution(
 
 
 @register_method
-class LinearARL(LinearBaseline):
-    name = "linear-arl"
-    Config = LinearARLConfig
-    description = (
-        "closed-form linear ARL: z spans the eigenvectors of lambda*SS^T - (1-lambda)*YY^T with negative eigenvalue"
-    )
-    paper = "Sadeghi, Yu & Boddeti, ICCV 2019 (linear case); baseline in the EIGAN paper (seed 000)"
-    privacy_knob = PrivacyKnob("lambda_arl", 0.01, 0.99, "logit", "high")
+class LinearARL(LinearARLCard, LinearBaseline):
     config: LinearARLConfig
 
     def build(self) -> None:
         super().build()
         self.kept = 0
         self.eigenvalues = np.zeros(0)
-
-    @classmethod
-    def deviations(cls, config: MethodConfig) -> dict[str, str]:
-        if not cast(LinearARLConfig, config).negative_only:
-            return {
-                "negative_only": "keeps d_z eigenvectors even where the eigenvalue is >= 0 "
-                "(the paper's optimum keeps only the negative ones)"
-            }
-        return {}
 
     def fit_closed_form(self, train: Split) -> None:
         c, t = self.config, self.task
