@@ -32,6 +32,7 @@ from scipy.spatial import cKDTree
 from scipy.special import digamma
 
 from veil.audit.train import Standardizer, seeded_torch, sklearn_proba, train_classifier
+from veil.audit.vocabulary import DEFAULT_KNN_MAX_DIM, MI_SUMMARIES
 from veil.errors import ConfigError
 from veil.methods.nets import mlp
 from veil.registry import Registry
@@ -54,7 +55,6 @@ __all__ = [
 ]
 
 PROBES: tuple[str, ...] = ("mlp", "logistic")
-DEFAULT_KNN_MAX_DIM = 16
 _EPS = 1e-12
 
 
@@ -585,7 +585,7 @@ def check_release_width(name: str, width: int, field: str = "audit.mi") -> None:
         )
 
 
-@register_estimator("variational", "H(S) - CE bound of a probe trained on train, CE on test")
+@register_estimator("variational", MI_SUMMARIES["variational"])
 def _variational(z_train: Any, y_train: Any, z_test: Any, y_test: Any, *, discrete: bool, **kw: Any) -> MIEstimate:
     """`variational_mi`: probe trained on train, cross-entropy on test (discrete labels only)."""
     if not discrete:
@@ -597,16 +597,14 @@ def _variational(z_train: Any, y_train: Any, z_test: Any, y_test: Any, *, discre
     return variational_mi(z_train, y_train, z_test, y_test, **kw)
 
 
-@register_estimator(
-    "ksg", f"kNN on the test split, z of at most {DEFAULT_KNN_MAX_DIM} columns", max_dim=DEFAULT_KNN_MAX_DIM
-)
+@register_estimator("ksg", MI_SUMMARIES["ksg"], max_dim=DEFAULT_KNN_MAX_DIM)
 def _ksg(z_train: Any, y_train: Any, z_test: Any, y_test: Any, *, discrete: bool, **kw: Any) -> MIEstimate:
     """kNN estimate on the TEST split (the released test representation the audit inspects; kNN
     estimators need no fitting): `ksg_mi` (Ross 2014) when discrete, else `ksg_mi_continuous`."""
     return ksg_mi(z_test, y_test, **kw) if discrete else ksg_mi_continuous(z_test, y_test, **kw)
 
 
-@register_estimator("mine", "Donsker-Varadhan bound of a statistics network trained on train, evaluated on test")
+@register_estimator("mine", MI_SUMMARIES["mine"])
 def _mine(z_train: Any, y_train: Any, z_test: Any, y_test: Any, *, discrete: bool, **kw: Any) -> MIEstimate:
     """`mine_mi`: statistics network trained on train, DV bound evaluated on test."""
     return mine_mi(z_train, y_train, z_eval=z_test, y_eval=y_test, discrete=discrete, **kw)

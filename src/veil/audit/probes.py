@@ -10,13 +10,13 @@ from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 import numpy as np
 from scipy.stats import rankdata
 
-from veil.audit.families import probe_names
-from veil.audit.mi import MI_ESTIMATORS
+from veil.audit.settings import CERTIFICATE_SUITE as CERTIFICATE_SUITE
+from veil.audit.settings import AuditConfig as AuditConfig
+from veil.audit.settings import mi_choices as mi_choices
 from veil.audit.train import Classifier, Standardizer, torch_threads, train_classifier, train_classifiers_stacked
-from veil.config import MAX_EPOCHS, as_params, param
+from veil.config import as_params
 from veil.datasets.base import Split
 from veil.errors import DataError
-from veil.plugins import load_plugins
 
 __all__ = [
     "AuditConfig",
@@ -44,53 +44,6 @@ __all__ = [
     "score_label",
     "standardize",
 ]
-
-
-def mi_choices() -> tuple[str, ...]:
-    """The values `AuditConfig.mi` accepts: "none" or a registered MI estimator (plugins included)."""
-    load_plugins()
-    return ("none", *MI_ESTIMATORS)
-
-
-#: the certificate's adversaries besides the audit's own probe (`veil.audit.certificate`): a linear model, MLPs
-#: narrower and wider than the probe, and gradient boosting
-CERTIFICATE_SUITE: tuple[str, ...] = ("logistic", "mlp-32", "mlp-512-256-128", "hist-gradient-boosting")
-
-
-@dataclass(frozen=True)
-class AuditConfig:
-    """How the fresh probes are built and trained."""
-
-    hidden: tuple[int, ...] = param((256, 128), "hidden widths of each probe MLP (GPP's 3-layer 256-128)", ge=1)
-    epochs: int = param(30, "training epochs of each probe (GPP: 30)", ge=1, le=MAX_EPOCHS)
-    lr: float = param(
-        1e-3, "Adam learning rate of the probes (GPP: 1e-4; 1e-3 converges in 30 epochs on small data)", gt=0
-    )
-    batch_size: int = param(128, "probe minibatch size", ge=1)
-    standardize: bool = param(True, "z-score each column of z with train statistics before probing (invertible)")
-    seed: int = param(0, "seed of probe initialisation and minibatch order", ge=0)
-    mi: str = param(
-        "none",
-        "also estimate I(Z;label) in nats for every label with this estimator ("
-        + "; ".join(f"{e.name}: {e.summary}" for e in MI_ESTIMATORS.values())
-        + ")",
-        choices=mi_choices,
-    )
-    capacity: bool = param(
-        False,
-        "also run the adversary-capacity sweep (logistic, MLPs of growing size, random "
-        "forest, boosting; 3 seeds) and report its worst case as adversary_auc_max",
-    )
-    suite: tuple[str, ...] = param(
-        CERTIFICATE_SUITE,
-        "the certificate's adversaries on every sensitive label, besides the probe above (one seed each)",
-        choices=probe_names,
-    )
-    bootstrap: int = param(1000, "bootstrap resamples of the test rows behind every certificate interval", ge=100)
-
-    def probe_settings(self) -> dict[str, Any]:
-        """The `train_classifier` keywords these settings fix (all but seed and standardisation)."""
-        return {"hidden": self.hidden, "epochs": self.epochs, "lr": self.lr, "batch_size": self.batch_size}
 
 
 @dataclass(frozen=True)

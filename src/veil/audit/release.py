@@ -12,6 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from veil.audit.probes import AuditConfig, AuditReport, audit, audit_many, label_tasks
+from veil.audit.settings import check_mi_case as check_mi_case
 from veil.config import build
 from veil.datasets.base import Dataset
 from veil.methods.base import Method
@@ -38,14 +39,6 @@ class AuditOutcome:
     def covered(self, ds: Dataset) -> Dataset:
         """The dataset whose rows the released z cover."""
         return self.data if self.data is not None else ds
-
-
-def check_mi_case(cfg: AuditConfig, release_width: int) -> None:
-    """Refuse, before training, an MI estimator asked for a release it cannot handle."""
-    if cfg.mi != "none":
-        from veil.audit.mi import check_release_width
-
-        check_release_width(cfg.mi, release_width)
 
 
 def extra_audits(
