@@ -16,7 +16,7 @@ from veil.audit.settings import check_mi_case as check_mi_case
 from veil.config import build
 from veil.datasets.base import Dataset
 from veil.methods.base import Method
-from veil.methods.deviations import REPRODUCIBLE_RELEASE
+from veil.methods.configs.deviations import REPRODUCIBLE_RELEASE
 from veil.methods.federated.simulation import FederationPlan
 
 

@@ -1,11 +1,22 @@
-"""PRL methods and baselines behind one interface, registered by kebab-case name."""
+"""PRL methods and baselines behind one interface, registered by kebab-case name.
 
-from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext
-from veil.methods.registry import METHODS, create_method, get_method, method_config, register_method
+Layout, bottom to top: `configs` (each method's config dataclass and card, torch-free) and `cards` (cards by name,
+torch-free); `table` (METHODS, register_method); base, nets and the method modules (torch), which register on
+import; `registry` (get_method, create_method), which imports every built-in method.
 
-# Importing the method modules registers them.
-from veil.methods import adjustable_ae, baselines, eigan, gpp, ldp_frl, linear_arl  # noqa: E402,F401  isort: skip
-from veil.methods import d_eigan, d_gpp, ldp_fedavg  # noqa: E402,F401  isort: skip  (federated)
+The names below are imported from their submodule when first asked for (PEP 562), so that importing a light
+submodule (a method's card, to validate a spec) does not load torch: `from veil.methods import METHODS` loads the
+registry, and with it every built-in method, as importing this package did."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from veil.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext
+    from veil.methods.registry import METHODS, create_method, get_method, method_config, register_method
 
 __all__ = [
     "Batch",
@@ -19,3 +30,5 @@ __all__ = [
     "method_config",
     "register_method",
 ]
+
+__getattr__ = lazy_exports(__name__, {n: "base" if n[0].isupper() and n != "METHODS" else "registry" for n in __all__})

@@ -42,7 +42,7 @@ from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainCo
 from veil.methods.configs.adjustable_ae import AdjustableAECard, AdjustableAEConfig
 from veil.methods.nets import loss_row, loss_sum, make_optimizer, mlp
 from veil.methods.population import Fitted, register_population
-from veil.methods.registry import register_method
+from veil.methods.table import register_method
 from veil.randomness import gaussian_like
 
 
@@ -104,11 +104,6 @@ class AdjustableAE(AdjustableAECard, Method):
         self.rest = relu_mlp(c.code_width, c.r_hidden, r_width)
         out = "sigmoid" if c.decoder_out == "sigmoid" else None
         self.decoder = mlp(n_u + r_width, c.decoder_hidden, t.d_in, out=out)
-
-    @classmethod
-    def release_width_for(cls, config: MethodConfig, task: TaskSpec | None) -> int | None:
-        """The released z is x' in the input format: width d_in."""
-        return None if task is None else task.d_in
 
     def make_optimizers(self) -> None:
         lr = self.config.lr

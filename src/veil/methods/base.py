@@ -128,6 +128,12 @@ class Method(MethodCard, ABC):
     """A private-representation method: build from config and task, `fit`, `encode`, `state`. What it is (name,
     Config, description, paper values, privacy knob, deviations) comes from its card (`MethodCard`, torch-free)."""
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Say on each method class whether it releases through an eps-LDP mechanism (it overrides `ldp_release`):
+        a built-in card declares `eps_ldp` torch-free, and a test checks the two agree; a plugin's class is told."""
+        super().__init_subclass__(**kwargs)
+        cls.eps_ldp = cls.ldp_release is not Method.ldp_release
+
     def __init__(self, config: MethodConfig, task: TaskSpec) -> None:
         self.config = config
         self.task = task
@@ -208,12 +214,6 @@ class Method(MethodCard, ABC):
             history.append(row)
             ctx.report(epoch, row)
         return history
-
-    @classmethod
-    def release_width_for(cls, config: MethodConfig, task: TaskSpec | None) -> int | None:
-        """Width of the z that `config` releases on `task` (d_z, unless the method derives it); None when it
-        depends on a task not given."""
-        return config.d_z
 
     @property
     def release_width(self) -> int:

@@ -8,13 +8,12 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from veil.datasets.base import Split, TaskSpec
+from veil.datasets.base import Split
 from veil.methods.base import (
     Batch,
     BatchSampler,
     LDPRelease,
     Method,
-    MethodConfig,
     TrainContext,
     step,
 )
@@ -32,7 +31,7 @@ from veil.methods.configs.baselines import (
 from veil.methods.configs.baselines import RandomProjectionConfig as RandomProjectionConfig
 from veil.methods.mechanisms import LaplaceMechanism, l1_sensitivity
 from veil.methods.nets import make_optimizer, mlp
-from veil.methods.registry import register_method
+from veil.methods.table import register_method
 from veil.randomness import gaussian_like
 
 
@@ -155,11 +154,6 @@ class DPInput(DPInputCard, Method):
         c = self.config
         self.encoder = Clamp(c.clip)
         self.mechanism = LaplaceMechanism(c.eps, l1_sensitivity(c.clip, self.task.d_in))
-
-    @classmethod
-    def release_width_for(cls, config: MethodConfig, task: TaskSpec | None) -> int | None:
-        """The released z is the noisy input: width d_in."""
-        return None if task is None else task.d_in
 
     def modules(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder}

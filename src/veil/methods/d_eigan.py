@@ -67,7 +67,7 @@ from veil.methods.federated.ensemble import (
 )
 from veil.methods.federated.method import FederatedMethod
 from veil.methods.nets import loss_sum, mlp
-from veil.methods.registry import register_method
+from veil.methods.table import register_method
 
 
 def deal(field: str, entries: Sequence[str], k: int, labels: Sequence[str]) -> list[tuple[str, ...]] | None:

@@ -70,7 +70,7 @@ from veil.methods.federated.ensemble import (
 from veil.methods.federated.method import FederatedMethod
 from veil.methods.gpp import GaussianEncoder, released, reparameterize
 from veil.methods.nets import ClassifierBank, gaussian_kl_rows, loss_sum, make_optimizer, mlp
-from veil.methods.registry import register_method
+from veil.methods.table import register_method
 
 
 def per_client(field: str, values: tuple[float, ...], k: int) -> list[float]:

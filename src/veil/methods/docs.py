@@ -10,6 +10,7 @@ import sys
 from veil.config import field_table
 from veil.methods import METHODS, method_config
 from veil.methods.base import Method
+from veil.methods.cards import knob_text
 from veil.methods.tasks import PAPER_TASKS
 
 PRESETS = [
@@ -77,14 +78,6 @@ def render_markdown() -> str:
             )
         out.append("")
     return "\n".join(out)
-
-
-def knob_text(cls: type[Method]) -> str:
-    """'beta, searched over [0.001, 30] on a log scale (lower hides more)', or that the method has none."""
-    k = cls.privacy_knob
-    if k is None:
-        return "none (a baseline: its release is certified only when a run gives a target)"
-    return f"`{k.field}`, searched over [{k.low:g}, {k.high:g}] on a {k.scale} scale ({k.private_end}er hides more)"
 
 
 def knob_line(cls: type[Method]) -> list[str]:

@@ -9,7 +9,7 @@ model (`veil.methods.population`)."""
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence, cast
+from typing import Sequence, cast
 
 import torch
 from torch import nn
@@ -19,6 +19,7 @@ from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainCo
 from veil.methods.configs.eigan import EIGAN_KNOB as EIGAN_KNOB
 from veil.methods.configs.eigan import EIGAN_PAPER_VALUES as EIGAN_PAPER_VALUES
 from veil.methods.configs.eigan import EIGANCard, EIGANConfig
+from veil.methods.configs.eigan import z_width as z_width
 from veil.methods.ensemble_ops import copy_ces, privacy_term, single
 from veil.methods.federated.ensemble import Stack, step_all
 from veil.methods.nets import ClassifierBank, loss_row, loss_sum, make_optimizer, mlp
@@ -33,12 +34,7 @@ from veil.methods.population import (
     shared,
     train_members,
 )
-from veil.methods.registry import register_method
-
-
-def z_width(d_z: int, utility: Mapping[str, int]) -> int:
-    """`d_z`, or for 0 the number of class boundaries of the utility labels (sum of classes - 1)."""
-    return d_z or max(1, sum(k - 1 for k in utility.values()))
+from veil.methods.table import register_method
 
 
 def encoder_objective(
@@ -64,12 +60,6 @@ class EIGAN(EIGANCard, Method):
         self.opt_e = make_optimizer(self.encoder.parameters(), c.lr_encoder, c.optimizer)
         self.opt_a = make_optimizer(self.allies.parameters(), c.lr_ally, c.optimizer)
         self.opt_v = make_optimizer(self.adversaries.parameters(), c.lr_adversary, c.optimizer)
-
-    @classmethod
-    def release_width_for(cls, config: MethodConfig, task: TaskSpec | None) -> int | None:
-        if config.d_z or task is None:
-            return config.d_z or None
-        return z_width(config.d_z, task.utility)
 
     def modules(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder, "allies": self.allies, "adversaries": self.adversaries}

@@ -32,7 +32,7 @@ from veil.methods.population import (
     shared,
     train_members,
 )
-from veil.methods.registry import register_method
+from veil.methods.table import register_method
 from veil.randomness import gaussian_like
 
 

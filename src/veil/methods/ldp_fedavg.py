@@ -45,7 +45,7 @@ from veil.methods.federated.ensemble import (
 from veil.methods.federated.method import FederatedMethod
 from veil.methods.ldp_frl import LDPFRL, BoundedExtractor, side_input, side_width
 from veil.methods.nets import loss_sum, mlp
-from veil.methods.registry import register_method
+from veil.methods.table import register_method
 
 
 class _Group:

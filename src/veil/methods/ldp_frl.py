@@ -54,7 +54,7 @@ from veil.methods.population import (
     shared,
     train_members,
 )
-from veil.methods.registry import register_method
+from veil.methods.table import register_method
 
 
 class BoundedExtractor(nn.Module):

@@ -24,7 +24,7 @@ import numpy as np
 from veil.datasets.base import Split
 from veil.methods.baselines import LinearBaseline
 from veil.methods.configs.linear_arl import LinearARLCard, LinearARLConfig
-from veil.methods.registry import register_method
+from veil.methods.table import register_method
 
 
 def one_hot_block(labels: dict[str, np.ndarray], classes: dict[str, int]) -> np.ndarray:

@@ -1,37 +1,28 @@
-"""Methods by kebab-case name (the Opacus-style registry)."""
+"""Methods by kebab-case name (the Opacus-style registry): the top of veil.methods. It imports every built-in
+method (each registers itself in `veil.methods.table` on import), so the table `METHODS` holds them all once this
+module is loaded. Validating a method's parameters needs only its card (`veil.methods.cards`, torch-free):
+`method_config` and `is_federated` are that module's, re-exported here for existing callers."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from veil.config import build
 from veil.datasets.base import TaskSpec
+
+from veil.methods import adjustable_ae, baselines, eigan, gpp, ldp_frl, linear_arl  # noqa: F401  isort: skip
+from veil.methods import d_eigan, d_gpp, ldp_fedavg  # noqa: F401  isort: skip  (federated)
 from veil.methods.base import Method, MethodConfig
-from veil.registry import Registry
-
-METHODS: Registry[type[Method]] = Registry("method")
-
-
-def register_method(cls: type[Method]) -> type[Method]:
-    """Class decorator adding `cls` to the registry under `cls.name`."""
-    METHODS.add(cls.name, cls)
-    return cls
+from veil.methods.cards import is_federated as is_federated
+from veil.methods.cards import method_config
+from veil.methods.population import population_form as population_form
+from veil.methods.population import population_methods as population_methods
+from veil.methods.table import METHODS as METHODS
+from veil.methods.table import register_method as register_method
 
 
 def get_method(name: str) -> type[Method]:
     """The method class registered as `name` (plugins included), or an error listing the valid names."""
     return METHODS.lookup(name)
-
-
-def method_config(name: str, values: Mapping[str, Any] | None = None) -> MethodConfig:
-    """Validated config for method `name`: its preset's values (`preset`, default 'default') under the user's
-    own; unknown keys and out-of-range values raise, naming the field."""
-    cls = get_method(name)
-    values = dict(values or {})
-    preset = values.get("preset", "default")
-    if isinstance(preset, str):  # anything else is refused by `build`, naming the field
-        values = {**cls.preset_values(preset), **values}
-    return build(cls.Config, values, where=f"method '{name}'")
 
 
 def create_method(name: str, values: Mapping[str, Any] | MethodConfig | None, task: TaskSpec) -> Method:
@@ -40,8 +31,3 @@ def create_method(name: str, values: Mapping[str, Any] | MethodConfig | None, ta
     cls = get_method(name)
     config = values if isinstance(values, cls.Config) else method_config(name, values)  # type: ignore[arg-type]
     return cls(config, task)
-
-
-def is_federated(name: str) -> bool:
-    """Whether method `name` trains by federation (its class says `federated = True`)."""
-    return bool(getattr(get_method(name), "federated", False))

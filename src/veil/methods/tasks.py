@@ -21,7 +21,7 @@ class PaperTask:
     def run_fields(self, method: str) -> dict[str, Any]:
         """The RunSpec fields that put `method` on this task (a federation's nodes in-process, dealt by
         `partition`)."""
-        from veil.methods.registry import is_federated
+        from veil.methods.cards import is_federated
 
         fields: dict[str, Any] = {"dataset": self.dataset, "dataset_params": dict(self.dataset_params)}
         if is_federated(method):

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from veil.config import param
 from veil.methods.configs.base import MethodCard, MethodConfig, PrivacyKnob
+
+if TYPE_CHECKING:
+    from veil.datasets.base import TaskSpec
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,11 @@ class AdjustableAECard(MethodCard):
     )
     paper = "adjustable privacy autoencoder paper (seed 003), Alg. 1, Table 2, Sec. 4.2"
     privacy_knob = PrivacyKnob("noise", 0.5, 5000.0, "log", "high")  # a release knob: calibration trains once
+
+    @classmethod
+    def release_width_for(cls, config: MethodConfig, task: TaskSpec | None) -> int | None:
+        """The released z is x' in the input format: width d_in."""
+        return None if task is None else task.d_in
 
     @classmethod
     def deviations(cls, config: MethodConfig) -> dict[str, str]:

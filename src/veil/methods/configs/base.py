@@ -8,10 +8,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Mapping
 
 from veil.config import MAX_EPOCHS, param
-from veil.methods.deviations import release_seed_deviation
+from veil.methods.configs.deviations import release_seed_deviation
+
+if TYPE_CHECKING:
+    from veil.datasets.base import TaskSpec
 
 #: the values of every method's `preset` field
 PRESETS = ("default", "paper")
@@ -143,6 +146,14 @@ class MethodCard:
     #: the field that trades utility for privacy, which calibration sets to meet a leakage target (None: the
     #: method has no privacy knob, e.g. the no-privacy autoencoder)
     privacy_knob: ClassVar[PrivacyKnob | None] = None
+    eps_ldp: ClassVar[bool] = False
+    """whether the release is an eps-LDP mechanism (the method's `ldp_release`), so a target may bound eps"""
+
+    @classmethod
+    def release_width_for(cls, config: MethodConfig, task: TaskSpec | None) -> int | None:
+        """Width of the z that `config` releases on `task` (d_z, unless the method derives it); None when it
+        depends on a task not given."""
+        return config.d_z
 
     @classmethod
     def deviations(cls, config: MethodConfig) -> dict[str, Any]:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from veil.config import param
 from veil.methods.configs.base import ClosedFormConfig, MethodCard, MethodConfig, PrivacyKnob
+
+if TYPE_CHECKING:
+    from veil.datasets.base import TaskSpec
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,12 @@ class DPInputCard(MethodCard):
     )
     paper = "DP baseline in the EIGAN paper (seed 000, Sec. 3 'Baselines', Fig. 3, Table 3)"
     privacy_knob = PrivacyKnob("eps", 1.0, 1e5, "log", "low")
+    eps_ldp = True
+
+    @classmethod
+    def release_width_for(cls, config: MethodConfig, task: TaskSpec | None) -> int | None:
+        """The released z is the noisy input: width d_in."""
+        return None if task is None else task.d_in
 
     @classmethod
     def deviations(cls, config: MethodConfig) -> dict[str, str]:

@@ -7,7 +7,7 @@ from typing import cast
 
 from veil.config import param
 from veil.methods.configs.base import MethodCard, MethodConfig, PaperValue, PrivacyKnob
-from veil.methods.deviations import (
+from veil.methods.configs.deviations import (
     WHY_UNIFORM,
     fraction_deviation,
     privacy_loss_deviation,

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
+from typing import TYPE_CHECKING, Mapping, cast
 
 from veil.config import param
 from veil.methods.configs.base import MethodCard, MethodConfig, PaperValue, PrivacyKnob
-from veil.methods.deviations import WHY_ADAM, WHY_UNIFORM, optimizer_deviation, privacy_loss_deviation
+from veil.methods.configs.deviations import WHY_ADAM, WHY_UNIFORM, optimizer_deviation, privacy_loss_deviation
+
+if TYPE_CHECKING:
+    from veil.datasets.base import TaskSpec
 
 #: EIGAN's and D-EIGAN's `preset: paper`
 EIGAN_PAPER_VALUES = {
@@ -65,6 +68,11 @@ class EIGANConfig(MethodConfig):
     )
 
 
+def z_width(d_z: int, utility: Mapping[str, int]) -> int:
+    """`d_z`, or for 0 the number of class boundaries of the utility labels (sum of classes - 1)."""
+    return d_z or max(1, sum(k - 1 for k in utility.values()))
+
+
 class EIGANCard(MethodCard):
     name = "eigan"
     Config = EIGANConfig
@@ -72,6 +80,12 @@ class EIGANCard(MethodCard):
     paper = "EIGAN paper (seed 000), Alg. A1"
     paper_values = EIGAN_PAPER_VALUES
     privacy_knob = EIGAN_KNOB
+
+    @classmethod
+    def release_width_for(cls, config: MethodConfig, task: TaskSpec | None) -> int | None:
+        if config.d_z or task is None:
+            return config.d_z or None
+        return z_width(config.d_z, task.utility)
 
     @classmethod
     def deviations(cls, config: MethodConfig) -> dict[str, str]:

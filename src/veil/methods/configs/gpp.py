@@ -7,7 +7,7 @@ from typing import cast
 
 from veil.config import param
 from veil.methods.configs.base import MethodCard, MethodConfig, PaperValue, PrivacyKnob
-from veil.methods.deviations import WHY_UNIFORM, privacy_loss_deviation, release_deviation
+from veil.methods.configs.deviations import WHY_UNIFORM, privacy_loss_deviation, release_deviation
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import cast
 
 from veil.config import param
 from veil.methods.configs.base import MethodCard, MethodConfig, PaperValue, PrivacyKnob
-from veil.methods.deviations import (
+from veil.methods.configs.deviations import (
     WHY_ADAM,
     optimizer_deviation,
 )
@@ -59,6 +59,7 @@ class LDPFRLCard(MethodCard):
     paper = "LDP-FRL paper (seed 002), Alg. 1, eq. 15, Table 1"
     paper_values = LDP_PAPER_VALUES
     privacy_knob = PrivacyKnob("eps", 0.1, 1000.0, "log", "low")
+    eps_ldp = True
 
     @classmethod
     def deviations(cls, config: MethodConfig) -> dict[str, str]:
