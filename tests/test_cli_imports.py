@@ -1,7 +1,7 @@
-"""A CLI that answers at once (issue 26): asking for help, and reading a sweep spec's keys, load neither torch, Ray
-nor MLflow, each checked in a fresh interpreter (another test's imports cannot hide one). The method and dataset
-registries still load torch: a method's Config lives beside its torch code, so `veil methods` and `veil sweep
---check`, which validate names against them, do (recorded in benchmarks/README.md)."""
+"""A CLI that answers at once (issue 26): asking for help, listing the methods, checking a sweep spec and reading
+a sweep spec's keys load neither torch, Ray nor MLflow, each checked in a fresh interpreter (another test's imports
+cannot hide one). The checks read each method's torch-free card (`veil.methods.cards`) and the audit's settings
+(`veil.audit.settings`), never a method's code (timings in benchmarks/README.md)."""
 
 from __future__ import annotations
 
@@ -37,6 +37,50 @@ def test_help_loads_no_torch_ray_or_mlflow(argv):
                 main({argv!r})
             except SystemExit as e:
                 assert e.code == 0, e.code
+    """
+    assert heavy_after(code) == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["methods"],
+        ["methods", "eigan"],
+        ["sweep", "sweeps/quickstart.yaml", "--check"],
+        ["sweep", "sweeps/eigan_alpha.yaml", "--check"],
+        ["run", "-m", "gpp", "-d", "gaussian-correlated", "--target", "privacy_gap=0.11", "--check"],
+        [
+            "run",
+            "-m",
+            "dp-input",
+            "-d",
+            "gaussian-correlated",
+            "-s",
+            "audit.suite=[logistic]",
+            "--target",
+            "none",
+            "--check",
+        ],
+    ],
+)
+def test_listing_methods_and_checking_a_spec_load_no_torch_ray_or_mlflow(argv):
+    code = f"""
+        import contextlib, io
+        from veil.cli import main
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert main({argv!r}) in (0, None)
+        assert out.getvalue().strip(), "nothing was printed"
+    """
+    assert heavy_after(code) == []
+
+
+def test_validating_a_run_spec_loads_no_torch_ray_or_mlflow():
+    code = """
+        from veil.runspec import RunSpec
+        from veil.validation import validate
+        v = validate(RunSpec(method="dp-input", dataset="gaussian-correlated", params={"d_z": 4}, target={"eps": 1e5}))
+        assert v.executor == "inline" and v.method_config.d_z == 4 and v.target.get("eps").limit == 1e5
     """
     assert heavy_after(code) == []
 

@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from veil.audit.intervals import Resolution, null_resolution
 from veil.audit.probes import AuditConfig, label_tasks, prepare, probe_metrics
 from veil.audit.release import stacked_audit
 from veil.audit.targets import MI_PREFIX, Target
@@ -45,6 +44,8 @@ from veil.methods.base import Method, PrivacyKnob
 from veil.methods.registry import get_method
 from veil.randomness import derive_seed
 from veil.runspec import CalibrationConfig
+from veil.validation import certificate_floor, resolution
+from veil.validation import check_resolution as check_resolution
 
 if TYPE_CHECKING:
     from veil.runspec import ValidatedRun
@@ -183,24 +184,6 @@ def validation_split(ds: Dataset, fraction: float, seed: int) -> tuple[Dataset, 
     return cal, fit, val
 
 
-def resolution(ds_side: Any, num_classes: Any, rows: int, scorers: int, seed: int) -> list[Resolution]:
-    """The null resolution of every sensitive label on `rows` rows, attacked by `scorers` adversaries (class
-    shares from `ds_side`, a split of training rows: no test label is read)."""
-    out = []
-    for name, y in ds_side.sensitive.items():
-        shares = np.bincount(np.asarray(y), minlength=int(num_classes[name])).astype(float)
-        out.append(null_resolution(name, shares[shares > 0], rows, scorers=scorers, seed=seed))
-    return out
-
-
-def certificate_floor(ds: Dataset, cfg: AuditConfig, metric: str, seed: int) -> tuple[float, str]:
-    """The typical upper end the certificate reaches on the test split for a release independent of every sensitive
-    label (the worst over the label's adversaries: the audit's probe and the suite), and that label."""
-    res = resolution(ds.train, ds.num_classes, len(ds.test), 1 + len(cfg.suite), seed)
-    worst = max(res, key=lambda r: r.floor if metric == "privacy_gap" else r.auc_floor)
-    return (worst.floor if metric == "privacy_gap" else worst.auc_floor), worst.label
-
-
 def margin_for(
     ds: Dataset, ds_cal: Dataset, target: Target, config: CalibrationConfig, cfg: AuditConfig, seed: int
 ) -> float:
@@ -216,32 +199,6 @@ def margin_for(
     floor = certificate_floor(ds, cfg, "privacy_gap", seed)[0]
     test_noise = max(r.noise for r in resolution(ds.train, ds.num_classes, len(ds.test), 1 + len(cfg.suite), seed))
     return floor + math.hypot(validation_noise(ds_cal, seed), test_noise)
-
-
-def check_resolution(ds: Dataset, target: Target, cfg: AuditConfig, source: str, seed: int = 0) -> None:
-    """Refuse, before anything trains, a gap or AUC bound the test split is too small to certify: even a release
-    independent of a sensitive label typically reaches a higher upper end of its 95% interval, against the
-    certificate's adversaries."""
-    for bound in (target.get("privacy_gap"), target.get("adversary_auc_max")):
-        if bound is None:
-            continue
-        gap = bound.metric == "privacy_gap"
-        floor, name = certificate_floor(ds, cfg, bound.metric, seed)
-        if floor <= bound.limit:
-            continue
-        base = 0.0 if gap else 0.5
-        need = math.ceil(len(ds.test) * ((floor - base) / (bound.limit - base)) ** 2)
-        what = "the default target" if target.default else "the target"
-        loose = math.ceil(((floor - base) * 1.5 + base) * 100) / 100
-        raise ConfigError(
-            f"target.{bound.metric}",
-            bound.limit,
-            f"a bound this data can certify, above {floor:.3f}: {source} holds {len(ds.test)} test rows, and even a "
-            f"release independent of '{name}' typically reaches {floor:.3f} at the upper end of the certificate's 95% "
-            f"interval (the worst of its {1 + len(cfg.suite)} adversaries); certifying {bound.limit:g} takes about "
-            f"{need} test rows. Give more rows, loosen {what} (e.g. --target {bound.metric}={loose:g}), or say "
-            "--target none for no certificate",
-        )
 
 
 def leakage(

@@ -54,10 +54,10 @@ def split_assignments(items: Sequence[str], method: str, dataset: str) -> dict[s
 
 def calibration_keys(method: str) -> list[str]:
     """The `calibration.` keys `--set` accepts for `method` (none for a method without a privacy knob)."""
-    from veil.methods.registry import get_method
+    from veil.methods.cards import method_card
     from veil.runspec import CalibrationConfig
 
-    if get_method(method).privacy_knob is None:
+    if method_card(method).privacy_knob is None:
         return []
     return [f"calibration.{f.name}" for f in dataclasses.fields(CalibrationConfig)]
 
@@ -140,7 +140,7 @@ def named_by_flag(e: VeilError, args: argparse.Namespace) -> VeilError:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from veil.run import execute, validate
+    from veil.validation import validate
 
     try:
         spec = build_run_spec(args)
@@ -149,6 +149,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise named_by_flag(e, args) from None
     if args.check:
         return check_run(v)
+    from veil.run import execute
+
     # only Ray Train's workers log from other nodes; every other executor logs from this process
     check_run_tracking(spec.tracking_uri, spec.address if v.executor == "ray-train" else "local", args)
     out = sys.stderr if args.json else sys.stdout
@@ -264,7 +266,7 @@ def check_run_tracking(uri: str | None, address: str | None, args: argparse.Name
 def check_run(v: Any) -> int:
     """`veil run --check`: the parameters are valid and the data load; nothing trains, nothing is logged."""
     from veil.datasets.registry import load_dataset
-    from veil.run import check_release, check_target
+    from veil.validation import check_release, check_target
 
     ds = load_dataset(v.spec.dataset, v.dataset_config)
     check_release(v, ds)
@@ -283,9 +285,9 @@ def target_plan(v: Any) -> str:
     if not v.target:
         return "no leakage target: the release would not be certified"
     if v.calibration is not None:
-        from veil.methods.registry import get_method
+        from veil.methods.cards import method_card
 
-        knob = get_method(v.spec.method).privacy_knob
+        knob = method_card(v.spec.method).privacy_knob
         assert knob is not None  # a run calibrates only a method with a knob
         return (
             f"would calibrate {knob.field} to {v.target.text()} on {v.calibration.validation:.0%} of the training "
@@ -341,15 +343,13 @@ def print_summary(result, executor: str, out) -> None:
 
 def cmd_methods(args: argparse.Namespace) -> int:
     from veil.config import field_table
-    from veil.methods import METHODS, method_config
-    from veil.methods.base import show
-    from veil.methods.docs import knob_text
-    from veil.plugins import load_plugins
+    from veil.methods.cards import knob_text, method_card, method_config, method_names
+    from veil.methods.configs.base import show
 
-    load_plugins()
-    if args.name and args.name not in METHODS:
-        raise UnknownNameError("method", args.name, list(METHODS))
-    shown = {name: cls for name, cls in sorted(METHODS.items()) if not args.name or name == args.name}
+    names = method_names()  # plugins included: their classes are their cards
+    if args.name and args.name not in names:
+        raise UnknownNameError("method", args.name, list(names))
+    shown = {name: method_card(name) for name in sorted(names) if not args.name or name == args.name}
     tables = {name: field_table(cls.Config) for name, cls in shown.items()}
     every_row = [row for rows in tables.values() for row in rows]
     width = max(len(r["name"]) for r in every_row)  # one width for the whole listing, so columns line up

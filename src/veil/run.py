@@ -17,29 +17,26 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from veil import __version__
 from veil.audit.certificate import Certificate, certify
-from veil.audit.probes import AuditConfig, AuditReport
-from veil.audit.release import AuditOutcome, audit_release, audit_releases, check_mi_case
-from veil.audit.targets import Target, check_labels, default_target, parse_target
-from veil.calibrate import EXIT_NOT_MET, Calibration, calibrate, check_resolution
-from veil.config import as_params, build
+from veil.audit.probes import AuditReport
+from veil.audit.release import AuditOutcome, audit_release, audit_releases
+from veil.calibrate import EXIT_NOT_MET, Calibration, calibrate
+from veil.config import as_params
 from veil.datasets.base import Dataset
-from veil.datasets.partition import parse_scheme
-from veil.datasets.registry import dataset_params, load_dataset
+from veil.datasets.registry import load_dataset
 from veil.datasets.transform import FeatureTransform
-from veil.errors import ConfigError, UnknownNameError
-from veil.methods.base import Method
-from veil.methods.federated.simulation import FederationOptions
-from veil.methods.registry import get_method, is_federated, method_config
+from veil.errors import ConfigError
+from veil.methods.registry import get_method
 from veil.runspec import (
     RUN_KEYS,
-    CalibrationConfig,
     RunSpec,
     ValidatedRun,
-    centralized_refusal,
     load_run_file,
     spec_from_mapping,
 )
-from veil.sizing import check_memory
+from veil.validation import check_release as check_release
+from veil.validation import check_target as check_target
+from veil.validation import resolve_target as resolve_target
+from veil.validation import validate as validate
 
 if TYPE_CHECKING:
     from veil.platform.executors import Job, TrainOutcome
@@ -64,66 +61,6 @@ def epoch_hook(context: Mapping[str, Any]) -> Callable[[int, dict[str, float]], 
     except (ImportError, AttributeError, ValueError) as e:
         raise ConfigError(HOOK_ENV, target, f"'package.module:factory' importable here ({e})") from None
     return factory(context)
-
-
-def validate(spec: RunSpec) -> ValidatedRun:
-    """Check and build method, dataset, audit and execution settings, once; raises before anything is trained."""
-    from veil.platform.executors import EXECUTOR_CHOICES, choose_executor
-    from veil.platform.federation import get_runtime
-
-    mcfg = method_config(spec.method, spec.method_values())
-    dcfg = dataset_params(spec.dataset, spec.dataset_values())
-    acfg = build(AuditConfig, spec.audit_values(), where="audit")
-    goal = resolve_target(spec)
-    check_memory(mcfg, dcfg, spec.dataset, get_method(spec.method).releases_input_format)
-    if spec.executor not in EXECUTOR_CHOICES:
-        raise ConfigError("executor", spec.executor, " | ".join(EXECUTOR_CHOICES))
-    if is_federated(spec.method):
-        if acfg.mi != "none":
-            raise ConfigError("audit.mi", acfg.mi, "none: MI estimates are not wired into federated runs yet")
-        try:
-            runtime = get_runtime(spec.runtime or "auto").name
-        except UnknownNameError as e:
-            raise ConfigError("runtime", spec.runtime, " | ".join(e.valid)) from None
-        partition = spec.partition or "iid"
-        parse_scheme(partition)  # a bad scheme fails here, before any data are loaded
-        fed = build(FederationOptions, dict(spec.federation), where="federation")
-        return ValidatedRun(spec, mcfg, dcfg, acfg, "federated", fed, runtime, partition, **goal)
-    width = get_method(spec.method).release_width_for(mcfg, None)
-    if width is not None:  # else known once the data are loaded: `check_release`
-        check_mi_case(acfg, width)
-    for key in ("partition", "runtime", "federation"):
-        if getattr(spec, key):
-            raise centralized_refusal(key, getattr(spec, key), spec.method)
-    executor = choose_executor(spec.executor, spec.num_workers, spec.use_gpu)
-    return ValidatedRun(spec, mcfg, dcfg, acfg, executor, **goal)
-
-
-def resolve_target(spec: RunSpec) -> dict[str, Any]:
-    """The run's target (its own, else the default for a method with a privacy knob), whether it calibrates, and
-    who sets the knob: keyword arguments of `ValidatedRun`."""
-    cls = get_method(spec.method)
-    knob = cls.privacy_knob
-    given = parse_target(spec.target)
-    target = given if given is not None else default_target() if knob else Target(())
-    eps = target.get("eps")
-    if eps is not None and cls.ldp_release is Method.ldp_release:
-        raise ConfigError("target.eps", eps.limit, "a bound of eps-LDP methods only (ldp-frl, ldp-fedavg, dp-input)")
-    ccfg = build(CalibrationConfig, dict(spec.calibration), where="calibration")
-    if knob is None:
-        if spec.calibration:
-            raise ConfigError(
-                "calibration", dict(spec.calibration), f"nothing: method {spec.method!r} has no privacy knob"
-            )
-        return {"target": target}
-    preset = spec.params.get("preset", "default")
-    set_by = "run" if knob.field in spec.params else "preset paper" if preset == "paper" else "default"
-    calibrates = bool(target) and spec.calibrate and set_by == "default"
-    return {
-        "target": target,
-        "calibration": ccfg.resolved(is_federated(spec.method)) if calibrates else None,
-        "knob_set_by": "calibration" if calibrates else set_by,
-    }
 
 
 @dataclass
@@ -180,23 +117,6 @@ def code_version() -> str:
     except Exception:
         sha = ""
     return f"{__version__}+{sha}" if sha else __version__
-
-
-def check_release(v: ValidatedRun, ds: Dataset) -> None:
-    """Checks that need the data: the MI estimator copes with the release's width (known only with the task:
-    EIGAN derives d_z from the allies' classes, the adjustable AE releases x'); an MI bound names a sensitive
-    label."""
-    width = get_method(v.spec.method).release_width_for(v.method_config, ds.task())
-    if v.executor != "federated" and width is not None:
-        check_mi_case(v.audit_config, width)
-    check_labels(v.target, ds.sensitive_names, v.spec.dataset)
-
-
-def check_target(v: ValidatedRun, ds: Dataset) -> None:
-    """A run that calibrates must have a target its test split can certify (`check_resolution`): refused before
-    the minutes calibration takes, naming the smallest bound the data can show."""
-    if v.calibration is not None:
-        check_resolution(ds, v.target, v.audit_config, v.spec.dataset, v.spec.seed)
 
 
 def run_params(v: ValidatedRun, ds_params: Mapping[str, Any]) -> dict[str, Any]:

@@ -47,6 +47,17 @@ EXECUTOR_CHOICES = ("auto", "inline", "ray-train")
 """What a user may ask for as `executor` (`veil.platform.executors`); `federated` is chosen by the method, not
 asked for."""
 
+
+def choose_executor(executor: str, num_workers: int, use_gpu: bool, federated: bool = False) -> str:
+    """Resolve 'auto': federated for federated methods, ray-train when a GPU or several workers are asked for,
+    else inline."""
+    if federated:
+        return "federated"
+    if executor == "auto":
+        return "ray-train" if (use_gpu or num_workers > 1) else "inline"
+    return executor
+
+
 TEXT_KEYS = ("executor", "experiment", "run_name", "tracking_uri", "address", "partition", "runtime")
 """Run-spec keys whose value is a string (method and dataset are checked as names)."""
 
@@ -286,15 +297,15 @@ class KeyRouter:
     @classmethod
     def for_run(cls, method: str, dataset: str) -> KeyRouter:
         """The router for runs of `method` on `dataset` (unknown names raise, listing the valid ones)."""
-        from veil.audit.probes import AuditConfig
+        from veil.audit.settings import AuditConfig
         from veil.datasets.registry import get_dataset_entry
-        from veil.methods.federated.simulation import FederationOptions
-        from veil.methods.registry import get_method, is_federated
+        from veil.methods.cards import is_federated, method_card
+        from veil.methods.configs.federation import FederationOptions
 
         fields = lambda c: frozenset(f.name for f in dataclasses.fields(c))  # noqa: E731
         return cls(
             {
-                "method": fields(get_method(method).Config),
+                "method": fields(method_card(method).Config),
                 "dataset": fields(get_dataset_entry(dataset).params_cls),
                 "audit": fields(AuditConfig),
                 "fed": fields(FederationOptions),

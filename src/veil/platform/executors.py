@@ -30,6 +30,7 @@ from veil.methods.federated.simulation import FederationOutcome, FederationPlan
 from veil.methods.registry import create_method
 from veil.registry import Registry
 from veil.runspec import EXECUTOR_CHOICES as EXECUTOR_CHOICES  # defined beside RunSpec; still importable here
+from veil.runspec import choose_executor as choose_executor
 
 if TYPE_CHECKING:
     from veil.runspec import ValidatedRun
@@ -82,16 +83,6 @@ def register_executor(name: str) -> Callable[[Executor], Executor]:
 def get_executor(name: str) -> Executor:
     """The executor registered as `name`, or an error listing the valid names."""
     return EXECUTORS.lookup(name)
-
-
-def choose_executor(executor: str, num_workers: int, use_gpu: bool, federated: bool = False) -> str:
-    """Resolve 'auto': federated for federated methods, ray-train when a GPU or several workers are asked for,
-    else inline."""
-    if federated:
-        return "federated"
-    if executor == "auto":
-        return "ray-train" if (use_gpu or num_workers > 1) else "inline"
-    return executor
 
 
 def local_device(use_gpu: bool) -> str:

@@ -126,10 +126,10 @@ class SweepSpec:
     def certifies(self) -> bool:
         """Whether its trials are certified against a target (the spec's, or a privacy method's default)."""
         from veil.audit.targets import parse_target
-        from veil.methods.registry import get_method
+        from veil.methods.cards import method_card
 
         given = parse_target(self.target)
-        return bool(given) if given is not None else get_method(self.method).privacy_knob is not None
+        return bool(given) if given is not None else method_card(self.method).privacy_knob is not None
 
     def target_text(self) -> str:
         """The target trials are certified against, as text ('privacy_gap <= 0.05 (the default target)')."""
@@ -169,7 +169,7 @@ class SweepSpec:
     ):
         """The RunSpec of one seed of one trial: fixed params overlaid with the trial's searched `values`
         (keyed 'method.NAME' / 'dataset.NAME')."""
-        from veil.run import RunSpec
+        from veil.runspec import RunSpec
 
         params, dparams = dict(self.params), dict(self.dataset_params)
         for key, v in values.items():

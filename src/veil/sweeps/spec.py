@@ -78,10 +78,10 @@ class _Sections:
         if not check:
             return
         from veil.datasets.registry import get_dataset_entry
-        from veil.methods.registry import get_method
+        from veil.methods.cards import method_card
 
         try:
-            self.method_cls = get_method(method)
+            self.method_cls = method_card(method)
         except UnknownNameError as e:
             raise UnknownNameError("method", method, e.valid, where=f"{where}: key 'method'") from None
         try:
@@ -112,7 +112,7 @@ class _Sections:
 def _check_values(spec_fields: dict[str, Any], sp: SearchParam, where: str) -> None:
     """Every end point / categorical value must build a valid method or dataset config."""
     from veil.datasets.registry import dataset_params
-    from veil.methods.registry import method_config
+    from veil.methods.cards import method_config
 
     probes = list(sp.values) if sp.type == "categorical" else [sp.low, sp.high]
     for i, v in enumerate(probes):
@@ -136,7 +136,7 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
     method, dataset = data["method"], data["dataset"]
     sections = _Sections(method, dataset, where, check_names)
     if check_names:
-        from veil.methods.registry import is_federated
+        from veil.methods.cards import is_federated
 
         federated = is_federated(method)
     else:
@@ -266,7 +266,7 @@ def _check_population(spec: SweepSpec, where: str) -> None:
     """A population (> 1) needs a centralized method with a population form, trained inline on one worker."""
     if spec.population == 1:
         return
-    from veil.methods.population import population_methods
+    from veil.methods.registry import population_methods  # the methods register their population forms
 
     names = population_methods()
     if spec.federated or spec.method not in names:
@@ -285,7 +285,7 @@ def _check_population(spec: SweepSpec, where: str) -> None:
 
 def _check_run(spec: SweepSpec, where: str) -> None:
     """Fixed params, every range end point and categorical value, audit and executor all validate."""
-    from veil.run import validate
+    from veil.validation import validate
 
     fields = {
         "method": spec.method,

@@ -1,0 +1,157 @@
+"""A run spec validated completely, torch-free: `validate` builds a `ValidatedRun` from a `RunSpec` (method, dataset,
+audit and federation parameters, ranges, executor, target) before any data are loaded or any training starts.
+
+Then, once the data are loaded, `check_release` and `check_target` (whether the test split can certify the
+target: `check_resolution`) refuse what only the data can show, still before anything trains.
+
+It reads the methods' cards (`veil.methods.cards`), the audit's settings and the dataset registry, so `veil sweep
+--check` and `veil run --check` answer without loading torch, Ray or MLflow; only a federated run's runtime check
+imports the federation runtimes. `veil.run` and `veil.calibrate` re-export what they used to define."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from veil.audit.intervals import Resolution, null_resolution
+from veil.audit.settings import AuditConfig, check_mi_case
+from veil.audit.targets import Target, check_labels, default_target, parse_target
+from veil.config import build
+from veil.datasets.base import Dataset
+from veil.datasets.partition import parse_scheme
+from veil.datasets.registry import dataset_params
+from veil.errors import ConfigError, UnknownNameError
+from veil.methods.cards import is_federated, method_card, method_config
+from veil.methods.configs.federation import FederationOptions
+from veil.runspec import (
+    EXECUTOR_CHOICES,
+    CalibrationConfig,
+    RunSpec,
+    ValidatedRun,
+    centralized_refusal,
+    choose_executor,
+)
+from veil.sizing import check_memory
+
+
+def validate(spec: RunSpec) -> ValidatedRun:
+    """Check and build method, dataset, audit and execution settings, once; raises before anything is trained."""
+    mcfg = method_config(spec.method, spec.method_values())
+    dcfg = dataset_params(spec.dataset, spec.dataset_values())
+    acfg = build(AuditConfig, spec.audit_values(), where="audit")
+    goal = resolve_target(spec)
+    card = method_card(spec.method)
+    check_memory(mcfg, dcfg, spec.dataset, card.releases_input_format)
+    if spec.executor not in EXECUTOR_CHOICES:
+        raise ConfigError("executor", spec.executor, " | ".join(EXECUTOR_CHOICES))
+    if is_federated(spec.method):
+        if acfg.mi != "none":
+            raise ConfigError("audit.mi", acfg.mi, "none: MI estimates are not wired into federated runs yet")
+        from veil.platform.federation import get_runtime  # a federated run's runtimes (they load torch)
+
+        try:
+            runtime = get_runtime(spec.runtime or "auto").name
+        except UnknownNameError as e:
+            raise ConfigError("runtime", spec.runtime, " | ".join(e.valid)) from None
+        partition = spec.partition or "iid"
+        parse_scheme(partition)  # a bad scheme fails here, before any data are loaded
+        fed = build(FederationOptions, dict(spec.federation), where="federation")
+        return ValidatedRun(spec, mcfg, dcfg, acfg, "federated", fed, runtime, partition, **goal)
+    width = card.release_width_for(mcfg, None)
+    if width is not None:  # else known once the data are loaded: `check_release`
+        check_mi_case(acfg, width)
+    for key in ("partition", "runtime", "federation"):
+        if getattr(spec, key):
+            raise centralized_refusal(key, getattr(spec, key), spec.method)
+    executor = choose_executor(spec.executor, spec.num_workers, spec.use_gpu)
+    return ValidatedRun(spec, mcfg, dcfg, acfg, executor, **goal)
+
+
+def resolve_target(spec: RunSpec) -> dict[str, Any]:
+    """The run's target (its own, else the default for a method with a privacy knob), whether it calibrates, and
+    who sets the knob: keyword arguments of `ValidatedRun`."""
+    card = method_card(spec.method)
+    knob = card.privacy_knob
+    given = parse_target(spec.target)
+    target = given if given is not None else default_target() if knob else Target(())
+    eps = target.get("eps")
+    if eps is not None and not card.eps_ldp:
+        raise ConfigError("target.eps", eps.limit, "a bound of eps-LDP methods only (ldp-frl, ldp-fedavg, dp-input)")
+    ccfg = build(CalibrationConfig, dict(spec.calibration), where="calibration")
+    if knob is None:
+        if spec.calibration:
+            raise ConfigError(
+                "calibration", dict(spec.calibration), f"nothing: method {spec.method!r} has no privacy knob"
+            )
+        return {"target": target}
+    preset = spec.params.get("preset", "default")
+    set_by = "run" if knob.field in spec.params else "preset paper" if preset == "paper" else "default"
+    calibrates = bool(target) and spec.calibrate and set_by == "default"
+    return {
+        "target": target,
+        "calibration": ccfg.resolved(is_federated(spec.method)) if calibrates else None,
+        "knob_set_by": "calibration" if calibrates else set_by,
+    }
+
+
+def check_release(v: ValidatedRun, ds: Dataset) -> None:
+    """Checks that need the data: the MI estimator copes with the release's width (known only with the task:
+    EIGAN derives d_z from the allies' classes, the adjustable AE releases x'); an MI bound names a sensitive
+    label."""
+    width = method_card(v.spec.method).release_width_for(v.method_config, ds.task())
+    if v.executor != "federated" and width is not None:
+        check_mi_case(v.audit_config, width)
+    check_labels(v.target, ds.sensitive_names, v.spec.dataset)
+
+
+def check_target(v: ValidatedRun, ds: Dataset) -> None:
+    """A run that calibrates must have a target its test split can certify (`check_resolution`): refused before
+    the minutes calibration takes, naming the smallest bound the data can show."""
+    if v.calibration is not None:
+        check_resolution(ds, v.target, v.audit_config, v.spec.dataset, v.spec.seed)
+
+
+def resolution(ds_side: Any, num_classes: Any, rows: int, scorers: int, seed: int) -> list[Resolution]:
+    """The null resolution of every sensitive label on `rows` rows, attacked by `scorers` adversaries (class
+    shares from `ds_side`, a split of training rows: no test label is read)."""
+    out = []
+    for name, y in ds_side.sensitive.items():
+        shares = np.bincount(np.asarray(y), minlength=int(num_classes[name])).astype(float)
+        out.append(null_resolution(name, shares[shares > 0], rows, scorers=scorers, seed=seed))
+    return out
+
+
+def certificate_floor(ds: Dataset, cfg: AuditConfig, metric: str, seed: int) -> tuple[float, str]:
+    """The typical upper end the certificate reaches on the test split for a release independent of every sensitive
+    label (the worst over the label's adversaries: the audit's probe and the suite), and that label."""
+    res = resolution(ds.train, ds.num_classes, len(ds.test), 1 + len(cfg.suite), seed)
+    worst = max(res, key=lambda r: r.floor if metric == "privacy_gap" else r.auc_floor)
+    return (worst.floor if metric == "privacy_gap" else worst.auc_floor), worst.label
+
+
+def check_resolution(ds: Dataset, target: Target, cfg: AuditConfig, source: str, seed: int = 0) -> None:
+    """Refuse, before anything trains, a gap or AUC bound the test split is too small to certify: even a release
+    independent of a sensitive label typically reaches a higher upper end of its 95% interval, against the
+    certificate's adversaries."""
+    for bound in (target.get("privacy_gap"), target.get("adversary_auc_max")):
+        if bound is None:
+            continue
+        gap = bound.metric == "privacy_gap"
+        floor, name = certificate_floor(ds, cfg, bound.metric, seed)
+        if floor <= bound.limit:
+            continue
+        base = 0.0 if gap else 0.5
+        need = math.ceil(len(ds.test) * ((floor - base) / (bound.limit - base)) ** 2)
+        what = "the default target" if target.default else "the target"
+        loose = math.ceil(((floor - base) * 1.5 + base) * 100) / 100
+        raise ConfigError(
+            f"target.{bound.metric}",
+            bound.limit,
+            f"a bound this data can certify, above {floor:.3f}: {source} holds {len(ds.test)} test rows, and even a "
+            f"release independent of '{name}' typically reaches {floor:.3f} at the upper end of the certificate's 95% "
+            f"interval (the worst of its {1 + len(cfg.suite)} adversaries); certifying {bound.limit:g} takes about "
+            f"{need} test rows. Give more rows, loosen {what} (e.g. --target {bound.metric}={loose:g}), or say "
+            "--target none for no certificate",
+        )
