@@ -1,6 +1,7 @@
 """What a run is: the `RunSpec` a user writes (CLI flags, a YAML run file, a sweep trial) and the `ValidatedRun`
-that `veil.run.validate` builds from it once. Reading a spec loads no torch: the registries and configs that check
-its names are imported by the functions that look them up."""
+that `veil.validation.validate` builds from it once. Reading a spec loads no torch: the registries and configs that
+check its names are imported by the functions that look them up, and they are torch-free (the methods' cards, the
+audit's settings, the federation's options)."""
 
 from __future__ import annotations
 
