@@ -975,8 +975,11 @@ def new_targets(rows: dict[str, Row]) -> list[str]:
         ok = o["ratio"] >= 1.8 and v["hypervolume"] >= p["hypervolume"]
         t = v.get("timings") or {}
         one = o.get("optuna_1thread")
+        hv_gap = p["hypervolume"] - v["hypervolume"]
         cause = (
-            f"plain loop: imports {p['import_s']:.1f} s, {p['trials']} trials one at a time {p['trial_s']:.1f} s "
+            ("time met" if o["ratio"] >= 1.8 else f"{1.8 - o['ratio']:.2f}x short")
+            + ("; hypervolume not worse" if hv_gap <= 0 else f"; hypervolume {hv_gap:.4f} lower (one sweep each)")
+            + f"; plain loop: imports {p['import_s']:.1f} s, {p['trials']} trials one at a time {p['trial_s']:.1f} s "
             f"(mean {p['mean_trial_s']:.1f} s on {p['torch_threads']} torch threads"
             + (f"; on 1 thread {one['mean_trial_s']:.1f} s, wall {one['wall_s']:.0f} s" if one else "")
             + "); veil sweep: Ray start "
@@ -1000,7 +1003,10 @@ def new_targets(rows: dict[str, Row]) -> list[str]:
             f"{'yes' if ok else 'no'} | "
             + (
                 f"Ray start {t.get('ray_start', 0):.1f} s, Tune {t.get('tune', 0):.1f} s for {t.get('trials', 0):.1f} s "
-                f"of trial work at concurrency {a['spec']['concurrency']}, final report {t.get('finish', 0):.1f} s"
+                f"of trial work at concurrency {a['spec']['concurrency']}, final report {t.get('finish', 0):.1f} s; "
+                f"the command's {a['wall_s']:.0f} s add {a['wall_s'] - t.get('wall', 0):.0f} s of imports and "
+                f"shutdown: {100 * (1 - t.get('trials', 0) / a['spec']['concurrency'] / a['wall_s']):.0f}% "
+                "counted end to end"
             )
             + " |"
         )
