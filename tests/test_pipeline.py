@@ -54,9 +54,9 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> Counter:
     counts: Counter = Counter()
     original = veil.config.build
 
-    def counting(cls, values=None, where=None):
+    def counting(cls, values=None, where=None, **options):
         counts[cls.__name__] += 1
-        return original(cls, values, where)
+        return original(cls, values, where, **options)
 
     monkeypatch.setattr(veil.config, "build", counting)
     for name, mod in list(sys.modules.items()):

@@ -166,25 +166,19 @@ class AdjustableAE(AdjustableAECard, Method):
     def release(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         return self.obfuscate(x, generator)
 
-    @torch.no_grad()
     def encode(
         self, x: np.ndarray, batch_size: int = 4096, utility_labels: Mapping[str, np.ndarray] | np.ndarray | None = None
     ) -> np.ndarray:
         """Release x' for rows `x`; with `utility_labels` g uses them (the paper's g), else C's prediction."""
         labels = self._labels(utility_labels, len(x))
-        for m in self.modules().values():
-            m.eval()
-        gen = self.release_generator()
-        out = []
-        for i in range(0, len(x), batch_size):
-            xb = torch.from_numpy(np.array(x[i : i + batch_size], dtype=np.float32)).to(self.device)
+
+        def one(xb: torch.Tensor, gen: torch.Generator, rows: slice) -> torch.Tensor:
             lb = (
-                None
-                if labels is None
-                else {k: torch.as_tensor(v[i : i + batch_size], device=self.device) for k, v in labels.items()}
+                None if labels is None else {k: torch.as_tensor(v[rows], device=self.device) for k, v in labels.items()}
             )
-            out.append(self.obfuscate(xb, gen, lb).float().cpu().numpy())
-        return np.concatenate(out) if out else np.zeros((0, self.release_width), np.float32)
+            return self.obfuscate(xb, gen, lb)
+
+        return self.release_in_batches(x, batch_size, one)
 
     def release_with_labels(self, x: np.ndarray, utility_labels: Mapping[str, np.ndarray] | np.ndarray) -> np.ndarray:
         """The paper's release: g replaces C's output by the TRUE utility label(s)."""

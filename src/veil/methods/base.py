@@ -227,16 +227,26 @@ class Method(MethodCard, ABC):
         self.release_calls += 1
         return gen
 
-    @torch.no_grad()
     def encode(self, x: np.ndarray, batch_size: int = 4096) -> np.ndarray:
         """Release z for rows `x` (float32 array), in eval mode, with noise independent of every other call."""
+        return self.release_in_batches(x, batch_size, lambda xb, gen, rows: self.release(xb, gen))
+
+    @torch.no_grad()
+    def release_in_batches(
+        self,
+        x: np.ndarray,
+        batch_size: int,
+        release: Callable[[torch.Tensor, torch.Generator, slice], torch.Tensor],
+    ) -> np.ndarray:
+        """`release(batch, generator, rows)` over `x` in batches of `batch_size` rows (`rows`: the batch's slice of
+        x), in eval mode, with one fresh release generator for the whole call; the results as one float32 array."""
         for m in self.modules().values():
             m.eval()
         gen = self.release_generator()
         out = []
         for i in range(0, len(x), batch_size):
             xb = torch.from_numpy(np.array(x[i : i + batch_size], dtype=np.float32)).to(self.device)
-            out.append(self.release(xb, gen).float().cpu().numpy())
+            out.append(release(xb, gen, slice(i, i + batch_size)).float().cpu().numpy())
         return np.concatenate(out) if out else np.zeros((0, self.release_width), np.float32)
 
     def state(self) -> dict[str, torch.Tensor]:
