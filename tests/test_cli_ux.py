@@ -143,3 +143,19 @@ def test_progress_bar_names_the_audit_and_reads_honest_rates(in_tmp, capsys):
     audit = frames.index("[veil] auditing the release: 2 fresh probes (256-128, 2 epochs) on 300 train / 100 test rows")
     assert audit > frames.index(bars[-1])
     assert frames[audit + 1].startswith("[veil] certifying the release against privacy_gap <= 0.3: adversary suite")
+
+
+def test_a_reader_that_leaves_the_pipe_ends_the_command_quietly():
+    """`veil methods | head -1`: once the reader has gone, the command stops with the shell's SIGPIPE status and
+    no traceback (before: a BrokenPipeError traceback on the console)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "veil"), "methods"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader leaves before the first write: that write fails, deterministically
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err

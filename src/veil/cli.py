@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from typing import Any, Sequence
 
@@ -547,6 +548,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as e:
         print(f"interrupted{f' ({e})' if str(e) else ''}", file=sys.stderr)
         return signals.exit_code(130)
+    except BrokenPipeError:  # `veil methods | head`: the reader has gone; end quietly, as `ls | head` does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's exit flush must not fail again
+        return 141  # 128 + SIGPIPE, what a shell reports for a command its pipe's reader left
 
 
 if __name__ == "__main__":
