@@ -297,15 +297,10 @@ def audit(
     num_classes: Mapping[str, int],
     config: AuditConfig | None = None,
 ) -> AuditReport:
-    """Score fresh probes for every utility and sensitive label on the released representation."""
-    cfg = config or AuditConfig()
-    z_tr, z_te = prepare(z_train, z_test, cfg.standardize)
-    scores, probas = [], {}
-    for t in label_tasks(train, test, num_classes):
-        probe = train_classifier(z_tr, t.y_train, t.n_classes, seed=cfg.seed + t.offset, **cfg.probe_settings())
-        probas[t.name] = probe.predict_proba(z_te)
-        scores.append(proba_score(t.name, t.role, probas[t.name], t.y_test, t.n_classes))
-    return AuditReport(scores, as_params(cfg), probas=probas)
+    """Score fresh probes for every utility and sensitive label on the released representation: one probe per label
+    (seed cfg.seed + the label's offset), the labels' probes trained together as one stacked model (`audit_many`),
+    each as it would train alone, on torch's thread setting."""
+    return audit_many([z_train], [train], [z_test], [test], num_classes, config, num_threads=None)[0]
 
 
 def audit_many(

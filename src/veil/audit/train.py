@@ -3,33 +3,33 @@
 The fresh-probe audit, the adversary-capacity sweep, the obfuscation audit and the variational MI
 bound all fit a classifier ``q(label | z)`` on a released train representation and read its class
 probabilities on a test representation. They do it with `train_classifier`: seeded, Adam on softmax
-cross-entropy, fixed epochs of shuffled minibatches, optional z-scoring with training statistics. Training leaves torch's global RNG as it found it.
+cross-entropy, fixed epochs of shuffled minibatches, optional z-scoring with training statistics. Training leaves
+torch's global RNG as it found it.
 
-`train_classifiers_stacked` trains many such probes as ONE stacked model (torch.func: parameters stacked on a
-leading axis, `vmap(functional_call)`, Adam over the stacked tensors), each member exactly as
-`train_classifier` would train it alone (same initialisation, minibatch order and update rule) up to
-floating-point order: the per-node audit of a federation fits a thousand small probes in a few batched steps.
+`train_classifiers_stacked` trains many such probes as ONE stacked model (`StackedMLP`: parameters stacked on a
+leading axis, one batched matmul per layer, the backward pass written out, torch's fused Adam), each member exactly as
+the plain loop would train it alone (same initialisation, minibatch order and update rule) up to floating-point
+order; `train_classifier` is its one-member case. The per-node audit of a federation fits a thousand small probes in a
+few batched steps, and a run's audit trains its labels' probes together.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 import numpy as np
 import torch
-from torch.func import functional_call, vmap
-from torch.nn import functional as F
+from torch.optim.adam import adam
 
 from veil.errors import ConfigError, DataError
-from veil.methods.federated.ensemble import linear_chain, run_chain
 from veil.methods.nets import mlp
 
 __all__ = [
     "MIN_SCALE",
     "Classifier",
+    "StackedMLP",
     "Standardizer",
     "seeded_torch",
     "sklearn_proba",
@@ -146,25 +146,26 @@ def train_classifier(
     otherwise it is a smaller step. `y` holds class codes 0..n_classes-1.
     `standardize` z-scores the columns with statistics of `z` (in z's dtype) and applies the same map
     to whatever the returned classifier predicts on. `num_threads`: torch intra-op threads while
-    training (restored afterwards; None leaves torch's setting alone)."""
-    scaler = Standardizer.fit(z) if standardize else None
-    with seeded_torch(seed, num_threads) as gen:
-        net = mlp(z.shape[1], [int(h) for h in hidden], n_classes)
-        # fused: one kernel per step instead of a pass per tensor (the same update up to float rounding)
-        opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay, fused=True)
-        zt = _tensor(scaler(z) if scaler is not None else z)
-        yt = torch.as_tensor(y, dtype=torch.long)
-        n = len(zt)
-        bs = min(batch_size, n)
-        for _ in range(epochs):
-            perm = torch.randperm(n, generator=gen)
-            for i in range(0, n - bs + 1 if drop_last else n, bs):
-                idx = perm[i : i + bs]
-                loss = F.cross_entropy(net(zt[idx]), yt[idx])
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-    return Classifier(net.eval(), n_classes, scaler)
+    training (restored afterwards; None leaves torch's setting alone).
+
+    The network, its initialisation, the minibatch order and the update are what the plain loop computes (build
+    `mlp` right after ``torch.manual_seed(seed)``, one ``torch.randperm`` per epoch from a generator seeded with
+    `seed`, ``F.cross_entropy``, fused Adam); the training runs on `StackedMLP`, which equals that loop up to
+    floating-point order (tests/audit/test_stacked_probes.py) at about 1.5x its speed."""
+    return train_classifiers_stacked(
+        [z],
+        [y],
+        n_classes,
+        hidden=hidden,
+        epochs=epochs,
+        lr=lr,
+        batch_size=batch_size,
+        seed=seed,
+        weight_decay=weight_decay,
+        standardize=standardize,
+        drop_last=drop_last,
+        num_threads=num_threads,
+    )[0]
 
 
 def _batch_starts(n: int, batch_size: int, drop_last: bool) -> range:
@@ -188,70 +189,80 @@ def _batch_plan(n: int, seed: int, epochs: int, batch_size: int, drop_last: bool
     return out
 
 
-class _StackedAdam:
-    """torch.optim.Adam's (single-tensor) update over stacked tensors, applied to the first `active` members.
+class StackedMLP:
+    """P ReLU MLPs of one shape (`mlp`) trained together: layer i as a weight (P, in, out) (nn.Linear's, transposed)
+    and a bias (P, 1, out), one batched matmul per layer, the backward pass written out and torch's fused Adam.
 
-    Members train in order of decreasing step count, so those still stepping at step t are a prefix and have all
-    taken exactly t steps: one step count serves them all and members that are done are left untouched."""
+    Softmax cross-entropy's gradient is ``(softmax - onehot) / rows``, ReLU's passes where the output is positive,
+    and each matmul's is the matching transposed product, written straight into preallocated gradient buffers: no
+    autograd graph and no module calls, so a 256-128 probe's step on one core is ~70% matmul, against ~40% through
+    autograd (benchmarks/README.md, `audit`). The update is `torch.optim.adam.adam` with ``fused=True``, the kernel
+    `torch.optim.Adam(fused=True)` runs. Members that still step at step t are a prefix (sorted by decreasing step
+    count): every buffer's ``[:active]`` slice is contiguous, and one step count per tensor serves them all."""
 
-    def __init__(self, params: list[torch.Tensor], lr: float, weight_decay: float) -> None:
-        self.params, self.lr, self.weight_decay = params, lr, weight_decay
-        self.m = [torch.zeros_like(p) for p in params]
-        self.v = [torch.zeros_like(p) for p in params]
-        self.denom = [torch.empty_like(p) for p in params]  # reused, so no step allocates a parameter-sized tensor
-        self.t = 0
+    def __init__(self, nets: Sequence[torch.nn.Module], lr: float, weight_decay: float) -> None:
+        layers = [[m for m in net.modules() if isinstance(m, torch.nn.Linear)] for net in nets]
+        with torch.no_grad():
+            self.weights = [torch.stack([ls[i].weight.T for ls in layers]).contiguous() for i in range(len(layers[0]))]
+            self.biases = [torch.stack([ls[i].bias for ls in layers]).unsqueeze(1) for i in range(len(layers[0]))]
+        self.lr, self.weight_decay = lr, weight_decay
+        self.params = [t for pair in zip(self.weights, self.biases) for t in pair]
+        self.grads = [torch.empty_like(p) for p in self.params]
+        self.moments = ([torch.zeros_like(p) for p in self.params], [torch.zeros_like(p) for p in self.params])
+        self.steps = [torch.tensor(0.0) for _ in self.params]  # the fused kernel's float step counts
+        self._views: dict[int, tuple[list[torch.Tensor], ...]] = {}
+
+    def _prefix(self, active: int) -> tuple[list[torch.Tensor], ...]:
+        """Every buffer's first `active` members (cached: `active` changes only when a member finishes)."""
+        if active not in self._views:
+            lists = (self.params, self.grads, *self.moments)
+            self._views[active] = tuple([t[:active] for t in ts] for ts in lists)
+        return self._views[active]
 
     @torch.no_grad()
-    def step(self, grads: Sequence[torch.Tensor], active: int, betas: tuple[float, float] = (0.9, 0.999)) -> None:
-        b1, b2 = betas
-        self.t += 1
-        step_size = self.lr / (1 - b1**self.t)
-        bc2_sqrt = (1 - b2**self.t) ** 0.5
-        for p, m, v, denom, g in zip(self.params, self.m, self.v, self.denom, grads):
-            p, m, v, denom = p[:active], m[:active], v[:active], denom[:active]
-            if self.weight_decay:
-                g = g.add(p, alpha=self.weight_decay)
-            m.lerp_(g, 1 - b1)
-            v.mul_(b2).addcmul_(g, g, value=1 - b2)
-            torch.sqrt(v, out=denom).div_(bc2_sqrt).add_(1e-8)
-            p.addcdiv_(m, denom, value=-step_size)
+    def step(self, x: torch.Tensor, y: torch.Tensor, weight: torch.Tensor | float) -> None:
+        """One Adam step of the first ``len(x)`` members on their minibatches x (active, b, d) with class codes y
+        (active * b,); `weight` scales each row's cross-entropy gradient (1/b, or (active, b, 1) when rows are
+        padded: 1/valid rows for a real row, 0 for padding), so each member's gradient is its own mean loss's."""
+        active, b = x.shape[0], x.shape[1]
+        params, grads, exp_avg, exp_avg_sq = self._prefix(active)
+        weights, biases = params[0::2], params[1::2]
+        outs = [x]
+        for i, (w, bias) in enumerate(zip(weights, biases)):
+            h = torch.baddbmm(bias, outs[-1], w)
+            outs.append(h.relu_() if i < len(weights) - 1 else h)
+        g = torch.softmax(outs.pop(), -1).mul_(weight)
+        rows = g.view(active * b, -1)
+        minus = weight.reshape(-1, 1).neg() if isinstance(weight, torch.Tensor) else torch.full((len(y), 1), -weight)
+        rows.scatter_add_(1, y.view(-1, 1), minus)  # - onehot, with the same weight
+        for i in range(len(weights) - 1, -1, -1):
+            torch.bmm(outs[i].transpose(1, 2), g, out=grads[2 * i])
+            torch.sum(g, 1, keepdim=True, out=grads[2 * i + 1])
+            if i:  # z itself needs no gradient
+                g = torch.ops.aten.threshold_backward(torch.bmm(g, weights[i].transpose(1, 2)), outs[i], 0)
+        adam(
+            params,
+            grads,
+            exp_avg,
+            exp_avg_sq,
+            [],
+            self.steps,
+            fused=True,
+            amsgrad=False,
+            beta1=0.9,
+            beta2=0.999,
+            lr=self.lr,
+            weight_decay=self.weight_decay,
+            eps=1e-8,
+            maximize=False,
+        )
 
-
-def _train_chunk(
-    base: torch.nn.Module,
-    params: dict[str, torch.Tensor],
-    z: torch.Tensor,
-    y: torch.Tensor,
-    plan: torch.Tensor,
-    steps: torch.Tensor,
-    lr: float,
-    weight_decay: float,
-) -> None:
-    """Train stacked `params` in place: member i takes its first steps[i] minibatches of plan (P, T, b); members
-    are sorted by decreasing steps. Per-member mean cross-entropies are summed, so each member's gradient is
-    its own loss's (a mean over members would rescale Adam's eps)."""
-    names = list(params)
-    opt = _StackedAdam([params[n] for n in names], lr, weight_decay)
-
-    chain = linear_chain(base)  # an MLP: batched matmuls, no vmap dispatch
-
-    def one(p: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-        return functional_call(base, p, (x,))
-
-    def forward(p: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-        return run_chain(chain, p, x) if chain is not None else vmap(one)(p, x)
-
-    for t in range(int(steps[0]) if len(steps) else 0):
-        active = int((steps > t).sum())
-        idx = plan[:active, t]
-        w = (idx >= 0).to(torch.float32)
-        safe = idx.clamp(min=0)
-        rows = torch.arange(active).unsqueeze(1)
-        sub = {n: params[n][:active].detach().requires_grad_(True) for n in names}
-        logits = forward(sub, z[rows, safe])
-        ce = F.cross_entropy(logits.flatten(0, 1), y[rows, safe].flatten(), reduction="none").view(w.shape)
-        loss = ((ce * w).sum(1) / w.sum(1)).sum()
-        opt.step(torch.autograd.grad(loss, [sub[n] for n in names]), active)
+    @torch.no_grad()
+    def load_into(self, member: int, net: torch.nn.Module) -> None:
+        """Copy member `member`'s trained parameters into `net` (an `mlp` of the same shape)."""
+        for i, layer in enumerate(m for m in net.modules() if isinstance(m, torch.nn.Linear)):
+            layer.weight.copy_(self.weights[i][member].T)
+            layer.bias.copy_(self.biases[i][member, 0])
 
 
 def train_classifiers_stacked(
@@ -294,62 +305,62 @@ def train_classifiers_stacked(
     scalers = [Standardizer.fit(z) if standardize else None for z in zs]
     sizes = [len(z) for z in zs]
     with torch.random.fork_rng(devices=[]), torch_threads(num_threads):
-        inits: dict[int, torch.nn.Module] = {}
-        for s in dict.fromkeys(seeds):
+        nets = []
+        for s in seeds:
             torch.manual_seed(s)
-            inits[s] = mlp(d, [int(h) for h in hidden], n_classes)
+            nets.append(mlp(d, [int(h) for h in hidden], n_classes))
         plans = {
             key: _batch_plan(key[0], key[1], epochs, batch_size, drop_last) for key in dict.fromkeys(zip(sizes, seeds))
         }
         order = sorted(range(count), key=lambda i: -len(plans[sizes[i], seeds[i]]))
-        per_member = sum(p.numel() for p in inits[seeds[0]].parameters())
+        per_member = sum(p.numel() for p in nets[0].parameters())
         chunk = max(1, STACK_PARAMS // per_member)
-        trained: dict[int, dict[str, torch.Tensor]] = {}
         for lo in range(0, count, chunk):
             members = order[lo : lo + chunk]
-            params = _train_members(members, zs, ys, scalers, seeds, inits, plans, lr, weight_decay)
+            stack = StackedMLP([nets[i] for i in members], lr, weight_decay)
+            _train_members(stack, members, zs, ys, scalers, [plans[sizes[i], seeds[i]] for i in members])
             for j, i in enumerate(members):
-                trained[i] = {n: p[j] for n, p in params.items()}
-    out = []
-    for i in range(count):
-        net = copy.deepcopy(inits[seeds[i]])
-        net.load_state_dict(trained[i])
-        out.append(Classifier(net.eval(), n_classes, scalers[i]))
-    return out
+                stack.load_into(j, nets[i])
+    return [Classifier(net.eval(), n_classes, scaler) for net, scaler in zip(nets, scalers)]
 
 
 def _train_members(
+    stack: StackedMLP,
     members: Sequence[int],
     zs: Sequence[np.ndarray],
     ys: Sequence[np.ndarray],
     scalers: Sequence[Standardizer | None],
-    seeds: Sequence[int],
-    inits: dict[int, torch.nn.Module],
-    plans: dict[tuple[int, int], torch.Tensor],
-    lr: float,
-    weight_decay: float,
-) -> dict[str, torch.Tensor]:
-    """Pad members' rows and minibatch plans into stacked tensors, train them together, return the stacked
-    parameters (members in the given order, which must be by decreasing step count)."""
+    plans: Sequence[torch.Tensor],
+) -> None:
+    """Train `stack` (the members' nets, in order of decreasing step count) on each member's rows, member j taking
+    the minibatches of plans[j] (steps, rows; -1 pads): rows go into one (members x most rows) table, and each
+    step gathers every still-active member's minibatch from it at once."""
     n_max = max(len(zs[i]) for i in members)
     d = int(np.shape(zs[members[0]])[1])
-    z = torch.zeros(len(members), n_max, d)
-    y = torch.zeros(len(members), n_max, dtype=torch.long)
-    member_plans = [plans[len(zs[i]), seeds[i]] for i in members]
-    t_max, b_max = max(len(p) for p in member_plans), max(p.shape[1] for p in member_plans)
-    plan = torch.full((len(members), t_max, b_max), -1, dtype=torch.long)
-    for j, i in enumerate(members):
+    z = torch.zeros(len(members) * n_max, d)
+    y = torch.zeros(len(members) * n_max, dtype=torch.long)
+    t_max, b_max = max(len(p) for p in plans), max(p.shape[1] for p in plans)
+    index = torch.zeros((t_max, len(members), b_max), dtype=torch.long)  # rows of the table, step-major
+    padded = any(bool((p < 0).any()) for p in plans) or len({p.shape[1] for p in plans}) > 1
+    valid = torch.zeros((t_max, len(members), b_max), dtype=torch.bool) if padded else None
+    for j, (i, plan) in enumerate(zip(members, plans)):
         zi, scaler = zs[i], scalers[i]
-        z[j, : len(zi)] = _tensor(scaler(zi) if scaler is not None else zi)
-        y[j, : len(zi)] = torch.as_tensor(ys[i], dtype=torch.long)
-        p = member_plans[j]
-        plan[j, : len(p), : p.shape[1]] = p
-    states = [dict(inits[seeds[i]].named_parameters()) for i in members]
-    params = {n: torch.stack([s[n].detach() for s in states]) for n in states[0]}
-    base = copy.deepcopy(inits[seeds[members[0]]]).to("meta")
-    steps = torch.tensor([len(p) for p in member_plans])
-    _train_chunk(base, params, z, y, plan, steps, lr, weight_decay)
-    return params
+        z[j * n_max : j * n_max + len(zi)] = _tensor(scaler(zi) if scaler is not None else zi)
+        y[j * n_max : j * n_max + len(zi)] = torch.as_tensor(ys[i], dtype=torch.long)
+        index[: len(plan), j, : plan.shape[1]] = plan.clamp(min=0) + j * n_max
+        if valid is not None:
+            valid[: len(plan), j, : plan.shape[1]] = plan >= 0
+    steps = [len(p) for p in plans]
+    active = len(members)
+    for t in range(t_max):
+        while steps[active - 1] <= t:
+            active -= 1
+        rows = index[t, :active].reshape(-1)
+        weight: torch.Tensor | float = 1.0 / b_max
+        if valid is not None:
+            w = valid[t, :active].to(torch.float32)
+            weight = (w / w.sum(1, keepdim=True)).unsqueeze(2)
+        stack.step(z.index_select(0, rows).view(active, b_max, d), y.index_select(0, rows), weight)
 
 
 def sklearn_proba(model: Any, z: np.ndarray, n_classes: int) -> np.ndarray:
