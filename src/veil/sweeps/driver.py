@@ -17,10 +17,9 @@ import json
 import os
 import re
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, Mapping
 
 from veil.console import warn
 from veil.errors import ConfigError, VeilError
@@ -274,30 +273,6 @@ def sweep_timings(
     }
 
 
-T = TypeVar("T")
-
-
-def in_background(fn: Callable[..., T], *args: Any) -> Future[T]:
-    """`fn(*args)` started on a thread of its own; `.result()` waits for it and raises its error, if any."""
-    pool = ThreadPoolExecutor(1, thread_name_prefix="veil-background")
-    try:
-        return pool.submit(fn, *args)
-    finally:
-        pool.shutdown(wait=False)
-
-
-def open_store(uri: str, experiment: str) -> None:
-    """Open the tracking store and its experiment ahead of the sweep's first write: an embedded store checks its
-    schema then (seconds). A failure here is left to that first write (`TrackedRun.start`), which reports it
-    or, for a server that is away, goes on in the journal."""
-    from veil.tracking.mlflow_run import experiment_id
-
-    try:
-        experiment_id(uri, experiment)
-    except Exception:  # noqa: BLE001 - the first write meets the same error and handles it
-        pass
-
-
 def run_sweep(
     spec: SweepSpec,
     *,
@@ -312,7 +287,13 @@ def run_sweep(
     import dataclasses
 
     from veil.platform.cluster import joins_cluster
-    from veil.tracking.mlflow_run import TrackedRun, check_tracking, require_shared_store, uri_source
+    from veil.tracking.mlflow_run import (
+        TrackedRun,
+        check_tracking,
+        open_store_in_background,
+        require_shared_store,
+        uri_source,
+    )
     from veil.tracking.sync import recover
 
     if trials is not None:
@@ -336,7 +317,7 @@ def run_sweep(
     check_dataset_labels(spec)
     t0 = time.time()
     tune_defaults()
-    store = in_background(open_store, uri, spec.experiment)  # while Ray starts
+    store = open_store_in_background(uri, spec.experiment)  # while Ray starts
     with ray_session(address):
         t_ray = time.time()
         spec = fit_to_cluster(spec)

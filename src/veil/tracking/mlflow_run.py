@@ -15,6 +15,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence
 from urllib.parse import urlsplit
@@ -241,6 +242,33 @@ def _open_store_once(uri: str) -> None:
     with FileLock(f"{local_store(uri)}.lock", timeout=SCHEMA_LOCK_TIMEOUT_S):
         MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
     _schema_ready.add(uri)
+
+
+def open_store_in_background(uri: str | None, experiment: str | None = None) -> Future[None]:
+    """Import MLflow and open an embedded (sqlite) store on a thread of its own, ahead of the first write, while the
+    caller starts Ray or plans its run (the import and the store's schema check take seconds). Without `experiment`
+    only a store that exists already is opened, so a run refused after this leaves no file behind; with it, the
+    experiment is got or created too (a caller past its refusals). `.result()` waits for it. A failure is left to
+    the first write (`TrackedRun.start`), which reports it."""
+    resolved = resolve_tracking_uri(uri)
+
+    def open_store() -> None:
+        from mlflow.tracking import MlflowClient  # noqa: F401 - the import is half the cost
+
+        db = local_store(resolved) if resolved.startswith("sqlite:///") else None
+        try:
+            if db is not None and experiment is not None:
+                experiment_id(resolved, experiment)
+            elif db is not None and db.exists():
+                client(resolved)
+        except Exception:  # noqa: BLE001 - the first write meets the same error and reports it
+            pass
+
+    pool = ThreadPoolExecutor(1, thread_name_prefix="veil-store")
+    try:
+        return pool.submit(open_store)
+    finally:
+        pool.shutdown(wait=False)
 
 
 def experiment_id(uri: str, name: str) -> str:
