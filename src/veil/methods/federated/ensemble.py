@@ -28,12 +28,14 @@ from veil.methods.federated.core import Node
 
 
 def seeded_modules(factory: Callable[[], nn.Module], seeds: Sequence[int]) -> list[nn.Module]:
-    """One module per seed, each built right after `torch.manual_seed(seed)`; the global RNG is restored."""
+    """One module per seed, each built (on the CPU) right after seeding torch's CPU generator with the seed, as
+    `torch.manual_seed(seed)` seeds it; the global RNG is restored. Only the CPU generator: `torch.manual_seed` also
+    registers lazy CUDA/XPU/MTIA seeding with a stack trace each call (~0.6 ms, 1.8 s for a K=1000 federation)."""
     state = torch.get_rng_state()
     try:
         out = []
         for s in seeds:
-            torch.manual_seed(int(s))
+            torch.default_generator.manual_seed(int(s))
             out.append(factory())
         return out
     finally:
