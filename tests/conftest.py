@@ -17,6 +17,9 @@ from veil.tracking.ui import free_port
 sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 
 torch.set_num_threads(1)  # 2-core CI: one thread per process keeps Ray workers and probes from thrashing
+# and in the veil processes tests start; set, it also keeps `veil run`'s busy-CPU note (pin_threads_if_busy) off
+# the consoles tests read, whatever the machine's load
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -198,7 +198,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"[veil] {text}", file=sys.stderr, flush=True)
 
     phase_said: list[str] = []
-
+    pin_threads_if_busy(args.quiet)
     try:
         result = execute(v, on_epoch=on_epoch, note=note)
     finally:
@@ -208,6 +208,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_json(), default=str), flush=True)
     return result.exit_code
+
+
+def pin_threads_if_busy(quiet: bool) -> None:
+    """Train on one torch thread when the CPU is already busy (`busy_threads`), saying so unless quiet."""
+    from veil.platform.cluster import busy_threads
+
+    load, cpus = os.getloadavg()[0], os.cpu_count() or 1
+    threads = busy_threads(load, cpus, os.environ)
+    if threads is None:
+        return
+    import torch
+
+    torch.set_num_threads(threads)
+    if not quiet:
+        print(
+            f"[veil] the CPU is busy (load {load:.1f} on {cpus} cores): training and auditing on {threads} torch "
+            "thread (set OMP_NUM_THREADS to choose)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 #: a note's first word -> the phase the next progress bar names
