@@ -977,8 +977,11 @@ def targets(rows: dict[str, Row]) -> list[str]:
             + (
                 "-"
                 if ok
-                else f"training {p['separate_train_s']:.0f} s -> {p['population_train_s']:.0f} s; the rest is the "
-                "16 audits and their MLflow runs"
+                else f"training {p['separate_train_s']:.0f} s -> {p['population_train_s']:.0f} s; the rest "
+                f"({p['separate_s'] - p['separate_train_s']:.0f} s separate, {p['population_s'] - p['population_train_s']:.0f} s "
+                "as a population) is each member's audit, certificate and MLflow run, FLOP-bound probes that a population "
+                "cannot share (each member releases its own z): with it unchanged the ratio cannot exceed "
+                f"{p['separate_s'] / (p['population_train_s'] + p['separate_s'] - p['separate_train_s']):.2f}x"
             )
             + " |"
         )
