@@ -36,6 +36,7 @@ class ToySpec:
     sampler_seed: int = 7
     trials: int = N_TRIALS
     population: int = 1
+    concurrency: int = 1
 
 
 def toy(p: Mapping[str, Any]) -> tuple[float, float]:
@@ -188,9 +189,13 @@ def test_factories_take_seed_and_options():
     assert sampler_entry("random").options == () and sampler_entry(GRID).options == ()
 
 
-def test_tpe_lies_constantly_only_for_populations():
-    """A population asks for all its members before any reports: TPE then counts the asked members as bad results
-    (constant liar) so they spread out; a spec may still say otherwise."""
-    assert get_sampler("tpe")(ToySpec(population=4))._constant_liar is True  # noqa: SLF001 (Optuna keeps it private)
-    assert get_sampler("tpe")(ToySpec())._constant_liar is False  # noqa: SLF001
-    assert get_sampler("tpe")(ToySpec(population=4, sampler_options={"constant_liar": False}))._constant_liar is False  # noqa: SLF001
+def test_tpe_lies_constantly_when_trials_are_asked_before_others_report():
+    """A population asks for all its members, and concurrent workers for their trials, before the others report:
+    TPE then counts the trials still running as bad results (constant liar) so they spread out; one trial at a time
+    needs no lie; a spec may still say otherwise."""
+    liar = lambda spec: get_sampler("tpe")(spec)._constant_liar  # noqa: E731, SLF001 (Optuna keeps it private)
+    assert liar(ToySpec(population=4)) is True
+    assert liar(ToySpec(concurrency=2)) is True
+    assert liar(ToySpec()) is False
+    assert liar(ToySpec(population=4, sampler_options={"constant_liar": False})) is False
+    assert liar(ToySpec(concurrency=2, sampler_options={"constant_liar": False})) is False

@@ -40,6 +40,9 @@ class SamplerSpec(Protocol):
     @property
     def population(self) -> int: ...
 
+    @property
+    def concurrency(self) -> int: ...
+
 
 SamplerFactory = Callable[[SamplerSpec], Optional["BaseSampler"]]
 """(spec) -> an Optuna sampler seeded with `spec.sampler_seed`; None for the grid (Tune's grid_search)."""
@@ -112,7 +115,9 @@ class TPEOptions:
         None, "Let the ranges' end points widen TPE's kernels (none: Optuna's default)"
     )
     constant_liar: bool | None = param(
-        None, "Count a trial still running as a bad result (none: true for a population above 1, else false)"
+        None,
+        "Count a trial still running as a bad result (none: true when trials are asked before others report: "
+        "concurrency or population above 1; else false)",
     )
 
 
@@ -130,9 +135,11 @@ def _tpe(spec: SamplerSpec) -> BaseSampler:
     import optuna
 
     opts = dict(spec.sampler_options)
-    # A population asks for all its members before any reports: TPE then counts the members already asked as
-    # if they had done badly (a constant liar), so one population's points spread out instead of piling up.
-    opts.setdefault("constant_liar", spec.population > 1)
+    # Concurrent trials and a population's members are asked for before the others report: TPE then counts the
+    # trials still running as if they had done badly (a constant liar), so their points spread out instead of
+    # piling up. Measured on the quickstart (concurrency 2, 3 sweeps each, 2026-11-26): mean hypervolume 0.152
+    # without it, 0.161 with it, 0.161 for the sequential plain Optuna loop (benchmarks/README.md).
+    opts.setdefault("constant_liar", spec.population > 1 or spec.concurrency > 1)
     return optuna.samplers.TPESampler(seed=spec.sampler_seed, **opts)
 
 
