@@ -508,25 +508,38 @@ def run_optuna_loop(quick: bool) -> Row:
     import yaml
 
     out: Row = {"spec": "sweeps/quickstart.yaml" + (" (n 1000, epochs 3, audit epochs 5)" if quick else "")}
+    runs: dict[str, list[dict[str, Any]]] = {"veil": [], "optuna": [], "optuna_1thread": []}
     with tempfile.TemporaryDirectory() as tmp:
         path = quickstart_spec(Path(tmp), quick, None)
         spec = yaml.safe_load(path.read_text())
-        for side in ("veil", "optuna", "optuna_1thread"):  # each in its own directory: its own MLflow store
-            load_before = load()
-            cwd = Path(tmp) / side
-            if side == "veil":
-                cwd.mkdir()
-                out[side] = veil_sweep(path, str(cwd))
-            else:
-                env = {k: v for k, v in clean_env().items() if k != "OMP_NUM_THREADS"}  # a user's default
-                if side == "optuna_1thread":
-                    env["OMP_NUM_THREADS"] = "1"
-                out[side] = optuna_loop(path, spec, cwd, env)
-            out[side]["load_avg"] = max(load_before, load())
+        for rep in range(1 if quick else OPTUNA_REPEATS):  # the sides alternate, so a load change hits them all
+            for side in runs:  # each in its own directory: its own MLflow store
+                load_before = load()
+                cwd = Path(tmp) / f"{side}-{rep}"
+                if side == "veil":
+                    cwd.mkdir()
+                    got = veil_sweep(path, str(cwd))
+                else:
+                    env = {k: v for k, v in clean_env().items() if k != "OMP_NUM_THREADS"}  # a user's default
+                    if side == "optuna_1thread":
+                        env["OMP_NUM_THREADS"] = "1"
+                    got = optuna_loop(path, spec, cwd, env)
+                got["load_avg"] = max(load_before, load())
+                runs[side].append(got)
+    for side, got in runs.items():  # each side: its median-wall sweep, every sweep's wall and hypervolume
+        out[side] = {
+            **sorted(got, key=lambda r: r["wall_s"])[len(got) // 2],
+            "walls": [r["wall_s"] for r in got],
+            "hypervolumes": [r["hypervolume"] for r in got],
+            "hypervolume_mean": round(float(np.mean([r["hypervolume"] for r in got])), 4),
+        }
     out["ratio"] = round(out["optuna"]["wall_s"] / out["veil"]["wall_s"], 3)
     out["ratio_of"] = "wall of the plain Optuna loop (torch's default threads) / wall of veil sweep"
     out["ratio_1thread"] = round(out["optuna_1thread"]["wall_s"] / out["veil"]["wall_s"], 3)
     return out
+
+
+OPTUNA_REPEATS = 3  # sweeps per side in the full form (one in --quick)
 
 
 # -- a 32-trial GPP sweep on Adult --------------------------------------------------------------------------------
@@ -1013,13 +1026,15 @@ def new_targets(rows: dict[str, Row]) -> list[str]:
     o = rows.get("optuna-loop")
     if o:
         v, p = o["veil"], o["optuna"]
-        ok = o["ratio"] >= 1.8 and v["hypervolume"] >= p["hypervolume"]
+        hv_v, hv_p = (x.get("hypervolume_mean", x["hypervolume"]) for x in (v, p))
+        n = len(v.get("walls", [v["wall_s"]]))
+        ok = o["ratio"] >= 1.8 and hv_v >= hv_p
         t = v.get("timings") or {}
         one = o.get("optuna_1thread")
-        hv_gap = p["hypervolume"] - v["hypervolume"]
+        hv_gap = hv_p - hv_v
         cause = (
             ("time met" if o["ratio"] >= 1.8 else f"{1.8 - o['ratio']:.2f}x short")
-            + ("; hypervolume not worse" if hv_gap <= 0 else f"; hypervolume {hv_gap:.4f} lower (one sweep each)")
+            + ("; hypervolume not worse" if hv_gap <= 0 else f"; mean hypervolume {hv_gap:.4f} lower ({n} sweeps each)")
             + f"; plain loop: imports {p['import_s']:.1f} s, {p['trials']} trials one at a time {p['trial_s']:.1f} s "
             f"(mean {p['mean_trial_s']:.1f} s on {p['torch_threads']} torch threads"
             + (f"; on 1 thread {one['mean_trial_s']:.1f} s, wall {one['wall_s']:.0f} s" if one else "")
@@ -1029,8 +1044,8 @@ def new_targets(rows: dict[str, Row]) -> list[str]:
         )
         lines.append(
             f"| veil sweep >= 1.8x the plain Optuna loop on the quickstart, end to end, at equal or better hypervolume "
-            f"| {o['ratio']:.2f}x ({p['wall_s']:.0f} s -> {v['wall_s']:.0f} s), hypervolume {p['hypervolume']:.4f} "
-            f"(Optuna loop) vs {v['hypervolume']:.4f} (veil sweep) ({_when(o)}) | {'yes' if ok else 'no'} | "
+            f"| {o['ratio']:.2f}x ({p['wall_s']:.0f} s -> {v['wall_s']:.0f} s, median of {n}), mean hypervolume {hv_p:.4f} "
+            f"(Optuna loop) vs {hv_v:.4f} (veil sweep) ({_when(o)}) | {'yes' if ok else 'no'} | "
             f"{'-' if ok else cause} |"
         )
     a = rows.get("adult-sweep")
