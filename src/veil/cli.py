@@ -214,6 +214,8 @@ def pin_threads_if_busy(quiet: bool) -> None:
     """Train on one torch thread when the CPU is already busy (`busy_threads`), saying so unless quiet."""
     from veil.platform.cluster import busy_threads
 
+    if not hasattr(os, "getloadavg"):  # not on Windows: torch's default there
+        return
     load, cpus = os.getloadavg()[0], os.cpu_count() or 1
     threads = busy_threads(load, cpus, os.environ)
     if threads is None:
