@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import torch
 from mlflow.tracking import MlflowClient
 
 import veil.config
@@ -86,6 +87,7 @@ def test_fixed_seed_metrics_unchanged(in_tmp, name):
     assert result.report.to_markdown().startswith("> **WARNING**: release_seed=3 is set") == reproducible
     tags = MlflowClient(result.tracking_uri).get_run(result.run_id).data.tags
     assert tags["veil.release_reproducible"] == str(reproducible).lower()
+    assert tags["veil.audit_device"] == ("cuda:0" if torch.cuda.is_available() else "cpu")  # audit.device: auto
 
 
 def test_cli_run_validates_each_config_once(in_tmp, builds):

@@ -12,7 +12,7 @@ import torch
 from torch.nn import functional as F
 
 from veil.audit.probes import AuditConfig, AuditReport, label_tasks, prepare, proba_score
-from veil.audit.train import Classifier, Standardizer, seeded_torch
+from veil.audit.train import Classifier, Standardizer, probe_device, seeded_torch
 from veil.config import as_params
 from veil.datasets.base import Split
 from veil.methods.nets import mlp
@@ -31,25 +31,28 @@ def reference_classifier(
     weight_decay: float = 0.0,
     standardize: bool = False,
     drop_last: bool = True,
+    device: str = "cpu",
 ) -> Classifier:
-    """`train_classifier`'s protocol in the plain autograd loop (same seeding, minibatch order and update)."""
+    """`train_classifier`'s protocol in the plain autograd loop (same seeding, minibatch order and update), on
+    `device` ("auto": a GPU when one is visible), as a user would move the net and the rows there."""
     scaler = Standardizer.fit(z) if standardize else None
+    dev = probe_device(device)
     with seeded_torch(seed) as gen:
-        net = mlp(z.shape[1], [int(h) for h in hidden], n_classes)
+        net = mlp(z.shape[1], [int(h) for h in hidden], n_classes).to(dev)
         opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay, fused=True)
-        zt = torch.tensor(scaler(z) if scaler is not None else z, dtype=torch.float32)
-        yt = torch.as_tensor(y, dtype=torch.long)
+        zt = torch.tensor(scaler(z) if scaler is not None else z, dtype=torch.float32, device=dev)
+        yt = torch.as_tensor(y, dtype=torch.long, device=dev)
         n = len(zt)
         bs = min(batch_size, n)
         for _ in range(epochs):
-            perm = torch.randperm(n, generator=gen)
+            perm = torch.randperm(n, generator=gen).to(dev)
             for i in range(0, n - bs + 1 if drop_last else n, bs):
                 idx = perm[i : i + bs]
                 loss = F.cross_entropy(net(zt[idx]), yt[idx])
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
-    return Classifier(net.eval(), n_classes, scaler)
+    return Classifier(net.to("cpu").eval(), n_classes, scaler)
 
 
 def reference_audit(

@@ -25,6 +25,7 @@ import numpy as np
 
 from veil.audit.families import PROBE_FAMILIES, ProbeBudget, get_probe, probe_names
 from veil.audit.probes import label_tasks, prepare, probe_metrics
+from veil.audit.vocabulary import PROBE_DEVICES
 from veil.config import MAX_EPOCHS, as_params, param
 from veil.datasets.base import Split
 
@@ -51,6 +52,9 @@ class CapacityConfig:
     trees: int = param(100, "trees of the random forest; boosting iterations of hist-gradient-boosting", ge=1)
     standardize: bool = param(True, "z-score each column of z with train statistics before probing")
     seed: int = param(0, "base seed of the probes", ge=0)
+    device: str = param(
+        "auto", "where the MLP probes train: auto (a CUDA GPU when one is visible), cpu or cuda", choices=PROBE_DEVICES
+    )
 
 
 @dataclass(frozen=True)
@@ -135,7 +139,7 @@ def fit_predict(
     probe: str, z_tr: np.ndarray, y_tr: np.ndarray, z_te: np.ndarray, n_classes: int, cfg: CapacityConfig, seed: int
 ) -> np.ndarray:
     """Train probe family `probe` on (z_tr, y_tr) and return class probabilities on z_te (n x n_classes)."""
-    budget = ProbeBudget(epochs=cfg.epochs, lr=cfg.lr, batch_size=cfg.batch_size, trees=cfg.trees)
+    budget = ProbeBudget(epochs=cfg.epochs, lr=cfg.lr, batch_size=cfg.batch_size, trees=cfg.trees, device=cfg.device)
     return get_probe(probe).fit_predict(z_tr, y_tr, z_te, n_classes, seed=seed, budget=budget)
 
 

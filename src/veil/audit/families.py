@@ -24,6 +24,7 @@ class ProbeBudget:
     lr: float = 1e-3
     batch_size: int = 128
     trees: int = 100
+    device: str = "cpu"  # where MLPs train (`veil.audit.train.probe_device`)
 
 
 class FitPredict(Protocol):
@@ -84,6 +85,7 @@ def _mlp(name: str, hidden: tuple[int, ...], summary: str) -> None:
             lr=budget.lr,
             batch_size=budget.batch_size,
             seed=seed,
+            device=budget.device,
         )
         return clf.predict_proba(z_test)
 

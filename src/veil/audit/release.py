@@ -13,6 +13,7 @@ import numpy as np
 
 from veil.audit.probes import AuditConfig, AuditReport, audit, audit_many, label_tasks
 from veil.audit.settings import check_mi_case as check_mi_case
+from veil.audit.train import probe_device
 from veil.config import build
 from veil.datasets.base import Dataset
 from veil.methods.base import Method
@@ -64,7 +65,9 @@ def extra_audits(
     if cfg.capacity:
         from veil.audit.capacity import CapacityConfig, capacity_audit
 
-        ccfg = build(CapacityConfig, {"epochs": cfg.epochs, "lr": cfg.lr, "seed": cfg.seed}, where="audit")
+        ccfg = build(
+            CapacityConfig, {"epochs": cfg.epochs, "lr": cfg.lr, "seed": cfg.seed, "device": cfg.device}, where="audit"
+        )
         cap = capacity_audit(z_train, ds.train, z_test, ds.test, ds.num_classes, ccfg)
         out.metrics.update(cap.metrics())
         out.artifacts["audit/capacity.json"] = cap.to_dict()
@@ -76,8 +79,10 @@ def extra_audits(
         out.artifacts["audit/obfuscation.json"] = obf.to_dict()
 
 
-def flag_reproducible_release(method: Method, out: AuditOutcome) -> None:
-    """Tag whether the release noise is reproducible from the run's params, and warn in the report when it is."""
+def flag_reproducible_release(method: Method, out: AuditOutcome, cfg: AuditConfig) -> None:
+    """Tag whether the release noise is reproducible from the run's params (warning in the report when it is), and
+    the device the probes trained on (`veil.audit_device`)."""
+    out.tags["veil.audit_device"] = str(probe_device(cfg.device))
     release_seed = method.config.release_seed
     out.tags["veil.release_reproducible"] = "true" if release_seed is not None else "false"
     if release_seed is not None:
@@ -101,7 +106,7 @@ def audit_release(
     if federation is not None:
         covered = released_data(ds, method)  # type: ignore[arg-type]
         out.data = None if covered is ds else covered
-    flag_reproducible_release(method, out)
+    flag_reproducible_release(method, out, cfg)
     extra_audits(cfg, out.covered(ds), z_train, z_test, method.releases_input_format, out)
     if per_node:
         from veil.audit.nodes import per_node_csv, per_node_summary
@@ -135,7 +140,7 @@ def audit_releases(methods: Sequence[Method], ds: Dataset, cfgs: Sequence[AuditC
     outs = []
     for m, (z_train, z_test), report in zip(methods, released, reports):
         out = AuditOutcome(report, report.metrics(), z_train, z_test)
-        flag_reproducible_release(m, out)
+        flag_reproducible_release(m, out, cfgs[0])
         extra_audits(cfgs[0], ds, z_train, z_test, m.releases_input_format, out)
         outs.append(out)
     return outs

@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from veil.audit.vocabulary import CERTIFICATE_SUITE, MI_SUMMARIES, PROBE_FAMILY_NAMES
+from veil.audit.vocabulary import CERTIFICATE_SUITE, MI_SUMMARIES, PROBE_DEVICES, PROBE_FAMILY_NAMES
 from veil.config import MAX_EPOCHS, param
 from veil.plugins import load_plugins
 
@@ -64,10 +64,22 @@ class AuditConfig:
         choices=suite_choices,
     )
     bootstrap: int = param(1000, "bootstrap resamples of the test rows behind every certificate interval", ge=100)
+    device: str = param(
+        "auto",
+        "where the MLP probes train: auto (a CUDA GPU when the run's process sees one, else the CPU), cpu, or cuda; "
+        "the device used is the run's tag veil.audit_device",
+        choices=PROBE_DEVICES,
+    )
 
     def probe_settings(self) -> dict[str, Any]:
         """The `train_classifier` keywords these settings fix (all but seed and standardisation)."""
-        return {"hidden": self.hidden, "epochs": self.epochs, "lr": self.lr, "batch_size": self.batch_size}
+        return {
+            "hidden": self.hidden,
+            "epochs": self.epochs,
+            "lr": self.lr,
+            "batch_size": self.batch_size,
+            "device": self.device,
+        }
 
 
 def check_mi_case(cfg: AuditConfig, release_width: int) -> None:

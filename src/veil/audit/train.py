@@ -10,7 +10,9 @@ torch's global RNG as it found it.
 leading axis, one batched matmul per layer, the backward pass written out, torch's fused Adam), each member exactly as
 the plain loop would train it alone (same initialisation, minibatch order and update rule) up to floating-point
 order; `train_classifier` is its one-member case. The per-node audit of a federation fits a thousand small probes in a
-few batched steps, and a run's audit trains its labels' probes together.
+few batched steps, and a run's audit trains its labels' probes together. Probes train where `probe_device` says (by
+default a CUDA GPU when the process sees one, else the CPU; on a GPU each step replays a CUDA graph); the trained
+classifiers come back on the CPU.
 """
 
 from __future__ import annotations
@@ -23,14 +25,17 @@ import numpy as np
 import torch
 from torch.optim.adam import adam
 
+from veil.audit.vocabulary import PROBE_DEVICES
 from veil.errors import ConfigError, DataError
 from veil.methods.nets import mlp
 
 __all__ = [
     "MIN_SCALE",
     "Classifier",
+    "GraphedSteps",
     "StackedMLP",
     "Standardizer",
+    "probe_device",
     "seeded_torch",
     "sklearn_proba",
     "torch_threads",
@@ -44,6 +49,26 @@ MIN_SCALE = 1e-8
 #: at most this many stacked parameters (all members together) train at once, more in chunks: a chunk's
 #: parameters, gradients and Adam moments then stay in cache (measured: ~30 members of a 256-128 probe beat 8 or 135)
 STACK_PARAMS = 1 << 20
+#: on a GPU the cache argument does not hold and each step's cost is mostly kernel launches: one chunk, up to this
+#: many parameters (with gradients and Adam's moments, 1 GiB of float32)
+GPU_STACK_PARAMS = 1 << 26
+
+
+def probe_device(name: str = "auto") -> torch.device:
+    """The device probes train on for `name` (one of `PROBE_DEVICES`). "cuda" with no CUDA device visible warns
+    and trains on the CPU, as a run's `--gpu` does; "auto" is the GPU only when one is visible (a Ray trial given no
+    GPU sees none)."""
+    if name not in PROBE_DEVICES:
+        raise ConfigError("device", name, " | ".join(PROBE_DEVICES), where="audit")
+    if name == "cpu":
+        return torch.device("cpu")
+    if torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    if name == "cuda":
+        import warnings
+
+        warnings.warn("audit.device: cuda, but no CUDA device is visible; the probes train on the CPU", stacklevel=2)
+    return torch.device("cpu")
 
 
 @dataclass(frozen=True)
@@ -137,6 +162,7 @@ def train_classifier(
     standardize: bool = False,
     drop_last: bool = True,
     num_threads: int | None = None,
+    device: str = "cpu",
 ) -> Classifier:
     """A fresh ReLU MLP ``z.shape[1] -> hidden... -> n_classes`` trained on (z, y) by softmax cross-entropy.
 
@@ -146,7 +172,8 @@ def train_classifier(
     otherwise it is a smaller step. `y` holds class codes 0..n_classes-1.
     `standardize` z-scores the columns with statistics of `z` (in z's dtype) and applies the same map
     to whatever the returned classifier predicts on. `num_threads`: torch intra-op threads while
-    training (restored afterwards; None leaves torch's setting alone).
+    training (restored afterwards; None leaves torch's setting alone). `device`: where it trains (`probe_device`);
+    the classifier comes back on the CPU.
 
     The network, its initialisation, the minibatch order and the update are what the plain loop computes (build
     `mlp` right after ``torch.manual_seed(seed)``, one ``torch.randperm`` per epoch from a generator seeded with
@@ -165,6 +192,7 @@ def train_classifier(
         standardize=standardize,
         drop_last=drop_last,
         num_threads=num_threads,
+        device=device,
     )[0]
 
 
@@ -200,16 +228,24 @@ class StackedMLP:
     `torch.optim.Adam(fused=True)` runs. Members that still step at step t are a prefix (sorted by decreasing step
     count): every buffer's ``[:active]`` slice is contiguous, and one step count per tensor serves them all."""
 
-    def __init__(self, nets: Sequence[torch.nn.Module], lr: float, weight_decay: float) -> None:
+    def __init__(
+        self, nets: Sequence[torch.nn.Module], lr: float, weight_decay: float, device: torch.device | None = None
+    ) -> None:
         layers = [[m for m in net.modules() if isinstance(m, torch.nn.Linear)] for net in nets]
+        dev = device or torch.device("cpu")
         with torch.no_grad():
-            self.weights = [torch.stack([ls[i].weight.T for ls in layers]).contiguous() for i in range(len(layers[0]))]
-            self.biases = [torch.stack([ls[i].bias for ls in layers]).unsqueeze(1) for i in range(len(layers[0]))]
+            self.weights = [
+                torch.stack([ls[i].weight.T for ls in layers]).to(dev).contiguous() for i in range(len(layers[0]))
+            ]
+            self.biases = [
+                torch.stack([ls[i].bias for ls in layers]).unsqueeze(1).to(dev) for i in range(len(layers[0]))
+            ]
         self.lr, self.weight_decay = lr, weight_decay
         self.params = [t for pair in zip(self.weights, self.biases) for t in pair]
         self.grads = [torch.empty_like(p) for p in self.params]
         self.moments = ([torch.zeros_like(p) for p in self.params], [torch.zeros_like(p) for p in self.params])
-        self.steps = [torch.tensor(0.0) for _ in self.params]  # the fused kernel's float step counts
+        # the fused kernel's float step counts, on the parameters' device (its CUDA form requires it)
+        self.steps = [torch.zeros((), device=dev) for _ in self.params]
         self._views: dict[int, tuple[list[torch.Tensor], ...]] = {}
 
     def _prefix(self, active: int) -> tuple[list[torch.Tensor], ...]:
@@ -237,7 +273,11 @@ class StackedMLP:
         g = g.sub_(g.amax(-1, keepdim=True)).exp_()
         g.div_(g.sum(-1, keepdim=True)).mul_(weight)
         rows = g.view(active * b, -1)
-        minus = weight.reshape(-1, 1).neg() if isinstance(weight, torch.Tensor) else torch.full((len(y), 1), -weight)
+        minus = (
+            weight.reshape(-1, 1).neg()
+            if isinstance(weight, torch.Tensor)
+            else torch.full((len(y), 1), -weight, device=y.device)
+        )
         rows.scatter_add_(1, y.view(-1, 1), minus)  # - onehot, with the same weight
         for i in range(len(weights) - 1, -1, -1):
             torch.bmm(outs[i].transpose(1, 2), g, out=grads[2 * i])
@@ -261,12 +301,82 @@ class StackedMLP:
             maximize=False,
         )
 
+    def state(self) -> list[torch.Tensor]:
+        """Every tensor a step updates besides the gradients: parameters, Adam's moments and step counts."""
+        return [*self.params, *self.moments[0], *self.moments[1], *self.steps]
+
     @torch.no_grad()
     def load_into(self, member: int, net: torch.nn.Module) -> None:
         """Copy member `member`'s trained parameters into `net` (an `mlp` of the same shape)."""
         for i, layer in enumerate(m for m in net.modules() if isinstance(m, torch.nn.Linear)):
             layer.weight.copy_(self.weights[i][member].T)
             layer.bias.copy_(self.biases[i][member, 0])
+
+
+class GraphedSteps:
+    """`StackedMLP.step` replayed from CUDA graphs: on a GPU a probe's step is ~40 small kernels, and launching them
+    one by one from Python costs more than running them. Each step gathers its minibatch into static buffers and
+    replays the graph captured for its active member count (at most `MAX_GRAPHS` counts; others run eagerly). The
+    replayed kernels are the eager step's, so the results are too."""
+
+    MAX_GRAPHS = 4
+
+    def __init__(self, stack: StackedMLP, members: int, b: int, d: int, padded: bool) -> None:
+        dev = stack.weights[0].device
+        self.stack, self.b, self.d = stack, b, d
+        self.x = torch.empty(members * b, d, device=dev)
+        self.y = torch.empty(members * b, dtype=torch.long, device=dev)
+        self.w = torch.empty(members, b, 1, device=dev) if padded else None
+        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
+        self.limit = self.MAX_GRAPHS
+
+    def _args(self, active: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | float]:
+        n = active * self.b
+        return (
+            self.x[:n].view(active, self.b, self.d),
+            self.y[:n],
+            self.w[:active] if self.w is not None else 1 / self.b,
+        )
+
+    def _capture(self, active: int) -> torch.cuda.CUDAGraph:
+        # one eager step on a side stream first (cuBLAS and the allocator initialise outside the capture), undone
+        # so that the captured step is the first
+        saved = [t.clone() for t in self.stack.state()]
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            self.stack.step(*self._args(active))
+        torch.cuda.current_stream().wait_stream(side)
+        for t, v in zip(self.stack.state(), saved):
+            t.copy_(v)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self.stack.step(*self._args(active))
+        self.graphs[active] = graph
+        return graph
+
+    def step(
+        self, active: int, z: torch.Tensor, y: torch.Tensor, rows: torch.Tensor, weight: torch.Tensor | float
+    ) -> None:
+        """One step of the first `active` members on rows `rows` of the table (z, y), `weight` as `StackedMLP.step`."""
+        n = active * self.b
+        torch.index_select(z, 0, rows, out=self.x[:n])
+        torch.index_select(y, 0, rows, out=self.y[:n])
+        if self.w is not None and isinstance(weight, torch.Tensor):
+            self.w[:active].copy_(weight)
+        graph = self.graphs.get(active)
+        if graph is None and len(self.graphs) < self.limit:
+            try:
+                graph = self._capture(active)
+            except RuntimeError as e:  # a capture this torch or driver refuses: the eager step is the same step
+                import warnings
+
+                warnings.warn(f"probe training: CUDA graph capture failed ({e}); stepping eagerly", stacklevel=2)
+                self.limit = 0
+        if graph is None:
+            self.stack.step(*self._args(active))
+        else:
+            graph.replay()
 
 
 def train_classifiers_stacked(
@@ -283,6 +393,7 @@ def train_classifiers_stacked(
     standardize: bool = False,
     drop_last: bool = True,
     num_threads: int | None = None,
+    device: str = "cpu",
 ) -> list[Classifier]:
     """Member i is `train_classifier(zs[i], ys[i], n_classes, ...)` with the same settings, all trained as one
     stacked model; `seed` is one seed for every member or one per member.
@@ -290,7 +401,8 @@ def train_classifiers_stacked(
     Same initialisation (each member's net built right after seeding with its seed), same minibatch order
     (the permutations a solo probe on that many rows draws) and the same Adam update; only floating-point
     order differs. Members may have different row counts (padded; a member with fewer minibatches stops
-    stepping when it has none left) but must share the column count. Returns ordinary Classifiers."""
+    stepping when it has none left) but must share the column count. `device`: where they train (`probe_device`).
+    Returns ordinary Classifiers, on the CPU."""
     count = len(zs)
     if len(ys) != count:
         raise DataError(f"train_classifiers_stacked: {count} representations (zs) but {len(ys)} label arrays (ys)")
@@ -306,6 +418,7 @@ def train_classifiers_stacked(
     if empty:
         raise DataError(f"train_classifiers_stacked: members {empty[:5]} have no training rows")
     d = widths.pop()
+    dev = probe_device(device)
     scalers = [Standardizer.fit(z) if standardize else None for z in zs]
     sizes = [len(z) for z in zs]
     with torch.random.fork_rng(devices=[]), torch_threads(num_threads):
@@ -318,11 +431,11 @@ def train_classifiers_stacked(
         }
         order = sorted(range(count), key=lambda i: -len(plans[sizes[i], seeds[i]]))
         per_member = sum(p.numel() for p in inits[seeds[0]].parameters())
-        chunk = max(1, STACK_PARAMS // per_member)
+        chunk = max(1, (GPU_STACK_PARAMS if dev.type == "cuda" else STACK_PARAMS) // per_member)
         nets: dict[int, torch.nn.Module] = {}
         for lo in range(0, count, chunk):
             members = order[lo : lo + chunk]
-            stack = StackedMLP([inits[seeds[i]] for i in members], lr, weight_decay)
+            stack = StackedMLP([inits[seeds[i]] for i in members], lr, weight_decay, dev)
             _train_members(stack, members, zs, ys, scalers, [plans[sizes[i], seeds[i]] for i in members])
             for j, i in enumerate(members):
                 nets[i] = mlp(
@@ -358,8 +471,12 @@ def _train_members(
         index[: len(plan), j, : plan.shape[1]] = plan.clamp(min=0) + j * n_max
         if valid is not None:
             valid[: len(plan), j, : plan.shape[1]] = plan >= 0
+    dev = stack.weights[0].device
+    z, y, index = z.to(dev), y.to(dev), index.to(dev)
+    valid = valid.to(dev) if valid is not None else None
     steps = [len(p) for p in plans]
     active = len(members)
+    graphed = GraphedSteps(stack, active, b_max, d, valid is not None) if dev.type == "cuda" else None
     for t in range(t_max):
         while steps[active - 1] <= t:
             active -= 1
@@ -368,7 +485,10 @@ def _train_members(
         if valid is not None:
             w = valid[t, :active].to(torch.float32)
             weight = (w / w.sum(1, keepdim=True)).unsqueeze(2)
-        stack.step(z.index_select(0, rows).view(active, b_max, d), y.index_select(0, rows), weight)
+        if graphed is not None:
+            graphed.step(active, z, y, rows, weight)
+        else:
+            stack.step(z.index_select(0, rows).view(active, b_max, d), y.index_select(0, rows), weight)
 
 
 def sklearn_proba(model: Any, z: np.ndarray, n_classes: int) -> np.ndarray:

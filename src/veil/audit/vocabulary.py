@@ -29,3 +29,7 @@ PROBE_FAMILY_NAMES: tuple[str, ...] = (
     "hist-gradient-boosting",
 )
 """The built-in probe families, in the order `veil.audit.families` registers them."""
+
+#: where the audit's MLP probes may train (`veil.audit.train.probe_device`): "auto" is a CUDA GPU when the process
+#: sees one, else the CPU
+PROBE_DEVICES = ("auto", "cpu", "cuda")
