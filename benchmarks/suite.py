@@ -209,6 +209,30 @@ def run_centralized(name: str, quick: bool) -> Row:
         "pct_of_limit": round(100 * veil_best * flops / (limit * 1e9), 1),
         "baseline_pct_of_limit": round(100 * base_best * flops / (limit * 1e9), 1),
         "profile": profile_shares(method, split),
+        **({"compiled": compiled_side(b.method, params, task, split, epochs, veil_best)} if name == "eigan" else {}),
+    }
+
+
+def compiled_side(method_name: str, params: dict[str, Any], task: Any, split: Any, epochs: int, eager: float) -> Row:
+    """Veil's fit with the encoder under `torch.compile` (inductor, default mode): best samples/s of two fits after a
+    compiling one, against the eager best. The encoder holds nearly all of EIGAN's FLOPs; the heads are called
+    through ClassifierBank methods that torch.compile's module wrapper does not compile."""
+    from veil.methods import create_method
+
+    rows_done = epochs * (len(split) // params["batch_size"]) * params["batch_size"]
+    times = []
+    for _ in range(3):  # the first fit compiles
+        method = create_method(method_name, params, task)
+        method.encoder = torch.compile(method.encoder)
+        t0 = time.perf_counter()
+        method.fit(split)
+        times.append(time.perf_counter() - t0)
+    best = rows_done / min(times[1:])
+    return {
+        "samples_per_s": round(best, 1),
+        "first_fit_s": round(times[0], 1),
+        "ratio_vs_eager": round(best / eager, 3),
+        "torch": torch.__version__,
     }
 
 
@@ -924,8 +948,22 @@ def targets(rows: dict[str, Row]) -> list[str]:
             + (
                 "-"
                 if ok
-                else f"{max(0, 1.5 - e['ratio']):.2f}x and {max(0, 80 - e['pct_of_limit']):.0f} points short; "
+                else "; ".join(
+                    ([f"{1.5 - e['ratio']:.2f}x short of 1.5x"] if e["ratio"] < 1.5 else [])
+                    + ([f"{80 - e['pct_of_limit']:.0f} points short of 80%"] if e["pct_of_limit"] < 80 else [])
+                    + [
+                        f"the paper-style loop runs at {e['baseline_pct_of_limit']:.0f}% of the limit, so no loop can "
+                        f"beat {100 / e['baseline_pct_of_limit']:.2f}x it"
+                    ]
+                )
+                + "; "
                 f"Veil step time: {100 * p['matmul']:.0f}% matmul, {100 * p['optimizer']:.0f}% optimizer, {100 * p['other']:.0f}% other"
+                + (
+                    f"; the encoder under torch.compile: {e['compiled']['ratio_vs_eager']:.2f}x eager "
+                    f"({e['compiled']['samples_per_s']:.0f} samples/s, first fit {e['compiled']['first_fit_s']:.0f} s)"
+                    if "compiled" in e
+                    else ""
+                )
             )
             + " |"
         )
