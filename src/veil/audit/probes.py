@@ -319,8 +319,9 @@ def audit_many(
     Probes that share a class count train together (`train_classifiers_stacked`), whatever their label or role:
     each keeps the seed `audit` gives it (cfg.seed + its label's offset), so members may name different labels.
     Like `audit`, this trains probes only: cfg.mi and cfg.capacity are the run's extra audits (`extra_audits`).
-    `num_threads`: torch intra-op threads while training (None: torch's setting). One by default: on 2 busy
-    shared cores, 120 stacked probes took 7.1 s on one thread and 41 s on two (load average ~5)."""
+    `num_threads`: torch intra-op threads while training (None: torch's setting). One by default: a trial or a
+    population gets one core, and on busy shared cores two threads ran 15-40x slower than one (benchmarks/README.md,
+    "Threads for a standalone run"). `cfg.device` says where they train (`probe_device`)."""
     cfg = config or AuditConfig()
     count = len(z_trains)
     if not len(trains) == len(z_tests) == len(tests) == count:
