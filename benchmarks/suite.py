@@ -418,6 +418,33 @@ def run_quickstart(quick: bool) -> Row:
     return out
 
 
+POPULATION_SIZES = (1, 3, 7)  # 1: separate trials; 7: one population per worker
+SIZE_REPEATS = 2  # sweeps per size in the full form (one in --quick)
+
+
+def run_population_sizes(quick: bool) -> Row:
+    """The quickstart sweep at each population size of `POPULATION_SIZES`, `SIZE_REPEATS` sweeps each, sizes
+    alternating: wall time and hypervolume per sweep, their medians and means. Whether a population keeps TPE's
+    front (the issue: "their fronts are not worse than separate trials'") and what it saves, size by size."""
+    repeats = 1 if quick else SIZE_REPEATS
+    sweeps: dict[str, list[dict[str, Any]]] = {str(p): [] for p in POPULATION_SIZES}
+    for _ in range(repeats):
+        for p in POPULATION_SIZES:
+            with tempfile.TemporaryDirectory() as tmp:
+                r = veil_sweep(quickstart_spec(Path(tmp), quick, p if p > 1 else None), tmp)
+            sweeps[str(p)].append({k: r[k] for k in ("wall_s", "hypervolume", "trials")})
+            print(f"  population {p}: {r['wall_s']} s, hypervolume {r['hypervolume']:.4f}", flush=True)
+    summary = {
+        p: {
+            "wall_s_median": round(float(np.median([s["wall_s"] for s in runs])), 2),
+            "hypervolume_mean": round(float(np.mean([s["hypervolume"] for s in runs])), 4),
+            "hypervolumes": [round(s["hypervolume"], 4) for s in runs],
+        }
+        for p, runs in sweeps.items()
+    }
+    return {"sizes": list(POPULATION_SIZES), "repeats": repeats, "sweeps": sweeps, "summary": summary}
+
+
 # -- a population of 16 quickstart-size GPP trials against the same 16 trained one by one --------------------------
 def population_runs(uri: str, quick: bool, members: int = 16) -> list[Any]:
     """`members` quickstart-size GPP runs (sweeps/quickstart.yaml's fixed params, beta log-spaced over its range),
@@ -895,6 +922,7 @@ BENCHMARKS: dict[str, Callable[[bool], Row]] = {
     "k1000": run_k1000,
     "quickstart": run_quickstart,
     "population": run_population,
+    "population-sizes": run_population_sizes,
     "optuna-loop": run_optuna_loop,
     "adult-sweep": run_adult_sweep,
     "audit": run_audit,
