@@ -194,7 +194,7 @@ def audit_case(name: str, device: str, quick: bool) -> dict[str, Any]:
         "many": {"members": n, "wall_s": round(many_s, 3), "per_member_s": round(many_s / n, 3)},
     }
     print(
-        f"  audit {name}: veil on GPU {veil:.2f} s, plain loop on GPU {plain:.2f} s ({row['ratio_vs_plain_gpu']}x), "
+        f"  audit {name}: veil on {device} {veil:.2f} s, plain loop on {device} {plain:.2f} s ({row['ratio_vs_plain_gpu']}x), "
         f"veil on 1 CPU thread {cpu_s:.2f} s ({row['ratio_vs_veil_cpu']}x); {n} members {many_s:.2f} s",
         flush=True,
     )
@@ -265,7 +265,7 @@ def population_bench(device: str, quick: bool, members: int = 16) -> dict[str, A
         "max_member_difference": diffs,
     }
     print(
-        f"  population of {members}: GPU {pop_s:.2f} s, separate on GPU {sep_s:.2f} s ({row['ratio']}x), "
+        f"  population of {members}: on {device} {pop_s:.2f} s, separate on {device} {sep_s:.2f} s ({row['ratio']}x), "
         f"population on 1 CPU thread {cpu_s:.2f} s ({row['ratio_vs_cpu']}x)",
         flush=True,
     )

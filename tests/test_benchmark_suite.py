@@ -70,3 +70,24 @@ def test_readme_block_is_made_from_the_results_file(gpp_row: tuple[ModuleType, P
     )
     original = (ROOT / "benchmarks" / "README.md").read_text()
     assert text.split(suite.END)[1] == original.split(suite.END)[1]  # what follows the block is kept as written
+
+
+def test_gpu_script_dry_run_on_the_cpu(tmp_path: Path) -> None:
+    """benchmarks/gpu.py (run for real on a lent GPU machine) in its CPU dry run: the audit engine and the plain loop
+    score alike, a population's members land near their separate runs, and Adult, not fetched here, is skipped with
+    the reason."""
+    import subprocess
+
+    out = tmp_path / "gpu.json"
+    cmd = [sys.executable, "benchmarks/gpu.py", "--device", "cpu", "--quick", "--only", "audit", "population"]
+    env = {**__import__("os").environ, "VEIL_CACHE_DIR": str(tmp_path / "cache")}
+    p = subprocess.run([*cmd, "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    row = json.loads(out.read_text())
+    q = row["audit"]["quickstart"]
+    assert q["max_difference_vs_plain"] <= 0.005 and q["max_difference_vs_cpu"] == 0.0  # the same device here
+    assert set(q["metrics"]["veil_gpu"]) == {"0", "1"} and row["audit"]["command"].endswith("--quick --only audit")
+    assert row["audit"]["adult"]["skipped"].startswith("Adult was not fetched under")
+    pop = row["population"]
+    assert pop["members"] == 16 and max(pop["max_member_difference"].values()) < 0.1
+    assert "tests" not in row and "eigan" not in row
