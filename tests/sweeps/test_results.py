@@ -312,3 +312,29 @@ def test_orphans_unknown_to_tune_are_superseded(tmp_path):
         sweep_from_mapping(SPEC, where="test.yaml"),
     )
     assert list(res.trials["trial_id"]) == ["k1"] and res.superseded == 2
+
+
+def test_a_stale_attempt_beside_a_finished_one_is_superseded_not_an_interruption(tmp_path):
+    """After Tune returns, a trial left RUNNING alone was interrupted (KILLED, veil.interrupted, counted: the sweep
+    is incomplete); a RUNNING run of a trial that also FINISHED is a stale attempt (a tracking server that dropped
+    mid-trial left it) and is superseded without making the sweep incomplete."""
+    from veil.sweeps.results import TAG_INTERRUPTED, end_interrupted
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    parent = TrackedRun.start(uri, "sweeps-stale", "s2", tags={TAG_ROLE: "sweep", TAG_SWEEP: "s2"})
+
+    def attempt(tid: str, status: str) -> TrackedRun:
+        tags = {TAG_ROLE: "trial", TAG_SWEEP: "s2", TAG_TRIAL: tid, TAG_CONFIG: json.dumps({"method.beta": 1.0})}
+        r = TrackedRun.start(uri, "sweeps-stale", f"s2/{tid}", parent_run_id=parent.run_id, tags=tags)
+        if status != "RUNNING":
+            r.finish(status)
+        return r
+
+    stale, finished, alone = attempt("a", "RUNNING"), attempt("a", "FINISHED"), attempt("b", "RUNNING")
+    assert end_interrupted(uri, parent.experiment_id, "s2") == 1
+    get = TrackedRun(uri, parent.run_id).client.get_run
+    s, f, b = (get(r.run_id) for r in (stale, finished, alone))
+    assert s.info.status == "KILLED" and s.data.tags[TAG_SUPERSEDED] == "true" and TAG_INTERRUPTED not in s.data.tags
+    assert f.info.status == "FINISHED" and TAG_SUPERSEDED not in f.data.tags
+    assert b.info.status == "KILLED" and b.data.tags[TAG_INTERRUPTED] == "true" and TAG_SUPERSEDED not in b.data.tags
+    assert end_interrupted(uri, parent.experiment_id, "s2") == 0  # nothing left RUNNING

@@ -173,14 +173,34 @@ STALE_PARENT_TAGS = ("error", "veil.incomplete", "veil.stopped")
 def end_interrupted(uri: str, experiment_id: str, sweep: str) -> int:
     """Once Tune has returned, runs of `sweep` still RUNNING belong to trials it stopped mid-run (Ctrl-C,
     SIGTERM, SIGHUP): mark them KILLED and interrupted (`veil resume` runs those trials again and supersedes
-    them). Returns how many were marked."""
+    them). A RUNNING run beside a FINISHED run of the same trial is no interruption but a stale attempt (a
+    tracking server that dropped mid-trial can leave one): it is superseded instead. Returns how many runs were
+    marked interrupted."""
     flt = f"tags.`{TAG_SWEEP}` = {_q(sweep)} and attributes.status = 'RUNNING'"
     runs = [r for r in search_runs(uri, flt, [experiment_id]) if r.data.tags.get(TAG_ROLE) != "sweep"]
+    if not runs:
+        return 0
+    done = finished_trials(uri, experiment_id, sweep)
+    interrupted = 0
     for r in runs:
+        if r.data.tags.get(TAG_TRIAL) in done:
+            _supersede(uri, r, "left RUNNING beside a finished attempt of its trial")
+            continue
         tracked = TrackedRun(uri, r.info.run_id, experiment_id)
         tracked.set_tags({TAG_INTERRUPTED: "true"})
         tracked.finish("KILLED")
-    return len(runs)
+        interrupted += 1
+    return interrupted
+
+
+def finished_trials(uri: str, experiment_id: str, sweep: str) -> set[str]:
+    """Trial ids of `sweep` with a FINISHED trial run that is not superseded."""
+    flt = f"tags.`{TAG_SWEEP}` = {_q(sweep)} and attributes.status = 'FINISHED' and tags.`{TAG_ROLE}` = 'trial'"
+    return {
+        r.data.tags.get(TAG_TRIAL, "")
+        for r in search_runs(uri, flt, [experiment_id])
+        if r.data.tags.get(TAG_SUPERSEDED) != "true"
+    }
 
 
 def reopen_parent(uri: str, parent_run_id: str) -> None:
