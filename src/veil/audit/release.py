@@ -79,9 +79,10 @@ def extra_audits(
         out.artifacts["audit/obfuscation.json"] = obf.to_dict()
 
 
-def flag_reproducible_release(method: Method, out: AuditOutcome, cfg: AuditConfig) -> None:
-    """Tag whether the release noise is reproducible from the run's params (warning in the report when it is), and
-    the device the probes trained on (`veil.audit_device`)."""
+def tag_release(method: Method, out: AuditOutcome, cfg: AuditConfig) -> None:
+    """The release's tags on `out`: the device the probes trained on (`veil.audit_device`) and whether the release
+    noise is reproducible from the run's params (`veil.release_reproducible`, with a warning in the report when
+    it is)."""
     out.tags["veil.audit_device"] = str(probe_device(cfg.device))
     release_seed = method.config.release_seed
     out.tags["veil.release_reproducible"] = "true" if release_seed is not None else "false"
@@ -106,7 +107,7 @@ def audit_release(
     if federation is not None:
         covered = released_data(ds, method)  # type: ignore[arg-type]
         out.data = None if covered is ds else covered
-    flag_reproducible_release(method, out, cfg)
+    tag_release(method, out, cfg)
     extra_audits(cfg, out.covered(ds), z_train, z_test, method.releases_input_format, out)
     if per_node:
         from veil.audit.nodes import per_node_csv, per_node_summary
@@ -140,7 +141,7 @@ def audit_releases(methods: Sequence[Method], ds: Dataset, cfgs: Sequence[AuditC
     outs = []
     for m, (z_train, z_test), report in zip(methods, released, reports):
         out = AuditOutcome(report, report.metrics(), z_train, z_test)
-        flag_reproducible_release(m, out, cfgs[0])
+        tag_release(m, out, cfgs[0])
         extra_audits(cfgs[0], ds, z_train, z_test, m.releases_input_format, out)
         outs.append(out)
     return outs
