@@ -22,7 +22,7 @@ from veil.audit.release import AuditOutcome, audit_release, audit_releases
 from veil.calibrate import EXIT_NOT_MET, Calibration, calibrate
 from veil.config import as_params
 from veil.datasets.base import Dataset
-from veil.datasets.registry import load_dataset
+from veil.datasets.registry import NOTHING, Preloaded
 from veil.datasets.transform import FeatureTransform
 from veil.errors import ConfigError
 from veil.methods.registry import get_method
@@ -40,6 +40,7 @@ from veil.validation import validate as validate
 
 if TYPE_CHECKING:
     from veil.platform.executors import Job, TrainOutcome
+    from veil.tracking.mlflow_run import Writer
 
 
 HOOK_ENV = "VEIL_EPOCH_HOOK"
@@ -196,14 +197,15 @@ def execute(
     parent_run_id: str | None = None,
     storage: Path | None = None,
     note: Callable[[str], None] | None = None,
+    data: Preloaded | None = None,
 ) -> RunResult:
     """THE pipeline of every run, centralized or federated, from the CLI or a sweep trial: validate (unless
     given a validated run), load the data, let the executor check and plan it, calibrate the privacy knob when
     the run asks for it, then track: train, audit, certify, log. Everything refusable is refused before the
     MLflow run starts; a crash after that leaves the run FAILED with everything logged before it. `note` hears
-    calibration's progress lines."""
+    calibration's progress lines; `data`: datasets loaded already (a sweep's, through Ray's object store)."""
     v = run if isinstance(run, ValidatedRun) else validate(run)
-    ds = load_dataset(v.spec.dataset, v.dataset_config)
+    ds = (data or NOTHING).load(v.spec.dataset, v.dataset_config)
     return execute_loaded(v, ds, on_epoch=on_epoch, parent_run_id=parent_run_id, storage=storage, note=note)
 
 
@@ -284,11 +286,14 @@ def track(
     spent: float = 0.0,
     calibration: Calibration | None = None,
     note: Callable[[str], None] | None = None,
+    writer: Writer | None = None,
 ) -> RunResult:
     """One planned run in its own MLflow run: params, `job.train` (its rows as per-epoch metrics), the audit
     (`audited` when done already), metrics and artifacts. `tags` are added to the run's own; `spent`: seconds
     spent on it before (a population member's share of training and audit), counted in total_seconds. `note`
-    hears when the audit and the certificate start (the console's progress bar closes and names them)."""
+    hears when the audit and the certificate start (the console's progress bar closes and names them).
+    MLflow calls go out on a background thread (`writer`, shared by a population and drained by its caller; else
+    the run's own, drained before this returns)."""
     from veil.tracking.mlflow_run import MetricBuffer, TrackedRun
 
     spec = v.spec
@@ -306,6 +311,7 @@ def track(
             **spec.tags,
             **(tags or {}),
         },
+        writer=writer or "own",
     )
     with tracker:
         params = {**run_params(v, ds.params), **job.params, **(calibration.params() if calibration else {})}
@@ -444,6 +450,7 @@ def train_population(
     from veil.methods.base import TrainContext
     from veil.methods.population import fit_population
     from veil.platform.executors import TrainOutcome, get_executor
+    from veil.tracking.mlflow_run import Writer
 
     for v in runs:
         check_release(v, ds)
@@ -460,23 +467,28 @@ def train_population(
     audits = audit_releases([o.method for o in outcomes], ds, [v.audit_config for v in runs])
     audit_share = (time.time() - t1) / size
     results = []
-    for p, (v, job, outcome, audited) in enumerate(zip(runs, jobs, outcomes, audits)):
-        tags = {
-            "veil.population.size": str(size),
-            "veil.population.member": str(p),
-            "veil.population.train_seconds": f"{train_seconds:.3f}",
-        }
-        results.append(
-            track(
-                v,
-                ds,
-                replayed(job, outcome),
-                parent_run_id=parent_run_id,
-                tags=tags,
-                audited=audited,
-                spent=outcome.seconds + audit_share,
+    writer = Writer()  # member p's artifacts go out while member p + 1 is certified
+    try:
+        for p, (v, job, outcome, audited) in enumerate(zip(runs, jobs, outcomes, audits)):
+            tags = {
+                "veil.population.size": str(size),
+                "veil.population.member": str(p),
+                "veil.population.train_seconds": f"{train_seconds:.3f}",
+            }
+            results.append(
+                track(
+                    v,
+                    ds,
+                    replayed(job, outcome),
+                    parent_run_id=parent_run_id,
+                    tags=tags,
+                    audited=audited,
+                    spent=outcome.seconds + audit_share,
+                    writer=writer,
+                )
             )
-        )
+    finally:
+        writer.close()
     return results
 
 
@@ -486,6 +498,7 @@ def execute_population(
     parent_run_id: str | None = None,
     storage: Path | None = None,
     note: Callable[[str], None] | None = None,
+    data: Preloaded | None = None,
 ) -> list[RunResult]:
     """Execute `runs` (results in their order), training those that differ only in their method's continuous
     knobs as one vectorised population per group (`veil.methods.population`) on data loaded once; each member
@@ -499,14 +512,14 @@ def execute_population(
     storage = storage or Path(".veil") / "ray"
     keys = [population_key(v) for v in runs]
     home = next((k for k in keys if k is not None), None)  # populations train on the first inline run's data
-    ds = load_dataset(home[0], home[1]) if home is not None else None
+    ds = (data or NOTHING).load(home[0], home[1]) if home is not None else None
     results: dict[int, RunResult] = {}
     groups: list[tuple[tuple[Any, ...], list[int]]] = []  # by population_key (compared, not hashed)
     for i, (v, key) in enumerate(zip(runs, keys)):
         if key is None or home is None or key[:2] != home[:2]:
             why = f"executor {v.executor_label}: populations train inline" if key is None else data_difference(v, home)
             say(f"{run_label(i, v)} trains alone: {why}")
-            results[i] = execute(v, parent_run_id=parent_run_id, storage=storage)
+            results[i] = execute(v, parent_run_id=parent_run_id, storage=storage, data=data)
         else:
             found = next((idx for k, idx in groups if k == key), None)
             groups.append((key, [i])) if found is None else found.append(i)

@@ -32,3 +32,61 @@ def test_relative_stores_become_absolute(in_tmp):
     assert absolute_uri("sqlite:///runs/m.db") == f"sqlite:///{Path('runs/m.db').resolve()}"
     assert absolute_uri("mlruns") == str(Path("mlruns").resolve())
     assert absolute_uri("http://127.0.0.1:5000") == "http://127.0.0.1:5000"
+
+
+def test_a_writer_sends_calls_off_the_callers_thread_in_order(in_tmp, tmp_path):
+    """With a writer, a call returns before the store has it (the writer's thread is held here until the check),
+    artifacts are copied first (the caller may delete its file at once), and `finish` waits for every call."""
+    import threading
+
+    uri = resolve_tracking_uri()
+    hold = threading.Event()
+    with TrackedRun.start(uri, "t", "async", writer="own") as run:
+        assert run.writer is not None
+        run.writer.submit(hold.wait)
+        run.log_params({"beta": 2.0})
+        for step in range(3):
+            run.log_metrics({"loss": 1.0 / (step + 1)}, step=step)
+        f = tmp_path / "note.txt"
+        f.write_text("kept")
+        run.log_file(f, "notes")
+        f.unlink()
+        assert client(uri).get_run(run.run_id).data.params == {}  # still queued behind the held call
+        hold.set()
+    c = client(uri)
+    got = c.get_run(run.run_id)
+    assert got.info.status == "FINISHED" and got.data.params == {"beta": "2.0"}
+    assert [m.value for m in c.get_metric_history(run.run_id, "loss")] == [1.0, 0.5, 1.0 / 3]
+    assert Path(c.download_artifacts(run.run_id, "notes/note.txt", str(tmp_path / "dl"))).read_text() == "kept"
+
+
+def test_a_failed_background_call_ends_its_run_failed_and_raises(in_tmp):
+    """MLflow refuses to change a logged param: in the background the run ends FAILED with that error and the rest
+    of its calls are dropped, and the error reaches the caller at `finish` (or the shared writer's `close`), as it
+    would have in the foreground; a run sharing the writer is untouched."""
+    from mlflow.exceptions import MlflowException
+
+    from veil.tracking.mlflow_run import Writer
+
+    uri = resolve_tracking_uri()
+    with pytest.raises(MlflowException, match="beta"):
+        with TrackedRun.start(uri, "t", "own", writer="own") as bad:
+            bad.log_params({"beta": 1.0})
+            bad.log_params({"beta": 2.0})
+            bad.log_metrics({"after": 1.0})
+    shared = Writer()
+    a = TrackedRun.start(uri, "t", "a", writer=shared)
+    b = TrackedRun.start(uri, "t", "b", writer=shared)
+    a.log_params({"k": 1})
+    a.log_params({"k": 2})
+    b.log_params({"k": 3})
+    a.finish()
+    b.finish()
+    with pytest.raises(MlflowException, match="k"):
+        shared.close()
+    c = client(uri)
+    for failed in (c.get_run(bad.run_id), c.get_run(a.run_id)):
+        assert failed.info.status == "FAILED" and "MlflowException" in failed.data.tags["error"]
+    assert c.get_run(bad.run_id).data.metrics == {}
+    ok = c.get_run(b.run_id)
+    assert ok.info.status == "FINISHED" and ok.data.params == {"k": "3"}

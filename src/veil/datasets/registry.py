@@ -7,6 +7,7 @@ veil.datasets.cache; both are re-exported here for existing callers."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
@@ -31,6 +32,7 @@ __all__ = [
     "get_dataset_entry",
     "is_file_dataset",
     "load_dataset",
+    "Preloaded",
     "register_dataset",
 ]
 
@@ -70,9 +72,7 @@ def load_dataset(name: str, values: Mapping[str, Any] | object | None = None, *,
     here, or the params object `dataset_params(name, ...)` returned, used as it is (not validated again).
 
     `name` is a registered dataset or a path to a .csv / .parquet file (see veil.datasets.files)."""
-    entry = get_dataset_entry(name)
-    params = _params(entry, name, values)
-    flat = config.as_params(params)
+    entry, params, flat = _flat(name, values)
     digest = entry.fingerprint(params) if entry.fingerprint is not None else None
     payload: list[Any] = [name, flat] if digest is None else [name, flat, digest]
     key = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -89,3 +89,44 @@ def load_dataset(name: str, values: Mapping[str, Any] | object | None = None, *,
     if use_cache:
         write_parquet(ds, path)
     return ds
+
+
+def _flat(name: str, values: Mapping[str, Any] | object | None) -> tuple[DatasetEntry, Any, dict[str, Any]]:
+    """The entry, the validated params and their flat form (what a dataset's cache key and run params use)."""
+    entry = get_dataset_entry(name)
+    params = _params(entry, name, values)
+    return entry, params, config.as_params(params)
+
+
+def _key(name: str, flat: Mapping[str, Any]) -> str:
+    return json.dumps([name, dict(flat)], sort_keys=True, default=str)
+
+
+@dataclasses.dataclass(frozen=True)
+class Preloaded:
+    """Datasets a sweep's driver loaded once, shipped to every trial through Ray's object store
+    (`tune.with_parameters`), so a trial neither builds its data nor reads the Parquet cache again. Keyed by
+    name and parameters (not the file fingerprint: within one sweep the driver's copy is the data); a run whose
+    dataset is not here loads its own."""
+
+    datasets: Mapping[str, Dataset]
+
+    @classmethod
+    def of(cls, name: str, values: list[Mapping[str, Any] | object]) -> "Preloaded":
+        """Load dataset `name` at each of `values` (each seed's parameters, say)."""
+        out: dict[str, Dataset] = {}
+        for v in values:
+            key = _key(name, _flat(name, v)[2])
+            if key not in out:
+                out[key] = load_dataset(name, v)
+        return cls(out)
+
+    def load(self, name: str, values: Mapping[str, Any] | object | None = None) -> Dataset:
+        """`load_dataset(name, values)`, from here when loaded already: a copy, since arrays that arrive through
+        the object store are read-only views of its shared memory (a memory copy, far cheaper than Parquet)."""
+        ds = self.datasets.get(_key(name, _flat(name, values)[2]))
+        return copy.deepcopy(ds) if ds is not None else load_dataset(name, values)
+
+
+NOTHING = Preloaded({})
+"""No dataset loaded already: `NOTHING.load` is `load_dataset`."""

@@ -19,7 +19,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from veil.console import warn
 from veil.errors import ConfigError, VeilError
@@ -65,6 +65,9 @@ from veil.sweeps.trial import (
     tune_key,
     when_tracking_answers,
 )
+
+if TYPE_CHECKING:
+    from veil.datasets.registry import Preloaded
 
 
 def default_name(spec: SweepSpec) -> str:
@@ -131,7 +134,7 @@ def param_space(spec: SweepSpec, ctx: Mapping[str, Any]) -> dict[str, Any]:
     return space
 
 
-def build_tuner(spec: SweepSpec, ctx: Mapping[str, Any], exp_dir: Path, monitor: Any):
+def build_tuner(spec: SweepSpec, ctx: Mapping[str, Any], exp_dir: Path, monitor: Any, data: Preloaded | None = None):
     from ray import tune
     from ray.tune.logger import JsonLoggerCallback
 
@@ -160,7 +163,9 @@ def build_tuner(spec: SweepSpec, ctx: Mapping[str, Any], exp_dir: Path, monitor:
         stop=monitor,
         failure_config=tune.FailureConfig(max_failures=spec.retries, fail_fast=False),
     )
-    tuner = tune.Tuner(trainable(spec), param_space=param_space(spec, ctx), tune_config=tune_cfg, run_config=run_cfg)
+    tuner = tune.Tuner(
+        trainable(spec, data), param_space=param_space(spec, ctx), tune_config=tune_cfg, run_config=run_cfg
+    )
     return tuner, searcher
 
 
@@ -217,11 +222,23 @@ def fit_to_cluster(spec: SweepSpec) -> SweepSpec:
     return spec
 
 
-def check_dataset_labels(spec: SweepSpec) -> None:
+def preload(spec: SweepSpec) -> Preloaded | None:
+    """Each seed's dataset, loaded once by the driver and shipped to every trial through Ray's object store
+    (`trainable`); None when the space searches a dataset parameter (each trial then loads its own)."""
+    from veil.datasets.registry import Preloaded
+    from veil.run import validate
+
+    if any(sp.canonical.startswith("dataset.") for sp in spec.space):
+        return None
+    return Preloaded.of(spec.dataset, [validate(spec.run_spec({}, seed)).dataset_config for seed in spec.seeds])
+
+
+def check_dataset_labels(spec: SweepSpec, data: Preloaded | None) -> None:
     """Per-label objectives and constraints checked against the dataset's labels, known once it is loaded
     (cached after the first load), and a user's data file loaded (so checked) with every seed's split:
-    refused before Ray starts or the parent run exists rather than failing every trial."""
-    from veil.datasets.registry import is_file_dataset, load_dataset
+    refused before Ray starts or the parent run exists rather than failing every trial. `data`: the datasets
+    `preload` loaded, when it did."""
+    from veil.datasets.registry import NOTHING, is_file_dataset
     from veil.run import validate
 
     per_label = any(metric_label(m) for m in [*spec.metrics, *(c.metric for c in spec.constraints)])
@@ -229,7 +246,7 @@ def check_dataset_labels(spec: SweepSpec) -> None:
         return
     seeds = spec.seeds if is_file_dataset(spec.dataset) else spec.seeds[:1]
     for seed in seeds:
-        ds = load_dataset(spec.dataset, validate(spec.run_spec({}, seed)).dataset_config)
+        ds = (data or NOTHING).load(spec.dataset, validate(spec.run_spec({}, seed)).dataset_config)
     check_metric_labels(spec, ds.utility_names, ds.sensitive_names)
 
 
@@ -314,8 +331,9 @@ def run_sweep(
     uri = check_tracking(tracking_uri)
     require_shared_store(uri, joins_cluster(address), uri_source(tracking_uri))
     recover(uri, "veil sweep")
-    check_dataset_labels(spec)
     t0 = time.time()
+    data = preload(spec)
+    check_dataset_labels(spec, data)
     tune_defaults()
     store = open_store_in_background(uri, spec.experiment)  # while Ray starts
     with ray_session(address):
@@ -361,7 +379,7 @@ def run_sweep(
                     f"\n  Tune storage {exp_dir}",
                     flush=True,
                 )
-            tuner, searcher = build_tuner(spec, ctx, exp_dir, monitor)
+            tuner, searcher = build_tuner(spec, ctx, exp_dir, monitor, data)
             t_tune = time.time()
             grid = tuner.fit()
             t_fit = time.time()
@@ -515,6 +533,7 @@ def resume_sweep(
     spec = sweep_from_mapping(state["spec"], where=state["source"])
     require_shared_store(sref.tracking_uri, joins_cluster(address), f"sweep {sref.name}'s tracking URI")
     t0 = time.time()
+    data = preload(spec)
     tune_defaults()
     with ray_session(address):
         try:
@@ -523,7 +542,7 @@ def resume_sweep(
                 print(f"resuming sweep {sref.name} from {exp_dir} (MLflow parent run {sref.parent_run_id})", flush=True)
             tuner = tune.Tuner.restore(
                 str(exp_dir),
-                trainable=trainable(spec),
+                trainable=trainable(spec, data),
                 resume_unfinished=True,
                 resume_errored=False,
                 restart_errored=retry_failed,

@@ -14,7 +14,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 
 from veil.errors import VeilError
 from veil.sweeps.model import SweepSpec
@@ -35,6 +35,9 @@ from veil.sweeps.results import (
 )
 from veil.sweeps.space import decode_value, format_value
 from veil.tracking import PARENT_TAG
+
+if TYPE_CHECKING:
+    from veil.datasets.registry import Preloaded
 
 CTX_KEY = "_veil"
 
@@ -211,11 +214,13 @@ def run_trial(
     tracking_uri: str,
     storage: Path | None = None,
     number: int | None = None,
+    data: Preloaded | None = None,
 ) -> dict[str, Any]:
     """Run every seed of one configuration, log the trial's child run, return the metrics to report
     (means over seeds, 'std/<metric>' stds, 'mlflow_run_id'). Raises when a seed crashes or an objective
     is not a finite number; the child run is then FAILED with the error. `number` is the trial's number
-    (`trial_number`), tagged so reports number trials as the progress lines do."""
+    (`trial_number`), tagged so reports number trials as the progress lines do; `data`: the sweep's datasets,
+    loaded once by its driver."""
     from veil.run import execute, validate
     from veil.tracking.mlflow_run import TrackedRun, experiment_id
 
@@ -238,7 +243,7 @@ def run_trial(
         except VeilError as e:
             _failed_run(tracking_uri, spec, run_name, parent_run_id, rtags, values, e)
             raise
-        res = execute(v, parent_run_id=parent_run_id, storage=storage)
+        res = execute(v, parent_run_id=parent_run_id, storage=storage, data=data)
         run = TrackedRun(tracking_uri, res.run_id)
         metrics = _aggregate([res.metrics])
     else:
@@ -253,7 +258,7 @@ def run_trial(
                     run_name=f"{run_name} seed={s}",
                     tags={**tags, TAG_ROLE: "seed", TAG_SEED: str(s)},
                 )
-                per_seed.append(execute(rs, parent_run_id=run.run_id, storage=storage).metrics)
+                per_seed.append(execute(rs, parent_run_id=run.run_id, storage=storage, data=data).metrics)
             metrics = _aggregate(per_seed)
             run.log_metrics(metrics)
         except BaseException as e:
@@ -286,6 +291,7 @@ def run_population(
     tracking_uri: str,
     storage: Path | None = None,
     number: int | None = None,
+    data: Preloaded | None = None,
 ) -> dict[str, Any]:
     """Run a population of trials (`members`: each one's searched values) as one vectorised training per seed
     (`veil.run.execute_population`), each member logged as its own trial run exactly as if it had run alone.
@@ -345,6 +351,7 @@ def run_population(
                 parent_run_id=parent_run_id if len(seeds) == 1 else None,
                 storage=storage,
                 note=note,
+                data=data,
             )
             for (i, _), res in zip(batch, results):
                 per_seed[i].append(res.metrics)
@@ -382,10 +389,10 @@ def run_population(
     return {MEMBER_RESULTS: outcomes, **means, "trial_seconds": seconds}
 
 
-def sweep_trial(config: dict[str, Any], spec: SweepSpec) -> None:
+def sweep_trial(config: dict[str, Any], spec: SweepSpec, data: Preloaded | None = None) -> None:
     """The Tune function trainable: one configuration (or a population of them), all its seeds, one report.
-    `spec` is the driver's validated SweepSpec (shipped once through the object store by
-    `tune.with_parameters`, never re-parsed)."""
+    `spec` is the driver's validated SweepSpec and `data` the datasets it loaded (`preload`), both shipped once
+    through the object store by `tune.with_parameters`, never re-parsed or re-read."""
     import torch
     from ray import tune
 
@@ -398,6 +405,7 @@ def sweep_trial(config: dict[str, Any], spec: SweepSpec) -> None:
         tracking_uri=ctx["tracking_uri"],
         storage=Path(ctx["storage"]) / "train",
         number=number_from_name(context.get_trial_name()),
+        data=data,
     )
     if MEMBERS in config:
         members = [{k: decode_value(v) for k, v in m.items()} for m in config[MEMBERS]]
@@ -451,24 +459,26 @@ def federation_bundles(spec: SweepSpec, config: Mapping[str, Any]) -> list[dict[
     return trial_bundles(hosts, budget)
 
 
-def trainable(spec: SweepSpec):
+def trainable(spec: SweepSpec, data: Preloaded | None = None):
     """`sweep_trial` with the trial's Ray resources attached: a federation's coordinator and node host actors
-    run inside the trial's own placement group (`federation_bundles`)."""
+    run inside the trial's own placement group (`federation_bundles`). `data` goes to every trial through the
+    object store."""
     from ray import tune
 
+    fn = tune.with_parameters(sweep_trial, spec=spec, data=data)
     if on_ray_actors(spec):
 
         def resources(config: dict[str, Any]) -> Any:
             return tune.PlacementGroupFactory(federation_bundles(spec, config), strategy="PACK")
 
-        return tune.with_resources(tune.with_parameters(sweep_trial, spec=spec), resources)
+        return tune.with_resources(fn, resources)
     if spec.executor == "ray-train":
         res = {"cpu": 0.1}  # the TorchTrainer's workers reserve the real resources
     else:
         res = {"cpu": spec.resources.cpus}
         if spec.resources.gpu:
             res["gpu"] = spec.resources.gpu
-    return tune.with_resources(tune.with_parameters(sweep_trial, spec=spec), res)
+    return tune.with_resources(fn, res)
 
 
 __all__ = [

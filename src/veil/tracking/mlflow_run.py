@@ -10,6 +10,7 @@ import base64
 import json
 import math
 import os
+import shutil
 import socket
 import tempfile
 import time
@@ -329,16 +330,64 @@ def _metric_value(v: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
+class Writer:
+    """MLflow calls sent in order on one background thread, so training, the audit and the certificate do not wait
+    on the tracking store (a server's round trips, SQLite's commits). Several runs may share one writer (a
+    population's members: one member's artifacts go out while the next is certified). `drain()` waits for every
+    call sent so far and raises the first error; the run whose call failed has already been marked FAILED."""
+
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="veil-mlflow")
+        self._pending: list[Future[None]] = []
+
+    def submit(self, send: Any) -> None:
+        self._raise_finished()
+        self._pending.append(self._pool.submit(send))
+
+    def _raise_finished(self) -> None:
+        """Raise the first error among the calls already done (an early error is not held until `drain`)."""
+        for f in [f for f in self._pending if f.done()]:
+            self._pending.remove(f)
+            f.result()
+
+    def drain(self) -> None:
+        while self._pending:
+            self._pending.pop(0).result()
+
+    def close(self) -> None:
+        """Drain, then stop the thread."""
+        try:
+            self.drain()
+        finally:
+            self._pool.shutdown(wait=True)
+
+
+def _stage(files: Mapping[str, Path]) -> tuple[Path, dict[str, Path]]:
+    """Copies of `files` that belong to a background call: the caller may delete its own before the call runs."""
+    folder = Path(tempfile.mkdtemp(prefix="veil-mlflow-"))
+    return folder, {name: Path(shutil.copy2(src, folder / name)) for name, src in files.items()}
+
+
 class TrackedRun:
     """One MLflow run: batched params/metrics/tags, artifacts from memory, a terminal status. When its tracking
     server stops answering, this call and every later one go to the run's local journal
-    (`veil.tracking.journal`), replayed by `veil sync`; the run goes on."""
+    (`veil.tracking.journal`), replayed by `veil sync`; the run goes on. Given a `Writer`, calls go out on its
+    background thread, in order; `finish` then waits for them only when the run owns the writer."""
 
-    def __init__(self, tracking_uri: str, run_id: str, experiment_id: str | None = None) -> None:
+    def __init__(
+        self,
+        tracking_uri: str,
+        run_id: str,
+        experiment_id: str | None = None,
+        writer: Writer | None = None,
+        owns_writer: bool = False,
+    ) -> None:
         self.tracking_uri, self.run_id = tracking_uri, run_id
         self.client = client(tracking_uri)
         self._experiment_id = experiment_id
         self._journal: Journal | None = None
+        self.writer, self._owns_writer = writer, owns_writer
+        self._failed: BaseException | None = None  # a background call's error: the run ends FAILED with it
 
     @classmethod
     def start(
@@ -348,9 +397,12 @@ class TrackedRun:
         run_name: str | None = None,
         parent_run_id: str | None = None,
         tags: Mapping[str, str] | None = None,
+        writer: Writer | None | Literal["own"] = None,
     ) -> "TrackedRun":
         """A new run, tagged with this process (host, pid, its start time) so a later command can tell when the
-        process ended without closing it. A server that is away already gets the run from the journal."""
+        process ended without closing it. A server that is away already gets the run from the journal.
+        `writer`: send later calls on this background `Writer`, or on one of the run's own ("own", drained by
+        `finish`); None: every call waits for the store."""
         uri = resolve_tracking_uri(tracking_uri)
         all_tags = {**dict(tags or {}), **journal.process_tags()}
         if parent_run_id:
@@ -364,7 +416,9 @@ class TrackedRun:
             if not (journal.remote(uri) and journal.unavailable(e)):
                 raise
             return cls._start_offline(uri, experiment, run_name, all_tags, e)
-        return cls(uri, run.info.run_id, exp_id)
+        out = cls(uri, run.info.run_id, exp_id)
+        out.writer, out._owns_writer = (Writer(), True) if writer == "own" else (writer or None, False)
+        return out
 
     @classmethod
     def _start_offline(
@@ -411,6 +465,35 @@ class TrackedRun:
         return self._journal
 
     def _record(self, op: Mapping[str, Any], files: Mapping[str, Path] | None = None) -> None:
+        """Send one call now, or queue it on the run's writer."""
+        if self.writer is None:
+            self._send(op, files)
+            return
+        folder, staged = _stage(files) if files else (None, None)
+
+        def send() -> None:
+            try:
+                self._send_after_errors(op, staged)
+            finally:
+                if folder is not None:
+                    shutil.rmtree(folder, ignore_errors=True)
+
+        self.writer.submit(send)
+
+    def _send_after_errors(self, op: Mapping[str, Any], files: Mapping[str, Path] | None) -> None:
+        """A background call: after one of the run's calls failed, the rest are dropped and its end is FAILED,
+        with the error, as a failing call would have ended it in the foreground."""
+        if self._failed is None:
+            try:
+                self._send(op, files)
+            except BaseException as e:
+                self._failed = e
+                raise
+        elif op["op"] == "end":
+            self._send({"op": "tags", "tags": {"error": f"{type(self._failed).__name__}: {self._failed}"[:5000]}})
+            self._send({**op, "status": "FAILED"})
+
+    def _send(self, op: Mapping[str, Any], files: Mapping[str, Path] | None = None) -> None:
         """Send one call to the server, or to the journal once the server has dropped."""
         j = self._active_journal()
         if j is None:
@@ -478,7 +561,11 @@ class TrackedRun:
             self.log_file(p, _artifact_dir(artifact_file))
 
     def finish(self, status: str = "FINISHED") -> None:
+        """End the run; with a writer of its own, wait for every call it queued (raising a failed call's error)."""
         self._record({"op": "end", "status": status, "time": int(time.time() * 1000)})
+        if self.writer is not None and self._owns_writer:
+            writer, self.writer = self.writer, None  # later calls (a failure record) go out directly
+            writer.close()
 
     def __enter__(self) -> "TrackedRun":
         return self
