@@ -217,7 +217,7 @@ def leakage(
 
     gaps, aucs = [], []
     z_tr, z_te = prepare(z_fit, z_val, cfg.standardize)
-    ccfg = CapacityConfig(epochs=cfg.epochs, lr=cfg.lr, batch_size=cfg.batch_size, seed=cfg.seed, device=cfg.device)
+    ccfg = CapacityConfig.from_audit(cfg)
     for s in report.scores:
         if s.role == "adversary":
             gaps.append(s.privacy_gap)

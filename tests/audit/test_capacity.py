@@ -59,3 +59,19 @@ def test_unknown_probe_and_bad_repeats_are_refused() -> None:
     with pytest.raises(ConfigError):
         build(CapacityConfig, {"repeats": 0})
     assert set(build(CapacityConfig, {}).probes) == set(PROBES)
+
+
+def test_the_capacity_audit_trains_as_the_runs_audit_does(ds) -> None:
+    """The capacity sweep, the certificate and calibration build their MLP probes from one place
+    (`CapacityConfig.from_audit`): the audit's batch size, epochs, lr, seed and device, which the sweep records."""
+    from veil.audit.probes import AuditReport
+    from veil.audit.release import AuditOutcome, extra_audits
+    from veil.audit.settings import AuditConfig
+
+    cfg = build(AuditConfig, {"batch_size": 64, "epochs": 2, "lr": 3e-3, "seed": 7, "capacity": True})
+    assert CapacityConfig.from_audit(cfg) == CapacityConfig(batch_size=64, epochs=2, lr=3e-3, seed=7, device="auto")
+    z_tr, z_te = ds.train.x[:, :4], ds.test.x[:, :4]
+    out = AuditOutcome(AuditReport([]), {}, z_tr, z_te)
+    extra_audits(cfg, ds, z_tr, z_te, False, out)
+    recorded = out.artifacts["audit/capacity.json"]["config"]
+    assert (recorded["batch_size"], recorded["epochs"], recorded["lr"], recorded["seed"]) == (64, 2, 3e-3, 7)

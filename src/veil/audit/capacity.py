@@ -19,7 +19,7 @@ plus 'capacity/<role>_auc/<label>/<probe>' and '.../std' for every probe."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
@@ -28,6 +28,9 @@ from veil.audit.probes import label_tasks, prepare, probe_metrics
 from veil.audit.vocabulary import PROBE_DEVICES
 from veil.config import MAX_EPOCHS, as_params, param
 from veil.datasets.base import Split
+
+if TYPE_CHECKING:
+    from veil.audit.settings import AuditConfig
 
 #: Veil's own probe families, the sweep's default (plugins' families join when named)
 PROBES: tuple[str, ...] = tuple(PROBE_FAMILIES)
@@ -55,6 +58,11 @@ class CapacityConfig:
     device: str = param(
         "auto", "where the MLP probes train: auto (a CUDA GPU when one is visible), cpu or cuda", choices=PROBE_DEVICES
     )
+
+    @classmethod
+    def from_audit(cls, cfg: AuditConfig) -> CapacityConfig:
+        """The probes trained as the run's audit trains its own: its epochs, lr, batch size, seed and device."""
+        return cls(epochs=cfg.epochs, lr=cfg.lr, batch_size=cfg.batch_size, seed=cfg.seed, device=cfg.device)
 
 
 @dataclass(frozen=True)

@@ -181,7 +181,7 @@ def suite_probas(
     """Test class probabilities of every suite adversary on every sensitive label: (label, probe) -> proba."""
     from veil.audit.capacity import CapacityConfig, fit_predict
 
-    ccfg = CapacityConfig(epochs=cfg.epochs, lr=cfg.lr, batch_size=cfg.batch_size, seed=cfg.seed, device=cfg.device)
+    ccfg = CapacityConfig.from_audit(cfg)
     out = {}
     for t in label_tasks(ds.train, ds.test, ds.num_classes):
         if t.role != "adversary":

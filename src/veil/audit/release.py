@@ -14,7 +14,6 @@ import numpy as np
 from veil.audit.probes import AuditConfig, AuditReport, audit, audit_many, label_tasks
 from veil.audit.settings import check_mi_case as check_mi_case
 from veil.audit.train import probe_device
-from veil.config import build
 from veil.datasets.base import Dataset
 from veil.methods.base import Method
 from veil.methods.configs.deviations import REPRODUCIBLE_RELEASE
@@ -65,10 +64,7 @@ def extra_audits(
     if cfg.capacity:
         from veil.audit.capacity import CapacityConfig, capacity_audit
 
-        ccfg = build(
-            CapacityConfig, {"epochs": cfg.epochs, "lr": cfg.lr, "seed": cfg.seed, "device": cfg.device}, where="audit"
-        )
-        cap = capacity_audit(z_train, ds.train, z_test, ds.test, ds.num_classes, ccfg)
+        cap = capacity_audit(z_train, ds.train, z_test, ds.test, ds.num_classes, CapacityConfig.from_audit(cfg))
         out.metrics.update(cap.metrics())
         out.artifacts["audit/capacity.json"] = cap.to_dict()
     if releases_input_format:
