@@ -292,8 +292,8 @@ def track(
     (`audited` when done already), metrics and artifacts. `tags` are added to the run's own; `spent`: seconds
     spent on it before (a population member's share of training and audit), counted in total_seconds. `note`
     hears when the audit and the certificate start (the console's progress bar closes and names them).
-    MLflow calls go out on a background thread (`writer`, shared by a population and drained by its caller; else
-    the run's own, drained before this returns)."""
+    With a tracking server, MLflow calls go out on a background thread (`writer`, shared by a population and
+    drained by its caller; else the run's own, drained before this returns)."""
     from veil.tracking.mlflow_run import MetricBuffer, TrackedRun
 
     spec = v.spec
@@ -450,7 +450,7 @@ def train_population(
     from veil.methods.base import TrainContext
     from veil.methods.population import fit_population
     from veil.platform.executors import TrainOutcome, get_executor
-    from veil.tracking.mlflow_run import Writer
+    from veil.tracking.mlflow_run import Writer, resolve_tracking_uri, writes_in_background
 
     for v in runs:
         check_release(v, ds)
@@ -467,7 +467,8 @@ def train_population(
     audits = audit_releases([o.method for o in outcomes], ds, [v.audit_config for v in runs])
     audit_share = (time.time() - t1) / size
     results = []
-    writer = Writer()  # member p's artifacts go out while member p + 1 is certified
+    # a server's round trips: member p's artifacts go out while member p + 1 is certified
+    writer = Writer() if writes_in_background(resolve_tracking_uri(runs[0].spec.tracking_uri)) else None
     try:
         for p, (v, job, outcome, audited) in enumerate(zip(runs, jobs, outcomes, audits)):
             tags = {
@@ -488,7 +489,8 @@ def train_population(
                 )
             )
     finally:
-        writer.close()
+        if writer is not None:
+            writer.close()
     return results
 
 

@@ -36,14 +36,16 @@ def test_relative_stores_become_absolute(in_tmp):
 
 def test_a_writer_sends_calls_off_the_callers_thread_in_order(in_tmp, tmp_path):
     """With a writer, a call returns before the store has it (the writer's thread is held here until the check),
-    artifacts are copied first (the caller may delete its file at once), and `finish` waits for every call."""
+    artifacts are copied first (the caller may delete its file at once), and `close` waits for every call."""
     import threading
+
+    from veil.tracking.mlflow_run import Writer
 
     uri = resolve_tracking_uri()
     hold = threading.Event()
-    with TrackedRun.start(uri, "t", "async", writer="own") as run:
-        assert run.writer is not None
-        run.writer.submit(hold.wait)
+    writer = Writer()
+    with TrackedRun.start(uri, "t", "async", writer=writer) as run:
+        writer.submit(hold.wait)
         run.log_params({"beta": 2.0})
         for step in range(3):
             run.log_metrics({"loss": 1.0 / (step + 1)}, step=step)
@@ -53,6 +55,7 @@ def test_a_writer_sends_calls_off_the_callers_thread_in_order(in_tmp, tmp_path):
         f.unlink()
         assert client(uri).get_run(run.run_id).data.params == {}  # still queued behind the held call
         hold.set()
+    writer.close()
     c = client(uri)
     got = c.get_run(run.run_id)
     assert got.info.status == "FINISHED" and got.data.params == {"beta": "2.0"}
@@ -69,8 +72,10 @@ def test_a_failed_background_call_ends_its_run_failed_and_raises(in_tmp):
     from veil.tracking.mlflow_run import Writer
 
     uri = resolve_tracking_uri()
+    started = TrackedRun.start(uri, "t", "own")
+    bad = TrackedRun(uri, started.run_id, writer=Writer(), owns_writer=True)  # as a server's run gets its own
     with pytest.raises(MlflowException, match="beta"):
-        with TrackedRun.start(uri, "t", "own", writer="own") as bad:
+        with bad:
             bad.log_params({"beta": 1.0})
             bad.log_params({"beta": 2.0})
             bad.log_metrics({"after": 1.0})
@@ -90,3 +95,16 @@ def test_a_failed_background_call_ends_its_run_failed_and_raises(in_tmp):
     assert c.get_run(bad.run_id).data.metrics == {}
     ok = c.get_run(b.run_id)
     assert ok.info.status == "FINISHED" and ok.data.params == {"k": "3"}
+
+
+def test_runs_write_in_the_background_to_a_server_only(in_tmp, mlflow_server):
+    """A run's own writer is for a tracking server (waiting on round trips); an embedded store writes on the
+    calling thread, where a second thread has nothing to overlap. Either way the run is complete once it ends."""
+    for uri, background in ((mlflow_server, True), (resolve_tracking_uri(), False)):
+        with TrackedRun.start(uri, "t", "where", writer="own") as run:
+            assert (run.writer is not None) == background, uri
+            run.log_params({"beta": 0.5})
+            run.log_metrics({"utility_auc": 0.8})
+        got = client(uri).get_run(run.run_id)
+        assert got.info.status == "FINISHED" and got.data.params == {"beta": "0.5"}, uri
+        assert got.data.metrics == {"utility_auc": 0.8}, uri
