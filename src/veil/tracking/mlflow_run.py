@@ -332,7 +332,7 @@ def _metric_value(v: Any) -> float | None:
 
 class Writer:
     """MLflow calls sent in order on one background thread, so training, the audit and the certificate do not wait
-    on the tracking store (a server's round trips, SQLite's commits). Several runs may share one writer (a
+    on a tracking server's round trips (`writes_in_background`). Several runs may share one writer (a
     population's members: one member's artifacts go out while the next is certified). `drain()` waits for every
     call sent so far and raises the first error; the run whose call failed has already been marked FAILED."""
 
