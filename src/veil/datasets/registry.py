@@ -121,10 +121,14 @@ class Preloaded:
                 out[key] = load_dataset(name, v)
         return cls(out)
 
+    def shared(self, name: str, values: Mapping[str, Any] | object | None = None) -> Dataset | None:
+        """The loaded dataset itself, not a copy (its arrays may be read-only), or None when it is not here."""
+        return self.datasets.get(_key(name, _flat(name, values)[2])) if self.datasets else None
+
     def load(self, name: str, values: Mapping[str, Any] | object | None = None) -> Dataset:
         """`load_dataset(name, values)`, from here when loaded already: a copy, since arrays that arrive through
         the object store are read-only views of its shared memory (a memory copy, far cheaper than Parquet)."""
-        ds = self.datasets.get(_key(name, _flat(name, values)[2]))
+        ds = self.shared(name, values)
         return copy.deepcopy(ds) if ds is not None else load_dataset(name, values)
 
 

@@ -17,6 +17,7 @@ import json
 import os
 import re
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
@@ -233,20 +234,38 @@ def preload(spec: SweepSpec) -> Preloaded | None:
     return Preloaded.of(spec.dataset, [validate(spec.run_spec({}, seed)).dataset_config for seed in spec.seeds])
 
 
+def preload_in_background(spec: SweepSpec) -> Future[Preloaded | None]:
+    """`preload` (and the import of the run machinery it needs) on a thread of its own, while Ray starts;
+    `.result()` waits for it and raises its error."""
+    pool = ThreadPoolExecutor(1, thread_name_prefix="veil-preload")
+    try:
+        return pool.submit(preload, spec)
+    finally:
+        pool.shutdown(wait=False)
+
+
+def labels_need_data(spec: SweepSpec) -> bool:
+    """Whether `check_dataset_labels` must see the data before Ray starts: per-label metrics, or a user's file."""
+    from veil.datasets.registry import is_file_dataset
+
+    per_label = any(metric_label(m) for m in [*spec.metrics, *(c.metric for c in spec.constraints)])
+    return per_label or is_file_dataset(spec.dataset)
+
+
 def check_dataset_labels(spec: SweepSpec, data: Preloaded | None) -> None:
     """Per-label objectives and constraints checked against the dataset's labels, known once it is loaded
     (cached after the first load), and a user's data file loaded (so checked) with every seed's split:
     refused before Ray starts or the parent run exists rather than failing every trial. `data`: the datasets
-    `preload` loaded, when it did."""
-    from veil.datasets.registry import NOTHING, is_file_dataset
+    `preload` loaded, when it did (read here, not copied)."""
+    from veil.datasets.registry import is_file_dataset, load_dataset
     from veil.run import validate
 
-    per_label = any(metric_label(m) for m in [*spec.metrics, *(c.metric for c in spec.constraints)])
-    if not per_label and not is_file_dataset(spec.dataset):
+    if not labels_need_data(spec):
         return
     seeds = spec.seeds if is_file_dataset(spec.dataset) else spec.seeds[:1]
     for seed in seeds:
-        ds = (data or NOTHING).load(spec.dataset, validate(spec.run_spec({}, seed)).dataset_config)
+        values = validate(spec.run_spec({}, seed)).dataset_config
+        ds = (data.shared(spec.dataset, values) if data is not None else None) or load_dataset(spec.dataset, values)
     check_metric_labels(spec, ds.utility_names, ds.sensitive_names)
 
 
@@ -332,13 +351,15 @@ def run_sweep(
     require_shared_store(uri, joins_cluster(address), uri_source(tracking_uri))
     recover(uri, "veil sweep")
     t0 = time.time()
-    data = preload(spec)
-    check_dataset_labels(spec, data)
+    loading = preload_in_background(spec)  # while Ray starts, unless the labels must be checked before
+    if labels_need_data(spec):
+        check_dataset_labels(spec, loading.result())
     tune_defaults()
     store = open_store_in_background(uri, spec.experiment)  # while Ray starts
     with ray_session(address):
         t_ray = time.time()
         spec = fit_to_cluster(spec)
+        data = loading.result()
         store.result()
         parent = TrackedRun.start(
             uri,
@@ -533,9 +554,10 @@ def resume_sweep(
     spec = sweep_from_mapping(state["spec"], where=state["source"])
     require_shared_store(sref.tracking_uri, joins_cluster(address), f"sweep {sref.name}'s tracking URI")
     t0 = time.time()
-    data = preload(spec)
+    loading = preload_in_background(spec)  # while Ray starts
     tune_defaults()
     with ray_session(address):
+        data = loading.result()
         try:
             reopen_parent(sref.tracking_uri, sref.parent_run_id)
             if not quiet:

@@ -18,7 +18,7 @@ import urllib.error
 import urllib.request
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence
 from urllib.parse import urlsplit
 
 from veil.console import warn
@@ -474,12 +474,19 @@ class TrackedRun:
         _say_dropped(self.tracking_uri, self.run_id, self._journal.path, why)
         return self._journal
 
-    def _record(self, op: Mapping[str, Any], files: Mapping[str, Path] | None = None) -> None:
-        """Send one call now, or queue it on the run's writer."""
+    def _record(
+        self, op: Mapping[str, Any], files: Mapping[str, Path] | None = None, owned: Path | None = None
+    ) -> None:
+        """Send one call now, or queue it on the run's writer. `owned`: a temporary folder holding `files` that
+        the call removes once sent (so a background call takes them without a copy)."""
         if self.writer is None:
-            self._send(op, files)
+            try:
+                self._send(op, files)
+            finally:
+                if owned is not None:
+                    shutil.rmtree(owned, ignore_errors=True)
             return
-        folder, staged = _stage(files) if files else (None, None)
+        folder, staged = (owned, files) if owned is not None else _stage(files) if files else (None, None)
 
         def send() -> None:
             try:
@@ -550,11 +557,19 @@ class TrackedRun:
         """RUNNING again (a resumed sweep's parent run)."""
         self._record({"op": "reopen"})
 
+    def _log_written(self, artifact_file: str, write: Callable[[Path], Any]) -> None:
+        """An artifact that `write` puts into a temporary folder of the call's own (removed once it is sent)."""
+        folder = Path(tempfile.mkdtemp(prefix="veil-mlflow-"))
+        p = folder / Path(artifact_file).name
+        try:
+            write(p)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        self._record({"op": "artifact", "dir": _artifact_dir(artifact_file)}, {p.name: p}, owned=folder)
+
     def log_text(self, text: str, artifact_file: str) -> None:
-        with tempfile.TemporaryDirectory() as d:
-            p = Path(d) / Path(artifact_file).name
-            p.write_text(text, encoding="utf-8")
-            self.log_file(p, _artifact_dir(artifact_file))
+        self._log_written(artifact_file, lambda p: p.write_text(text, encoding="utf-8"))
 
     def log_dict(self, obj: Any, artifact_file: str) -> None:
         self.log_text(json.dumps(obj, indent=2, default=str), artifact_file)
@@ -565,10 +580,7 @@ class TrackedRun:
     def log_torch_state(self, state: Mapping[str, Any], artifact_file: str) -> None:
         import torch
 
-        with tempfile.TemporaryDirectory() as d:
-            p = Path(d) / Path(artifact_file).name
-            torch.save(dict(state), p)
-            self.log_file(p, _artifact_dir(artifact_file))
+        self._log_written(artifact_file, lambda p: torch.save(dict(state), p))
 
     def finish(self, status: str = "FINISHED") -> None:
         """End the run; with a writer of its own, wait for every call it queued (raising a failed call's error)."""
