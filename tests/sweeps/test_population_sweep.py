@@ -15,14 +15,16 @@ from veil.errors import ConfigError
 from veil.sweeps.population import (
     MEMBER_RESULTS,
     MEMBERS,
+    NUMBERS,
     grid_chunks,
+    member_numbers,
     member_values,
     product_points,
 )
 from veil.sweeps.results import TAG_NUMBER, TAG_POPULATION, TAG_ROLE, TAG_TRIAL, search_child_runs
 from veil.sweeps.search import StudySearch
 from veil.sweeps.spec import sweep_from_mapping
-from veil.sweeps.trial import member_id, member_number
+from veil.sweeps.trial import member_id
 
 GRID = {
     "method": "gpp",
@@ -48,11 +50,12 @@ GRID = {
 
 
 # -- pure logic ----------------------------------------------------------------------------------
-def _search(population: int, total: int) -> StudySearch:
+def _search(population: int, total: int, independent: int | None = None) -> StudySearch:
     s = StudySearch(
         {"method.beta": FloatDistribution(0.1, 4.0, log=True)},
         population=population,
         total=total,
+        independent=independent,
         metric=["utility_auc", "privacy_gap"],
         mode=["max", "min"],
         sampler=optuna.samplers.RandomSampler(seed=0),
@@ -64,7 +67,8 @@ def test_population_search_asks_a_population_and_tells_each_member_its_own_value
     s = _search(population=3, total=5)
     first, second = s.suggest("a"), s.suggest("b")
     assert [len(first[MEMBERS]), len(second[MEMBERS])] == [3, 2]  # 5 trials: 3 + 2, never more
-    assert s.suggest("c") is None
+    assert first[NUMBERS] == [1, 2, 3] and second[NUMBERS] == [4, 5]
+    assert s.suggest("c") == "FINISHED"  # Tune's Searcher.FINISHED: every trial is asked
     s.on_trial_complete(
         "a",
         {MEMBER_RESULTS: [{"utility_auc": 0.9, "privacy_gap": 0.1}, None, {"utility_auc": 0.7, "privacy_gap": 0.05}]},
@@ -89,15 +93,48 @@ def test_grid_chunks_keep_every_point_once_in_order():
     assert [len(c) for c in chunks] == [4, 2] and [p for c in chunks for p in c] == points
 
 
+def test_populations_only_while_the_sampler_draws_without_results_then_one_trial_at_a_time():
+    """With 4 independent draws (TPE's start-up, say), 9 trials in populations of 3 are asked as 3 + 1, then
+    one by one: the sampler gets as many adaptive rounds as 9 separate trials would give it."""
+    s = _search(population=3, total=9, independent=4)
+    sizes, numbers = [], []
+    while (cfg := s.suggest(f"t{len(sizes)}")) != "FINISHED":
+        sizes.append(len(cfg[MEMBERS]))
+        numbers += cfg[NUMBERS]
+        s.on_trial_complete(
+            f"t{len(sizes) - 1}", {MEMBER_RESULTS: [{"utility_auc": 0.8, "privacy_gap": 0.1}] * sizes[-1]}
+        )
+    assert sizes == [3, 1, 1, 1, 1, 1, 1] and numbers == list(range(1, 10))
+    assert [t.state.name for t in s.study.trials] == ["COMPLETE"] * 9
+    # a sampler that declares no independent draws (a plugin's default): every trial on its own
+    none = _search(population=3, total=2, independent=0)
+    assert [len(none.suggest(x)[MEMBERS]) for x in "ab"] == [1, 1] and none.suggest("c") == "FINISHED"
+    # without populations a trial's config is the plain values
+    assert set(_search(population=1, total=1).suggest("a")) == {"method.beta"}
+
+
 def test_members_are_numbered_as_if_each_were_a_trial():
-    assert [member_number(2, i, 4) for i in range(4)] == [5, 6, 7, 8]
-    assert member_number(None, 0, 4) is None and member_id("abc_00001", 0) == "abc_00001.1"
+    """A grid's chunks of 4: Tune trial #2 holds trials #5-#8; a sampled population carries its own numbers."""
+    chunk = {MEMBERS: [{}] * 4}
+    assert member_numbers(chunk, 2, 4) == [5, 6, 7, 8] and member_numbers(chunk, None, 4) == [None] * 4
+    assert member_numbers({MEMBERS: [{}, {}], NUMBERS: [7, 8]}, 3, 4) == [7, 8]
+    assert member_id("abc_00001", 0) == "abc_00001.1"
 
 
 # -- the spec ---------------------------------------------------------------------------------------
 def test_spec_takes_population_and_counts_tune_trials():
     spec = sweep_from_mapping({**GRID, "population": 2})
-    assert spec.population == 2 and spec.trials == 3 and spec.tune_trials() == 2
+    assert spec.population == 2 and spec.trials == 3 and spec.tune_trials() == 2  # a grid: chunks of 2
+    sampled = sweep_from_mapping(
+        {
+            **GRID,
+            "population": 2,
+            "sampler": "tpe",
+            "trials": 5,
+            "space": {"beta": {"type": "log", "low": 0.1, "high": 4}},
+        }
+    )
+    assert sampled.tune_trials() == 5  # at most one per trial: the searcher ends the search once all are asked
     assert spec.flat_params()["sweep.population"] == 2
     assert sweep_from_mapping(GRID).population == 1
 
@@ -179,8 +216,10 @@ def test_population_results_match_the_same_trials_run_alone(grid_pair):
 
 
 @pytest.mark.ray
-def test_a_tpe_population_sweep_asks_optuna_for_populations(ray_local, tmp_path):
-    """Optuna (TPE) through Tune: 5 trials as populations of 3 and 2, each member told to the study."""
+def test_a_tpe_population_sweep_asks_its_start_up_trials_as_a_population_then_one_at_a_time(ray_local, tmp_path):
+    """Optuna (TPE, 3 start-up trials) through Tune: 5 trials as a population of 3, then 2 asked on their own
+    once TPE models the results; each member told to the study, numbered #1-#5, and the sweep complete though
+    Tune ran 3 trials of the 5 it may."""
     from veil.sweeps.driver import run_sweep
 
     spec = sweep_from_mapping(
@@ -188,13 +227,13 @@ def test_a_tpe_population_sweep_asks_optuna_for_populations(ray_local, tmp_path)
             **GRID,
             "space": {"beta": {"type": "log", "low": 0.05, "high": 8}},
             "sampler": "tpe",
+            "sampler_options": {"n_startup_trials": 3},
             "trials": 5,
             "population": 3,
         }
     )
-    out = run_sweep(
-        spec, name="tpe-pop", tracking_uri=f"sqlite:///{tmp_path / 'm.db'}", storage_root=tmp_path, quiet=True
-    )
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    out = run_sweep(spec, name="tpe-pop", tracking_uri=uri, storage_root=tmp_path, quiet=True)
     assert not out.incomplete and out.results.counts["finished"] == 5
     study = out.searcher.study
     assert [t.state.name for t in study.trials] == ["COMPLETE"] * 5
@@ -202,3 +241,8 @@ def test_a_tpe_population_sweep_asks_optuna_for_populations(ray_local, tmp_path)
     for t in study.trials:  # the study holds each member's own objectives, as its MLflow run does
         row = by_beta.loc[t.params["method.beta"]]
         assert t.values == pytest.approx([row["utility_auc"], row["privacy_gap"]], abs=1e-9)
+    kids = search_child_runs(uri, out.parent_run_id)
+    by_number = {int(k.data.tags[TAG_NUMBER]): k.data.tags for k in kids}
+    assert sorted(by_number) == [1, 2, 3, 4, 5]
+    assert [by_number[n].get("veil.population.size", "alone") for n in range(1, 6)] == ["3", "3", "3", "alone", "alone"]
+    assert len({by_number[n][TAG_POPULATION] for n in range(1, 6)}) == 3  # Tune ran 3 trials: 3 + 1 + 1

@@ -199,3 +199,40 @@ def test_tpe_lies_constantly_when_trials_are_asked_before_others_report():
     assert liar(ToySpec()) is False
     assert liar(ToySpec(population=4, sampler_options={"constant_liar": False})) is False
     assert liar(ToySpec(concurrency=2, sampler_options={"constant_liar": False})) is False
+
+
+def _draws(name: str, spec: ToySpec, n: int, told: bool) -> list[dict[str, Any]]:
+    """The first `n` suggestions of sampler `name`: all asked before any reports (told=False), or each told its
+    toy objectives before the next is asked (told=True)."""
+    study = optuna.create_study(directions=["minimize", "minimize"], sampler=get_sampler(name)(spec))
+    out = []
+    for _ in range(n):
+        trial = study.ask(DISTS)
+        out.append(dict(trial.params))
+        if told:
+            study.tell(trial, toy(trial.params))
+    return out
+
+
+INDEPENDENCE_CASES = [
+    *((name, {}) for name in SAMPLERS if name != GRID),
+    ("tpe", {"n_startup_trials": 4}),
+    ("nsga2", {"population_size": 6}),
+]
+
+
+@pytest.mark.parametrize(("name", "options"), INDEPENDENCE_CASES)
+def test_independent_trials_are_drawn_without_looking_at_results(name, options):
+    """What a population sweep relies on (`SamplerEntry.independent`): the sampler's first `independent` trials
+    are the same whether each was told its result before the next was asked or all were asked at once, so
+    asking them as one population costs the sampler nothing. The count is not too small either: where the
+    sampler adapts (TPE, NSGA-II), the trials after it differ once results are told."""
+    spec = ToySpec(sampler_options=options, trials=N_TRIALS + 8)
+    n = sampler_entry(name).independent(spec)
+    expected = {"tpe": options.get("n_startup_trials", 10), "nsga2": options.get("population_size", 10)}
+    assert n == expected.get(name, spec.trials)
+    upto = min(n, spec.trials)
+    assert _draws(name, spec, upto, told=False) == _draws(name, spec, upto, told=True)
+    if name in ("tpe", "nsga2"):
+        extra = n + 6
+        assert _draws(name, spec, extra, told=False)[n:] != _draws(name, spec, extra, told=True)[n:]

@@ -1,6 +1,7 @@
 """qmc: Optuna's quasi-Monte Carlo sampler (a scrambled Sobol sequence) as a sweep sampler: a space-filling design
 for the first look at a trade-off, where random points clump. `sampler: qmc` in a sweep spec, with
-`sampler_options: {scramble: true}` if wanted; the seed comes from the spec's `sampler_seed`."""
+`sampler_options: {scramble: true}` if wanted; the seed comes from the spec's `sampler_seed`. It never looks at
+results, so it declares every trial independent: a sweep with `population: P` trains all of them in populations."""
 
 from __future__ import annotations
 
@@ -9,7 +10,11 @@ from typing import Any
 from veil.sweeps.samplers import SamplerSpec, register_sampler
 
 
-@register_sampler("qmc", options=("scramble", "qmc_type"))
+def every_trial(spec: SamplerSpec) -> int:
+    return spec.trials
+
+
+@register_sampler("qmc", options=("scramble", "qmc_type"), independent=every_trial)
 def qmc(spec: SamplerSpec) -> Any:
     import optuna
 

@@ -82,9 +82,10 @@ def default_name(spec: SweepSpec) -> str:
 def search_algorithm(spec: SweepSpec) -> tuple[Any, Any]:
     """(ConcurrencyLimiter(StudySearch), StudySearch) with the Optuna sampler registered under `spec.sampler`
     in `veil.sweeps.samplers`; (None, None) for grid (Tune's grid_search, see `param_space`)."""
-    from veil.sweeps.samplers import get_sampler
+    from veil.sweeps.samplers import sampler_entry
 
-    sampler = get_sampler(spec.sampler, where=spec.source)(spec)
+    entry = sampler_entry(spec.sampler, where=spec.source)
+    sampler = entry.factory(spec)
     if sampler is None:
         return None, None
     import optuna
@@ -116,6 +117,7 @@ def search_algorithm(spec: SweepSpec) -> tuple[Any, Any]:
         sampler=sampler,
         population=spec.population,
         total=spec.trials,
+        independent=entry.independent(spec),
     )
     return ConcurrencyLimiter(searcher, max_concurrent=spec.concurrency), searcher
 
@@ -487,7 +489,7 @@ def finish_sweep(
     # Interrupted (Ctrl-C: Tune stops gracefully and returns) when trials are missing or still running.
     # A grid's trials all exist in Tune from the start, so trials that never ran count through their missing runs.
     incomplete = not stopped and (
-        (known_trial_ids is not None and len(known_trial_ids) < spec.tune_trials())
+        (known_trial_ids is not None and spec.sampler == "grid" and len(known_trial_ids) < spec.tune_trials())
         or c["trials"] < spec.trials
         or c["running"] > 0
         or interrupted > 0

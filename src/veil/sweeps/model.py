@@ -151,8 +151,10 @@ class SweepSpec:
         return CERTIFICATE_METRICS if self.certifies() else ()
 
     def tune_trials(self) -> int:
-        """How many Tune trials run the sweep's trials: one per population of up to `population` trials."""
-        return math.ceil(self.trials / self.population)
+        """How many Tune trials run the sweep's trials: a grid's, one per chunk of `population` points; a sampled
+        sweep's, at most one per trial (populations only while the sampler draws independently of results:
+        `veil.sweeps.search.StudySearch`, which ends the search once every trial is asked)."""
+        return math.ceil(self.trials / self.population) if self.sampler == "grid" else self.trials
 
     def grid_size(self) -> int:
         return math.prod(len(p.grid_values()) for p in self.space)

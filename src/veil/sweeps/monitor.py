@@ -14,10 +14,10 @@ from ray.tune import Callback
 from ray.tune.stopper import Stopper
 
 from veil.sweeps.model import SweepSpec
-from veil.sweeps.population import MEMBER_RESULTS, MEMBERS, member_values
+from veil.sweeps.population import MEMBER_RESULTS, MEMBERS, member_numbers, member_values
 from veil.sweeps.results import fmt_metric
 from veil.sweeps.space import format_value
-from veil.sweeps.trial import member_id, member_number, trial_number, tune_key
+from veil.sweeps.trial import member_id, trial_number, tune_key
 
 # ----------------------------------------------------------------------------------------------
 # live progress (driver side) + stopping after too many failures
@@ -73,12 +73,12 @@ class SweepMonitor(Callback, Stopper):
         keys = [tune_key(m) for m in self.metrics]
         if MEMBERS not in cfg:
             return [(trial.trial_id, self._name(trial), self._label(cfg), member_values(r, keys))]
-        number = trial_number(trial, self.grid)
+        numbers = member_numbers(cfg, trial_number(trial, self.grid), self.population)
         reported = r.get(MEMBER_RESULTS) or []
         out = []
         for i, m in enumerate(cfg[MEMBERS]):
             mid = member_id(trial.trial_id, i)
-            n = member_number(number, i, self.population)
+            n = numbers[i]
             out.append(
                 (
                     mid,
@@ -113,8 +113,13 @@ class SweepMonitor(Callback, Stopper):
         if members is None:
             self._say(f"[{self._elapsed()}] start  {self._name(trial)}  {self._label(trial.config or {})}")
             return
-        first = member_number(trial_number(trial, self.grid), 0, self.population)
-        span = f"trials #{first}-#{first + len(members) - 1}" if first is not None else f"{len(members)} trials"
+        numbers = member_numbers(trial.config, trial_number(trial, self.grid), self.population)
+        if len(members) == 1:  # a population sweep's trial asked on its own (the sampler has begun to adapt)
+            name = f"#{numbers[0]} {member_id(trial.trial_id, 0)}" if numbers[0] is not None else trial.trial_id
+            self._say(f"[{self._elapsed()}] start  {name}  {self._label(members[0])}")
+            return
+        first, last = numbers[0], numbers[-1]  # members are asked together: consecutive numbers
+        span = f"trials #{first}-#{last}" if first is not None and last is not None else f"{len(members)} trials"
         self._say(f"[{self._elapsed()}] start  population {self._name(trial)}  {span}, trained as one model")
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:

@@ -46,6 +46,12 @@ class SamplerSpec(Protocol):
 
 SamplerFactory = Callable[[SamplerSpec], Optional["BaseSampler"]]
 """(spec) -> an Optuna sampler seeded with `spec.sampler_seed`; None for the grid (Tune's grid_search)."""
+Independent = Callable[[SamplerSpec], int]
+"""(spec) -> how many of a sweep's first trials the sampler draws without looking at any result."""
+
+
+def _none_independent(spec: SamplerSpec) -> int:
+    return 0
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,9 @@ class SamplerEntry:
     """Keys a spec's `sampler_options` may hold (the seed always comes from `sampler_seed`)."""
     options_cls: type | None = None
     """The `param()` dataclass those options are checked against (type and range), when the sampler has one."""
+    independent: Independent = _none_independent
+    """How many of the first trials it draws without looking at results: a population sweep asks those in
+    populations and the rest one at a time, so populations cost the sampler no adaptive rounds (0: unknown)."""
 
     def check_options(self, given: Mapping[str, Any], where: str) -> dict[str, Any]:
         """A spec's `sampler_options` for this sampler, as given less those set to null (the default): unknown
@@ -74,16 +83,19 @@ class SamplerEntry:
 _REGISTRY: Registry[SamplerEntry] = Registry("sampler")
 
 
-def register_sampler(name: str, options: tuple[str, ...] | type = ()) -> Callable[[SamplerFactory], SamplerFactory]:
+def register_sampler(
+    name: str, options: tuple[str, ...] | type = (), independent: Independent = _none_independent
+) -> Callable[[SamplerFactory], SamplerFactory]:
     """Register a sampler factory under `name` (a decorator), with the Optuna constructor options a spec may set
     for it: their names, or a `param()` dataclass whose fields (each None by default: the sampler's own default)
-    also say their type and range. Veil's own below, a plugin's from its `veil.samplers` entry point
-    (docs/extending.md)."""
+    also say their type and range; and `independent`: how many of a sweep's first trials it draws without
+    looking at results (the default 0 makes a population sweep ask every trial on its own). Veil's own below,
+    a plugin's from its `veil.samplers` entry point (docs/extending.md)."""
     if isinstance(options, type):
         names, cls = tuple(f.name for f in dataclasses.fields(options)), options
     else:
         names, cls = tuple(options), None
-    return _REGISTRY.decorator(name, lambda factory: SamplerEntry(name, factory, names, cls))
+    return _REGISTRY.decorator(name, lambda factory: SamplerEntry(name, factory, names, cls, independent))
 
 
 @dataclass(frozen=True)
@@ -121,16 +133,34 @@ class TPEOptions:
     )
 
 
-@register_sampler("nsga2", options=NSGA2Options)
+def _nsga2_generation(spec: SamplerSpec) -> int:
+    """NSGA-II's population_size: a generation's trials are bred from the generations before, so the first
+    one is drawn at random, without results."""
+    return int(spec.sampler_options.get("population_size") or max(4, min(50, spec.trials // 2)))
+
+
+@register_sampler("nsga2", options=NSGA2Options, independent=_nsga2_generation)
 def _nsga2(spec: SamplerSpec) -> BaseSampler:
     import optuna
 
     opts = dict(spec.sampler_options)
-    opts.setdefault("population_size", max(4, min(50, spec.trials // 2)))
+    opts["population_size"] = _nsga2_generation(spec)
     return optuna.samplers.NSGAIISampler(seed=spec.sampler_seed, **opts)
 
 
-@register_sampler("tpe", options=TPEOptions)
+def _tpe_startup(spec: SamplerSpec) -> int:
+    """TPE samples at random until n_startup_trials trials have reported (Optuna's default: 10)."""
+    given = spec.sampler_options.get("n_startup_trials")
+    if given is not None:
+        return int(given)
+    import inspect
+
+    import optuna
+
+    return int(inspect.signature(optuna.samplers.TPESampler).parameters["n_startup_trials"].default)
+
+
+@register_sampler("tpe", options=TPEOptions, independent=_tpe_startup)
 def _tpe(spec: SamplerSpec) -> BaseSampler:
     import optuna
 
@@ -143,14 +173,18 @@ def _tpe(spec: SamplerSpec) -> BaseSampler:
     return optuna.samplers.TPESampler(seed=spec.sampler_seed, **opts)
 
 
-@register_sampler("random")
+def _every_trial(spec: SamplerSpec) -> int:
+    return spec.trials
+
+
+@register_sampler("random", independent=_every_trial)
 def _random(spec: SamplerSpec) -> BaseSampler:
     import optuna
 
     return optuna.samplers.RandomSampler(seed=spec.sampler_seed)
 
 
-@register_sampler(GRID)
+@register_sampler(GRID, independent=_every_trial)
 def _grid(spec: SamplerSpec) -> None:
     """Tune's grid_search enumerates the grid (Optuna's GridSampler may hand a running point out again under
     parallel ask/tell), so there is no Optuna sampler to build."""
@@ -180,6 +214,7 @@ def get_sampler(name: str, where: str | None = None) -> SamplerFactory:
 
 __all__ = [
     "GRID",
+    "Independent",
     "NSGA2Options",
     "SAMPLERS",
     "SAMPLER_OPTIONS",

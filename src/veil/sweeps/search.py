@@ -1,8 +1,11 @@
 """The Tune searcher of every sampled sweep: an Optuna study of its own, driven through public APIs only (Tune's
 `Searcher`, Optuna's `Study.ask` / `Study.tell`), so neither library's internals are relied on.
 
-Each Tune trial is one Optuna trial, or with `population: P` up to P of them asked together (never more than the
-sweep's `trials`): the members train as one vectorised model and each is told the objectives it reported."""
+Each Tune trial is one Optuna trial, or with `population: P` a population of them: up to P asked together
+(never more than the sweep's `trials`) while the sampler still draws without looking at results (its
+`independent` trials: TPE's start-up, NSGA-II's first generation, every trial of a random sampler), then one
+at a time, so a population sweep gives the sampler as many adaptive rounds as separate trials would. The
+members train as one vectorised model and each is told the objectives it reported."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from optuna.study import StudyDirection
 from optuna.trial import TrialState
 from ray.tune.search import Searcher
 
-from veil.sweeps.population import MEMBER_RESULTS, MEMBERS, member_values
+from veil.sweeps.population import MEMBER_RESULTS, MEMBERS, NUMBERS, member_values
 
 
 class StudySearch(Searcher):
@@ -31,10 +34,13 @@ class StudySearch(Searcher):
         sampler: optuna.samplers.BaseSampler,
         population: int = 1,
         total: int,
+        independent: int | None = None,
     ) -> None:
         super().__init__(metric=cast(Any, metric), mode=cast(Any, mode))  # lists: Tune's multi-objective form
         self._space = dict(space)
         self._population, self._total, self._asked = population, total, 0
+        self._independent = total if independent is None else independent
+        """How many of the first trials the sampler draws without results: asked in populations; later ones alone."""
         directions = [StudyDirection.MAXIMIZE if m == "max" else StudyDirection.MINIMIZE for m in mode]
         self._study = optuna.create_study(directions=directions, sampler=sampler)
         self._members: dict[str, list[tuple[int, dict[str, Any]]]] = {}
@@ -46,16 +52,25 @@ class StudySearch(Searcher):
         """The Optuna study: every member's params and objectives, as told."""
         return self._study
 
+    def next_size(self) -> int:
+        """How many trials the next Tune trial holds: up to a population while the sampler's draws are
+        independent of results, then one (0 once every trial is asked)."""
+        left = self._total - self._asked
+        independent_left = getattr(self, "_independent", self._total) - self._asked  # older pickles: populations
+        return min(left, self._population, independent_left) if independent_left > 0 else min(left, 1)
+
     def suggest(self, trial_id: str) -> dict[str, Any] | None:
         if trial_id not in self._members:
-            n = min(self._population, self._total - self._asked)
+            n = self.next_size()
             if n <= 0:
-                return None
+                return cast(Any, Searcher.FINISHED)  # Tune's "no more trials" (its type hint leaves it out)
             asked = [self._study.ask(self._space) for _ in range(n)]
             self._members[trial_id] = [(t.number, dict(t.params)) for t in asked]
             self._asked += n
         params = [p for _, p in self._members[trial_id]]
-        return {MEMBERS: params} if self._population > 1 else dict(params[0])
+        if self._population == 1:
+            return dict(params[0])
+        return {MEMBERS: params, NUMBERS: [number + 1 for number, _ in self._members[trial_id]]}
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:
         """Trials report once, at the end; multi-objective studies take no intermediate values anyway."""

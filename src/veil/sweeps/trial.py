@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 
 from veil.errors import VeilError
 from veil.sweeps.model import SweepSpec
-from veil.sweeps.population import MEMBER_RESULTS, MEMBERS
+from veil.sweeps.population import MEMBER_RESULTS, MEMBERS, member_numbers
 from veil.sweeps.results import (
     STD_PREFIX,
     TAG_CONFIG,
@@ -275,12 +275,6 @@ def member_id(trial_id: str, index: int) -> str:
     return f"{trial_id}.{index + 1}"
 
 
-def member_number(number: int | None, index: int, population: int) -> int | None:
-    """Trial number of member `index` of population `number`: populations of P number their members
-    (number - 1) * P + 1 ... so trials keep one numbering whatever the population size."""
-    return None if number is None else (number - 1) * population + index + 1
-
-
 def run_population(
     spec: SweepSpec,
     members: Sequence[Mapping[str, Any]],
@@ -291,10 +285,12 @@ def run_population(
     tracking_uri: str,
     storage: Path | None = None,
     number: int | None = None,
+    numbers: Sequence[int | None] | None = None,
     data: Preloaded | None = None,
 ) -> dict[str, Any]:
     """Run a population of trials (`members`: each one's searched values) as one vectorised training per seed
     (`veil.run.execute_population`), each member logged as its own trial run exactly as if it had run alone.
+    `number` is the Tune trial's, `numbers` the members' trial numbers (`member_numbers`; none by default).
     Returns {'members': [what `run_trial` reports, or None for a member that failed], 'trial_seconds'}; a
     member that fails (invalid values, a non-finite objective) is recorded FAILED and the rest go on."""
     from veil.run import execute_population, validate
@@ -303,9 +299,7 @@ def run_population(
     t0 = time.time()
     exp_id = when_tracking_answers(lambda: experiment_id(tracking_uri, spec.experiment), tracking_uri)
     ids = [member_id(trial_id, i) for i in range(len(members))]
-    tags = [
-        trial_tags(v, ids[i], sweep, member_number(number, i, spec.population), trial_id) for i, v in enumerate(members)
-    ]
+    tags = [trial_tags(v, ids[i], sweep, numbers[i] if numbers else None, trial_id) for i, v in enumerate(members)]
     configs = {mid: t[TAG_CONFIG] for mid, t in zip(ids, tags)}
     kept = when_tracking_answers(lambda: settle_members(tracking_uri, exp_id, sweep, trial_id, configs), tracking_uri)
     names = [trial_run_name(sweep, ids[i], v) for i, v in enumerate(members)]
@@ -399,17 +393,19 @@ def sweep_trial(config: dict[str, Any], spec: SweepSpec, data: Preloaded | None 
     ctx = config[CTX_KEY]
     torch.set_num_threads(int(ctx.get("threads", 1)))
     context = tune.get_context()
+    number = number_from_name(context.get_trial_name())
     where = dict(
         sweep=ctx["sweep"],
         parent_run_id=ctx["parent_run_id"],
         tracking_uri=ctx["tracking_uri"],
         storage=Path(ctx["storage"]) / "train",
-        number=number_from_name(context.get_trial_name()),
+        number=number,
         data=data,
     )
     if MEMBERS in config:
         members = [{k: decode_value(v) for k, v in m.items()} for m in config[MEMBERS]]
-        tune.report(run_population(spec, members, context.get_trial_id(), **where))
+        numbers = member_numbers(config, number, spec.population)
+        tune.report(run_population(spec, members, context.get_trial_id(), numbers=numbers, **where))
         return
     values = {k: decode_value(v) for k, v in config.items() if k != CTX_KEY}
     tune.report(run_trial(spec, values, context.get_trial_id(), **where))
