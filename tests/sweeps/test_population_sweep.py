@@ -50,12 +50,13 @@ GRID = {
 
 
 # -- pure logic ----------------------------------------------------------------------------------
-def _search(population: int, total: int, independent: int | None = None) -> StudySearch:
+def _search(population: int, total: int, independent: int | None = None, concurrency: int = 1) -> StudySearch:
     s = StudySearch(
         {"method.beta": FloatDistribution(0.1, 4.0, log=True)},
         population=population,
         total=total,
         independent=independent,
+        concurrency=concurrency,
         metric=["utility_auc", "privacy_gap"],
         mode=["max", "min"],
         sampler=optuna.samplers.RandomSampler(seed=0),
@@ -106,6 +107,13 @@ def test_populations_only_while_the_sampler_draws_without_results_then_one_trial
         )
     assert sizes == [3, 1, 1, 1, 1, 1, 1] and numbers == list(range(1, 10))
     assert [t.state.name for t in s.study.trials] == ["COMPLETE"] * 9
+    assert s.plan() == (
+        "populations: the first 4 trial(s) in populations of up to 3, then 5 asked one at a time as the sampler adapts"
+    )
+    # 2 workers: TPE's 6 start-up trials as 2 populations of 3, not one of 6 and another of 0 (a population of 7
+    # would hold 6 results back while the other worker's trials, asked before them, are drawn at random too)
+    two = _search(population=7, total=14, independent=6, concurrency=2)
+    assert [len(two.suggest(x)[MEMBERS]) for x in "abcd"] == [3, 3, 1, 1]
     # a sampler that declares no independent draws (a plugin's default): every trial on its own
     none = _search(population=3, total=2, independent=0)
     assert [len(none.suggest(x)[MEMBERS]) for x in "ab"] == [1, 1] and none.suggest("c") == "FINISHED"

@@ -118,6 +118,7 @@ def search_algorithm(spec: SweepSpec) -> tuple[Any, Any]:
         population=spec.population,
         total=spec.trials,
         independent=entry.independent(spec),
+        concurrency=spec.concurrency,
     )
     return ConcurrencyLimiter(searcher, max_concurrent=spec.concurrency), searcher
 
@@ -403,6 +404,8 @@ def run_sweep(
                     flush=True,
                 )
             tuner, searcher = build_tuner(spec, ctx, exp_dir, monitor, data)
+            if spec.population > 1 and searcher is not None and not quiet:
+                print(f"  {searcher.plan()}", flush=True)
             t_tune = time.time()
             grid = tuner.fit()
             t_fit = time.time()

@@ -9,6 +9,7 @@ members train as one vectorised model and each is told the objectives it reporte
 
 from __future__ import annotations
 
+import math
 import pickle
 from typing import Any, Mapping, cast
 
@@ -35,12 +36,17 @@ class StudySearch(Searcher):
         population: int = 1,
         total: int,
         independent: int | None = None,
+        concurrency: int = 1,
     ) -> None:
         super().__init__(metric=cast(Any, metric), mode=cast(Any, mode))  # lists: Tune's multi-objective form
         self._space = dict(space)
         self._population, self._total, self._asked = population, total, 0
         self._independent = total if independent is None else independent
         """How many of the first trials the sampler draws without results: asked in populations; later ones alone."""
+        self._size = min(population, max(1, math.ceil(self._independent / max(1, concurrency))))
+        """The populations' size: P, or less so that the independent trials spread evenly over the concurrent
+        workers (one large population would hold its results back while the other workers ask on, and a sampler
+        that has too few results keeps drawing at random)."""
         directions = [StudyDirection.MAXIMIZE if m == "max" else StudyDirection.MINIMIZE for m in mode]
         self._study = optuna.create_study(directions=directions, sampler=sampler)
         self._members: dict[str, list[tuple[int, dict[str, Any]]]] = {}
@@ -57,7 +63,15 @@ class StudySearch(Searcher):
         independent of results, then one (0 once every trial is asked)."""
         left = self._total - self._asked
         independent_left = getattr(self, "_independent", self._total) - self._asked  # older pickles: populations
-        return min(left, self._population, independent_left) if independent_left > 0 else min(left, 1)
+        size = getattr(self, "_size", self._population)
+        return min(left, size, independent_left) if independent_left > 0 else min(left, 1)
+
+    def plan(self) -> str:
+        """How a population sweep asks its trials, in words (for the sweep's first lines)."""
+        together = min(self._independent, self._total)
+        alone = self._total - together
+        text = f"populations: the first {together} trial(s) in populations of up to {self._size}"
+        return text + (f", then {alone} asked one at a time as the sampler adapts" if alone else "")
 
     def suggest(self, trial_id: str) -> dict[str, Any] | None:
         if trial_id not in self._members:
