@@ -7,11 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from veil.sweeps.samplers import SamplerSpec, register_sampler
-
-
-def every_trial(spec: SamplerSpec) -> int:
-    return spec.trials
+from veil.sweeps.samplers import SamplerSpec, every_trial, register_sampler
 
 
 @register_sampler("qmc", options=("scramble", "qmc_type"), independent=every_trial)

@@ -17,13 +17,14 @@ import json
 import os
 import re
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from veil.console import warn
 from veil.errors import ConfigError, VeilError
+from veil.lazy import in_background
 from veil.platform.cluster import ray_session
 from veil.sweeps.metrics import metric_label
 from veil.sweeps.monitor import SweepMonitor
@@ -240,11 +241,7 @@ def preload(spec: SweepSpec) -> Preloaded | None:
 def preload_in_background(spec: SweepSpec) -> Future[Preloaded | None]:
     """`preload` (and the import of the run machinery it needs) on a thread of its own, while Ray starts;
     `.result()` waits for it and raises its error."""
-    pool = ThreadPoolExecutor(1, thread_name_prefix="veil-preload")
-    try:
-        return pool.submit(preload, spec)
-    finally:
-        pool.shutdown(wait=False)
+    return in_background(preload, spec, name="veil-preload")
 
 
 def labels_need_data(spec: SweepSpec) -> bool:
@@ -268,7 +265,8 @@ def check_dataset_labels(spec: SweepSpec, data: Preloaded | None) -> None:
     seeds = spec.seeds if is_file_dataset(spec.dataset) else spec.seeds[:1]
     for seed in seeds:
         values = validate(spec.run_spec({}, seed)).dataset_config
-        ds = (data.shared(spec.dataset, values) if data is not None else None) or load_dataset(spec.dataset, values)
+        shared = data.shared(spec.dataset, values) if data is not None else None
+        ds = shared if shared is not None else load_dataset(spec.dataset, values)
     check_metric_labels(spec, ds.utility_names, ds.sensitive_names)
 
 

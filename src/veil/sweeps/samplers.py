@@ -173,18 +173,19 @@ def _tpe(spec: SamplerSpec) -> BaseSampler:
     return optuna.samplers.TPESampler(seed=spec.sampler_seed, **opts)
 
 
-def _every_trial(spec: SamplerSpec) -> int:
+def every_trial(spec: SamplerSpec) -> int:
+    """`independent` of a sampler that never looks at results (random, grid, a plugin's QMC): every trial."""
     return spec.trials
 
 
-@register_sampler("random", independent=_every_trial)
+@register_sampler("random", independent=every_trial)
 def _random(spec: SamplerSpec) -> BaseSampler:
     import optuna
 
     return optuna.samplers.RandomSampler(seed=spec.sampler_seed)
 
 
-@register_sampler(GRID, independent=_every_trial)
+@register_sampler(GRID, independent=every_trial)
 def _grid(spec: SamplerSpec) -> None:
     """Tune's grid_search enumerates the grid (Optuna's GridSampler may hand a running point out again under
     parallel ask/tell), so there is no Optuna sampler to build."""
@@ -222,6 +223,7 @@ __all__ = [
     "SamplerFactory",
     "SamplerSpec",
     "TPEOptions",
+    "every_trial",
     "get_sampler",
     "register_sampler",
     "sampler_entry",

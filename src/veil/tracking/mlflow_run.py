@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from veil.console import warn
 from veil.errors import ConfigError, TrackingUnavailable
+from veil.lazy import in_background
 from veil.tracking import journal
 from veil.tracking.journal import Journal
 
@@ -265,11 +266,7 @@ def open_store_in_background(uri: str | None, experiment: str | None = None) -> 
         except Exception:  # noqa: BLE001 - the first write meets the same error and reports it
             pass
 
-    pool = ThreadPoolExecutor(1, thread_name_prefix="veil-store")
-    try:
-        return pool.submit(open_store)
-    finally:
-        pool.shutdown(wait=False)
+    return in_background(open_store, name="veil-store")
 
 
 def experiment_id(uri: str, name: str) -> str:
