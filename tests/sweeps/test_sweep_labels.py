@@ -61,3 +61,16 @@ def test_metric_label_reads_role_and_label():
     assert metric_label("mi/ksg/u") == ("any", "u")
     assert metric_label("capacity/adversary_auc/s/mlp") == ("sensitive", "s")
     assert metric_label("utility_auc") is None and metric_label("per_node/utility_auc_min") is None
+
+
+def test_unknown_label_is_refused_when_the_space_searches_the_data(in_tmp, capsys):
+    """A space over a dataset parameter preloads nothing, so the check loads the data itself and still refuses."""
+    spec = {
+        **SPEC,
+        "space": {**SPEC["space"], "dataset.rho": {"type": "float", "low": 0.1, "high": 0.9}},
+        "objectives": ["utility_auc: max", "privacy_gap/nolabel: min"],
+    }
+    (in_tmp / "s.yaml").write_text(yaml.safe_dump(spec))
+    assert main(["sweep", "s.yaml"]) == 2
+    assert "'objectives[1].metric': 'privacy_gap/nolabel' (allowed: a sensitive label" in capsys.readouterr().err
+    assert not (in_tmp / "mlflow.db").exists() and not (in_tmp / ".veil").exists()

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence, TypedDict
 
 import numpy as np
 import torch
@@ -29,10 +29,14 @@ from veil.audit.vocabulary import PROBE_DEVICES
 from veil.errors import ConfigError, DataError
 from veil.methods.nets import mlp
 
+if TYPE_CHECKING:  # typing.Unpack is Python 3.11+; torch already depends on typing_extensions
+    from typing_extensions import Unpack
+
 __all__ = [
     "MIN_SCALE",
     "Classifier",
     "GraphedSteps",
+    "ProbeOptions",
     "StackedMLP",
     "Standardizer",
     "probe_device",
@@ -148,6 +152,16 @@ class Classifier:
         return torch.log_softmax(self.logits(z), dim=1).double().numpy()
 
 
+class ProbeOptions(TypedDict, total=False):
+    """`train_classifier`'s optional keywords: `train_classifiers_stacked` documents each and its default."""
+
+    weight_decay: float
+    standardize: bool
+    drop_last: bool
+    num_threads: int | None
+    device: str
+
+
 def train_classifier(
     z: np.ndarray,
     y: np.ndarray,
@@ -158,41 +172,22 @@ def train_classifier(
     lr: float,
     batch_size: int,
     seed: int,
-    weight_decay: float = 0.0,
-    standardize: bool = False,
-    drop_last: bool = True,
-    num_threads: int | None = None,
-    device: str = "cpu",
+    **options: Unpack[ProbeOptions],
 ) -> Classifier:
     """A fresh ReLU MLP ``z.shape[1] -> hidden... -> n_classes`` trained on (z, y) by softmax cross-entropy.
 
     Seeded by `seed` (initialisation and minibatch order; torch's global RNG is left untouched), Adam
     (`lr`, `weight_decay`) for `epochs` passes over shuffled minibatches of ``min(batch_size, rows)``
-    rows; `drop_last` skips the incomplete last batch of each pass (the fresh-probe audit's protocol),
-    otherwise it is a smaller step. `y` holds class codes 0..n_classes-1.
-    `standardize` z-scores the columns with statistics of `z` (in z's dtype) and applies the same map
-    to whatever the returned classifier predicts on. `num_threads`: torch intra-op threads while
-    training (restored afterwards; None leaves torch's setting alone). `device`: where it trains (`probe_device`);
-    the classifier comes back on the CPU.
+    rows; `y` holds class codes 0..n_classes-1. `options` (`ProbeOptions`) are `train_classifiers_stacked`'s:
+    weight decay, z-scoring, the incomplete last batch, torch threads, the device. The classifier comes back on
+    the CPU.
 
     The network, its initialisation, the minibatch order and the update are what the plain loop computes (build
     `mlp` right after ``torch.manual_seed(seed)``, one ``torch.randperm`` per epoch from a generator seeded with
     `seed`, ``F.cross_entropy``, fused Adam); the training runs on `StackedMLP`, which equals that loop up to
     floating-point order (tests/audit/test_stacked_probes.py) at about 1.5x its speed."""
     return train_classifiers_stacked(
-        [z],
-        [y],
-        n_classes,
-        hidden=hidden,
-        epochs=epochs,
-        lr=lr,
-        batch_size=batch_size,
-        seed=seed,
-        weight_decay=weight_decay,
-        standardize=standardize,
-        drop_last=drop_last,
-        num_threads=num_threads,
-        device=device,
+        [z], [y], n_classes, hidden=hidden, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed, **options
     )[0]
 
 
@@ -401,8 +396,13 @@ def train_classifiers_stacked(
     Same initialisation (each member's net built right after seeding with its seed), same minibatch order
     (the permutations a solo probe on that many rows draws) and the same Adam update; only floating-point
     order differs. Members may have different row counts (padded; a member with fewer minibatches stops
-    stepping when it has none left) but must share the column count. `device`: where they train (`probe_device`).
-    Returns ordinary Classifiers, on the CPU."""
+    stepping when it has none left) but must share the column count.
+
+    `weight_decay`: Adam's. `standardize` z-scores each member's columns with statistics of its own z (in z's dtype)
+    and applies the same map to whatever the returned classifier predicts on. `drop_last` skips the incomplete last
+    batch of each pass (the fresh-probe audit's protocol); otherwise it is a smaller step. `num_threads`: torch
+    intra-op threads while training (restored afterwards; None leaves torch's setting alone). `device`: where they
+    train (`probe_device`). Returns ordinary Classifiers, on the CPU."""
     count = len(zs)
     if len(ys) != count:
         raise DataError(f"train_classifiers_stacked: {count} representations (zs) but {len(ys)} label arrays (ys)")

@@ -253,20 +253,18 @@ def labels_need_data(spec: SweepSpec) -> bool:
 
 
 def check_dataset_labels(spec: SweepSpec, data: Preloaded | None) -> None:
-    """Per-label objectives and constraints checked against the dataset's labels, known once it is loaded
-    (cached after the first load), and a user's data file loaded (so checked) with every seed's split:
-    refused before Ray starts or the parent run exists rather than failing every trial. `data`: the datasets
-    `preload` loaded, when it did (read here, not copied)."""
+    """Per-label objectives and constraints checked against the dataset's labels, and a user's data file loaded
+    (so checked) with every seed's split: refused before Ray starts or the parent run exists rather than failing
+    every trial. For a spec where `labels_need_data`. `data`: what `preload` loaded, every seed's dataset (read
+    here, not copied); None when the space searches a dataset parameter, and the seeds' datasets load here."""
     from veil.datasets.registry import is_file_dataset, load_dataset
     from veil.run import validate
 
-    if not labels_need_data(spec):
-        return
-    seeds = spec.seeds if is_file_dataset(spec.dataset) else spec.seeds[:1]
-    for seed in seeds:
-        values = validate(spec.run_spec({}, seed)).dataset_config
-        shared = data.shared(spec.dataset, values) if data is not None else None
-        ds = shared if shared is not None else load_dataset(spec.dataset, values)
+    if data is not None and data.datasets:
+        ds = next(iter(data.datasets.values()))  # every seed's dataset has the same labels
+    else:
+        for seed in spec.seeds if is_file_dataset(spec.dataset) else spec.seeds[:1]:
+            ds = load_dataset(spec.dataset, validate(spec.run_spec({}, seed)).dataset_config)
     check_metric_labels(spec, ds.utility_names, ds.sensitive_names)
 
 
