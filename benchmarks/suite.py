@@ -424,7 +424,7 @@ def run_quickstart(quick: bool) -> Row:
 
 POPULATION_SIZES = (1, 3)  # 1: separate trials; 3: the quickstart's 6 TPE start-up trials per worker (a larger P
 # asks the same way: the start-up is split evenly over the workers, tests/sweeps/test_population_sweep.py)
-SIZE_REPEATS = 6  # seed pairs in the full form (one in --quick): fronts vary by ~0.01 hypervolume
+SIZE_REPEATS = 6  # seed pairs in the full form (one in --quick): a front varies by ~0.025 hypervolume across seeds
 
 
 def run_population_sizes(quick: bool) -> Row:
