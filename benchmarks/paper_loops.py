@@ -46,18 +46,20 @@ def uniform_ce(logits: torch.Tensor) -> torch.Tensor:
     return -F.log_softmax(logits, dim=1).mean(dim=1).mean()
 
 
-def eigan(method: Method, split: Split, epochs: int) -> int:
-    """EIGAN Alg. A1: encoder step on eq. 4, then the ally and the adversary each on the encoder's z, re-encoded."""
+def eigan(method: Method, split: Split, epochs: int, device: str = "cpu") -> int:
+    """EIGAN Alg. A1: encoder step on eq. 4, then the ally and the adversary each on the encoder's z, re-encoded.
+    `device`: where the nets live; each minibatch is copied there as it is drawn (``x.to(device)``, as papers do)."""
     c: Any = method.config
     m: Any = method
-    enc, ally, adv = (copy.deepcopy(net) for net in (m.encoder, m.allies.heads[0], m.adversaries.heads[0]))
+    enc, ally, adv = (copy.deepcopy(net).to(device) for net in (m.encoder, m.allies.heads[0], m.adversaries.heads[0]))
     opt_e = torch.optim.Adam(enc.parameters(), lr=c.lr_encoder)
     opt_a = torch.optim.Adam(ally.parameters(), lr=c.lr_ally)
     opt_v = torch.optim.Adam(adv.parameters(), lr=c.lr_adversary)
     alpha = c.alpha
     rows = 0
     for _ in range(epochs):
-        for x, u, s in loader(split, c.batch_size, c.seed):
+        for batch in loader(split, c.batch_size, c.seed):
+            x, u, s = (t.to(device) for t in batch)
             z = enc(x)
             privacy = uniform_ce(adv(z)) if c.privacy_loss == "uniform" else -F.cross_entropy(adv(z), s)
             adam_step(alpha * F.cross_entropy(ally(z), u) + (1 - alpha) * privacy, opt_e)
