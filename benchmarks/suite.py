@@ -31,6 +31,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results" / "suite.jsonl"
+GPU_RESULTS = HERE / "results" / "gpu.json"  # benchmarks/gpu.py's row, from a lent GPU machine
 README = HERE / "README.md"
 BEGIN = "<!-- filled by suite: targets -->"
 END = "<!-- end of suite targets -->"
@@ -427,6 +428,17 @@ POPULATION_SIZES = (1, 3)  # 1: separate trials; 3: the quickstart's 6 TPE start
 SIZE_REPEATS = 6  # seed pairs in the full form (one in --quick): a front varies by ~0.025 hypervolume across seeds
 
 
+def mean_interval(values: list[float], level: float = 0.95) -> list[float] | None:
+    """Student-t interval for the mean of paired differences (rounded to 4 places); None below two values."""
+    from scipy import stats
+
+    if len(values) < 2:
+        return None
+    v = np.asarray(values, dtype=float)
+    half = float(stats.t.ppf((1 + level) / 2, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v)))
+    return [round(float(v.mean()) - half, 4), round(float(v.mean()) + half, 4)]
+
+
 def run_population_sizes(quick: bool) -> Row:
     """The quickstart sweep at each population size of `POPULATION_SIZES`, in `SIZE_REPEATS` pairs, sizes
     alternating: pair r runs every size at run seed r and sampler seed r. Wall time and hypervolume per sweep,
@@ -454,6 +466,7 @@ def run_population_sizes(quick: bool) -> Row:
             diffs = [s["hypervolume"] - b for s, b in zip(runs, base)]
             summary[size]["difference_from_separate"] = [round(d, 4) for d in diffs]
             summary[size]["difference_mean"] = round(float(np.mean(diffs)), 4)
+            summary[size]["difference_interval_95"] = mean_interval(diffs)
             summary[size]["lower_than_separate"] = f"{sum(d < 0 for d in diffs)} of {len(diffs)}"
     return {"sizes": list(POPULATION_SIZES), "repeats": repeats, "sweeps": sweeps, "summary": summary}
 
@@ -1179,6 +1192,60 @@ def new_targets(rows: dict[str, Row]) -> list[str]:
     return lines
 
 
+def gpu_targets(g: Row) -> list[str]:
+    """The targets benchmarks/gpu.py measures on a GPU (its row: benchmarks/results/gpu.json), as rows of the
+    targets table: the audit engine and centralized EIGAN against the same baselines on that GPU, and populations."""
+    if not g.get("machine", {}).get("gpu"):
+        return []
+    gpu = g["machine"]["gpu"]
+    lines = []
+    cases = {k: v for k, v in (g.get("audit") or {}).items() if isinstance(v, dict) and "ratio_vs_plain_gpu" in v}
+    if cases:
+        met = all(
+            c["ratio_vs_plain_gpu"] >= 3 and c["max_difference_vs_plain"] <= c["seed_spread"] for c in cases.values()
+        )
+        parts = [
+            f"{name} ({c['audit_epochs']} epochs): {c['plain_gpu_s']:.3f} -> {c['veil_gpu_s']:.3f} s = "
+            f"{c['ratio_vs_plain_gpu']:.2f}x; AUCs within {c['max_difference_vs_plain']:.4f} of the plain loop's "
+            f"(seeds' spread {c['seed_spread']:.4f})"
+            for name, c in cases.items()
+        ]
+        lines.append(
+            f"| the same audit target on a GPU (`benchmarks/gpu.py`; the plain loop on that GPU) | {'; '.join(parts)} "
+            f"({gpu}, {g['audit']['when'][:10]}) | {'yes' if met else 'no'} | "
+            + ("-" if met else "see benchmarks/README.md, GPU")
+            + " |"
+        )
+    p = g.get("population")
+    if p and "ratio" in p:
+        lines.append(
+            f"| the population target on a GPU (`benchmarks/gpu.py`) | {p['ratio']:.2f}x "
+            f"({p['trials_per_hour']['separate_gpu']} -> {p['trials_per_hour']['population_gpu']} trials/h; members "
+            f"within {p['max_member_difference']['utility_auc']} utility AUC, {p['max_member_difference']['privacy_gap']} "
+            f"privacy gap; {gpu}, {p['when'][:10]}) | {'partly' if p['ratio'] >= 4 else 'no'} | training and the "
+            "fresh-probe audit only: MLflow and the certificate do not run on the GPU machine |"
+        )
+    e = g.get("eigan")
+    if e and "ratio_vs_paper_loop" in e:
+        big = max(e.get("larger_batch", {}).items(), key=lambda kv: int(kv[0]), default=None)
+        ok = e["ratio_vs_paper_loop"] >= 1.5 and e["pct_of_fp32_limit"] >= 80
+        lines.append(
+            f"| the centralized EIGAN target on a GPU (`benchmarks/gpu.py`; the paper-style loop on that GPU) | "
+            f"{e['ratio_vs_paper_loop']:.2f}x ({e['samples_per_s_cuda']:.0f} vs {e['paper_loop_samples_per_s_cuda']:.0f} "
+            f"samples/s), {e['pct_of_fp32_limit']:.1f}% of {g['fp32_limit_tflops']:.1f} TFLOP/s ({gpu}, {e['when'][:10]}) | "
+            f"{'yes' if ok else 'no'} | "
+            + (
+                "-"
+                if ok
+                else ("ratio met; " if e["ratio_vs_paper_loop"] >= 1.5 else "")
+                + f"batch {e['params']['batch_size']}'s products are too small to fill the card (the step is launch- and "
+                "latency-bound)" + (f"; at batch {big[0]}: {big[1]['pct_of_fp32_limit']:.1f}%" if big else "")
+            )
+            + " |"
+        )
+    return lines
+
+
 def quickstart_gap(q: Row) -> str:
     """Why the quickstart with populations is not 3x faster: where each sweep's wall time went."""
     parts = []
@@ -1207,14 +1274,17 @@ def others(rows: dict[str, Row]) -> list[str]:
     return lines
 
 
-def rewrite_readme(results: Path, readme: Path) -> None:
-    """Replace the README's block between the suite markers with tables made from the results file alone."""
+def rewrite_readme(results: Path, readme: Path, gpu: Path = GPU_RESULTS) -> None:
+    """Replace the README's block between the suite markers with tables made from the results files alone (the
+    suite's and, where one was recorded, benchmarks/gpu.py's)."""
     rows = latest(results)
+    gpu_row = json.loads(gpu.read_text()) if gpu.exists() else {}
     body = [
         f"Written by `python benchmarks/suite.py` from `{results.relative_to(ROOT) if results.is_relative_to(ROOT) else results}`"
         " (latest row per benchmark); do not edit by hand.",
         "",
         *targets(rows),
+        *gpu_targets(gpu_row),
         "",
         *others(rows),
     ]

@@ -70,6 +70,14 @@ def test_readme_block_is_made_from_the_results_file(gpp_row: tuple[ModuleType, P
     )
     original = (ROOT / "benchmarks" / "README.md").read_text()
     assert text.split(suite.END)[1] == original.split(suite.END)[1]  # what follows the block is kept as written
+    # benchmarks/gpu.py's recorded row adds the GPU's side of the targets; without one the table has none
+    gpu = json.loads(suite.GPU_RESULTS.read_text())
+    adult = gpu["audit"]["adult"]
+    assert f"{adult['plain_gpu_s']:.3f} -> {adult['veil_gpu_s']:.3f} s = {adult['ratio_vs_plain_gpu']:.2f}x" in block
+    assert "| the centralized EIGAN target on a GPU" in block
+    suite.rewrite_readme(results, readme, gpu=tmp_path / "no-gpu.json")
+    text = readme.read_text()
+    assert "on a GPU (`benchmarks/gpu.py`" not in text[text.index(suite.BEGIN) : text.index(suite.END)]
 
 
 def test_gpu_script_dry_run_on_the_cpu(tmp_path: Path) -> None:
@@ -91,3 +99,13 @@ def test_gpu_script_dry_run_on_the_cpu(tmp_path: Path) -> None:
     pop = row["population"]
     assert pop["members"] == 16 and max(pop["max_member_difference"].values()) < 0.1
     assert "tests" not in row and "eigan" not in row
+
+
+def test_population_sizes_interval_is_the_student_t_interval_of_the_pair_differences() -> None:
+    """The six seed pairs recorded on 2026-11-26: mean -0.0004, t(5) 97.5% quantile 2.5706, sd 0.00518."""
+    suite = load_suite()
+    diffs = [0.0007, 0.0025, -0.002, 0.0046, 0.0015, -0.0097]
+    low, high = suite.mean_interval(diffs)
+    assert low == pytest.approx(-0.0057, abs=1e-4) and high == pytest.approx(0.0049, abs=1e-4)
+    assert suite.mean_interval([0.1, 0.3], level=0.5) == pytest.approx([0.1, 0.3], abs=1e-4)  # t(1) 75%: 1.0
+    assert suite.mean_interval([0.01]) is None
