@@ -3,7 +3,7 @@
 Such a machine has torch, numpy, pandas, pyarrow and pytest but not Ray, Optuna or MLflow (too large to carry there,
 and nothing can be downloaded), so this measures the GPU code paths below the platform: the audit engine, populations
 and centralized training, each side by side against what a user would write on the same GPU (the plain autograd
-probe loop; separate runs) and against this machine's CPU. Results go to benchmarks/results/gpu.json (or --out).
+probe loop; separate runs; the paper-style EIGAN loop) and against this machine's CPU. Results go to benchmarks/results/gpu.json (or --out).
 
     python benchmarks/gpu.py                  # on the GPU machine (several minutes)
     python benchmarks/gpu.py --device cpu --quick   # a dry run of the script on a CPU machine
@@ -33,7 +33,7 @@ sys.path[:0] = [str(HERE), str(ROOT / "tests" / "support"), str(ROOT / "src")]
 
 from suite import AUDIT_CASES, CENTRALIZED, adult_shape, linear_shapes, probe_cost, step_flops_per_row  # noqa: E402
 
-SECTIONS = ("tests", "audit", "population", "eigan")
+SECTIONS = ("tests", "audit", "population", "population-adult", "eigan")
 GPU_TESTS = ["tests/audit/test_probe_device.py", "tests/methods/test_population.py"]
 SEEDS = (0, 1, 2)
 
@@ -201,12 +201,26 @@ def audit_case(name: str, device: str, quick: bool) -> dict[str, Any]:
     return row
 
 
-def population_bench(device: str, quick: bool, members: int = 16) -> dict[str, Any]:
-    """16 quickstart-size GPP trials (sweeps/quickstart.yaml's params, beta log-spaced over its range, each audited
-    with its audit settings): one population on the GPU, the 16 as separate runs on the GPU, and the population on
-    one CPU thread. Training and the fresh-probe audit; no MLflow and no certificate (neither runs here)."""
+def population_case(case: str, quick: bool) -> tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], int]:
+    """(dataset, its params, GPP's fixed params, audit settings, members) of a population benchmark: `quickstart`,
+    sweeps/quickstart.yaml's trials, 16 members; `adult`, the adult-sweep's trials (GPP's defaults, 2 epochs, the
+    default 30-epoch audit), 8 members."""
     import yaml
 
+    if case == "adult":
+        return ("adult", {}, {"epochs": 1 if quick else 2}, {"epochs": 3} if quick else {}, 4 if quick else 8)
+    q = yaml.safe_load((ROOT / "sweeps" / "quickstart.yaml").read_text())
+    params, data, audit_params = dict(q["params"]), dict(q["dataset_params"]), dict(q["audit"])
+    if quick:
+        params["epochs"], data["n"], audit_params["epochs"] = 3, 1000, 5
+    return q["dataset"], data, params, audit_params, 16
+
+
+def population_bench(device: str, quick: bool, case: str = "quickstart") -> dict[str, Any]:
+    """GPP trials of one size (`population_case`: the quickstart's 16, Adult's 8), beta log-spaced over 0.04-4, each
+    audited with its case's audit settings: one population on the GPU, the same trials as separate runs on the GPU,
+    and the population on the CPU (one thread at quickstart size, as a sweep's trial gets; all cores on Adult).
+    Training and the fresh-probe audit; no MLflow and no certificate (neither runs here)."""
     from veil.audit.probes import AuditConfig, audit
     from veil.audit.release import audit_releases
     from veil.datasets import load_dataset
@@ -214,11 +228,9 @@ def population_bench(device: str, quick: bool, members: int = 16) -> dict[str, A
     from veil.methods.base import TrainContext
     from veil.methods.population import fit_population
 
-    q = yaml.safe_load((ROOT / "sweeps" / "quickstart.yaml").read_text())
-    params, data, audit_params = dict(q["params"]), dict(q["dataset_params"]), dict(q["audit"])
-    if quick:
-        params["epochs"], data["n"], audit_params["epochs"] = 3, 1000, 5
-    ds = load_dataset(q["dataset"], data)
+    name, data, params, audit_params, members = population_case(case, quick)
+    cpu_threads = 1 if case == "quickstart" else torch.get_num_threads()
+    ds = load_dataset(name, data)
     betas = np.geomspace(0.04, 4, members)
     configs = [method_config("gpp", {**params, "beta": float(b), "seed": 0, "release_seed": 0}) for b in betas]
 
@@ -239,11 +251,12 @@ def population_bench(device: str, quick: bool, members: int = 16) -> dict[str, A
             )
         return out
 
-    fit_population("gpp", configs[:2], ds.task(), ds.train, TrainContext(device))  # warm-up: kernels, allocator
+    warm = ds.train.take(np.arange(min(len(ds.train), 2048)))
+    fit_population("gpp", configs[:2], ds.task(), warm, TrainContext(device))  # warm-up: kernels, allocator
     pop_s, pop = clock(lambda: population(device), device)
     sep_s, sep = clock(lambda: separate(device), device)
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+    torch.set_num_threads(cpu_threads)
     try:
         cpu_s, _ = clock(lambda: population("cpu"), "cpu")
     finally:
@@ -253,11 +266,12 @@ def population_bench(device: str, quick: bool, members: int = 16) -> dict[str, A
         "members": members,
         "population_gpu_s": round(pop_s, 2),
         "separate_gpu_s": round(sep_s, 2),
-        "population_cpu_1thread_s": round(cpu_s, 2),
+        "population_cpu_s": round(cpu_s, 2),
+        "cpu_threads": cpu_threads,
         "trials_per_hour": {
             "population_gpu": round(3600 * members / pop_s),
             "separate_gpu": round(3600 * members / sep_s),
-            "population_cpu_1thread": round(3600 * members / cpu_s),
+            "population_cpu": round(3600 * members / cpu_s),
         },
         "ratio": round(sep_s / pop_s, 2),
         "ratio_of": "trials/hour of the population on the GPU / of separate runs on the GPU",
@@ -266,7 +280,7 @@ def population_bench(device: str, quick: bool, members: int = 16) -> dict[str, A
     }
     print(
         f"  population of {members}: on {device} {pop_s:.2f} s, separate on {device} {sep_s:.2f} s ({row['ratio']}x), "
-        f"population on 1 CPU thread {cpu_s:.2f} s ({row['ratio_vs_cpu']}x)",
+        f"population on {cpu_threads} CPU thread(s) {cpu_s:.2f} s ({row['ratio_vs_cpu']}x)",
         flush=True,
     )
     return row
@@ -360,9 +374,9 @@ def main(argv: list[str] | None = None) -> int:
     when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     if "tests" in args.only:
         row["tests"] = run_tests(device)
+    cache = Path(os.environ.get("VEIL_CACHE_DIR", Path.home() / ".cache" / "veil")) / "datasets"
+    have_adult = (cache / "raw" / "adult" / "MANIFEST.json").exists()
     if "audit" in args.only:
-        cache = Path(os.environ.get("VEIL_CACHE_DIR", Path.home() / ".cache" / "veil")) / "datasets"
-        have_adult = (cache / "raw" / "adult" / "MANIFEST.json").exists()
         row["audit"] = {}
         for name in AUDIT_CASES:
             if name == "adult" and not have_adult:
@@ -371,6 +385,12 @@ def main(argv: list[str] | None = None) -> int:
             row["audit"][name] = audit_case(name, device, args.quick)
     if "population" in args.only:
         row["population"] = population_bench(device, args.quick)
+    if "population-adult" in args.only:
+        row["population-adult"] = (
+            population_bench(device, args.quick, "adult")
+            if have_adult
+            else {"skipped": f"Adult was not fetched under {cache}"}
+        )
     if "eigan" in args.only:
         row["eigan"] = eigan_bench(device, args.quick, row["fp32_limit_tflops"])
     for section in args.only:

@@ -87,7 +87,8 @@ def test_gpu_script_dry_run_on_the_cpu(tmp_path: Path) -> None:
     import subprocess
 
     out = tmp_path / "gpu.json"
-    cmd = [sys.executable, "benchmarks/gpu.py", "--device", "cpu", "--quick", "--only", "audit", "population"]
+    only = ["audit", "population", "population-adult"]
+    cmd = [sys.executable, "benchmarks/gpu.py", "--device", "cpu", "--quick", "--only", *only]
     env = {**__import__("os").environ, "VEIL_CACHE_DIR": str(tmp_path / "cache")}
     p = subprocess.run([*cmd, "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
@@ -96,8 +97,9 @@ def test_gpu_script_dry_run_on_the_cpu(tmp_path: Path) -> None:
     assert q["max_difference_vs_plain"] <= 0.005 and q["max_difference_vs_cpu"] == 0.0  # the same device here
     assert set(q["metrics"]["veil_gpu"]) == {"0", "1"} and row["audit"]["command"].endswith("--quick --only audit")
     assert row["audit"]["adult"]["skipped"].startswith("Adult was not fetched under")
+    assert row["population-adult"]["skipped"].startswith("Adult was not fetched under")
     pop = row["population"]
-    assert pop["members"] == 16 and max(pop["max_member_difference"].values()) < 0.1
+    assert pop["members"] == 16 and pop["cpu_threads"] == 1 and max(pop["max_member_difference"].values()) < 0.1
     assert "tests" not in row and "eigan" not in row
 
 
