@@ -326,6 +326,7 @@ def eigan_bench(device: str, quick: bool, limit_tflops: float) -> dict[str, Any]
     veil_rate = out[f"samples_per_s_{kind}"]
     out.update(
         layer_shapes=linear_shapes(create_method("eigan", params, task).modules().values()),
+        fp32_limit_tflops=round(limit_tflops, 2),  # this machine's: the row's top-level figure is the last run's
         pct_of_fp32_limit=round(100 * veil_rate * flops / (limit_tflops * 1e12), 2),
         ratio_vs_paper_loop=round(veil_rate / out[f"paper_loop_samples_per_s_{kind}"], 2),
         ratio_vs_cpu=round(veil_rate / out["samples_per_s_cpu"], 2),

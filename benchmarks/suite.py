@@ -1232,7 +1232,7 @@ def gpu_targets(g: Row) -> list[str]:
         lines.append(
             f"| the centralized EIGAN target on a GPU (`benchmarks/gpu.py`; the paper-style loop on that GPU) | "
             f"{e['ratio_vs_paper_loop']:.2f}x ({e['samples_per_s_cuda']:.0f} vs {e['paper_loop_samples_per_s_cuda']:.0f} "
-            f"samples/s), {e['pct_of_fp32_limit']:.1f}% of {g['fp32_limit_tflops']:.1f} TFLOP/s ({gpu}, {e['when'][:10]}) | "
+            f"samples/s), {e['pct_of_fp32_limit']:.1f}% of {e.get('fp32_limit_tflops', g['fp32_limit_tflops']):.1f} TFLOP/s ({gpu}, {e['when'][:10]}) | "
             f"{'yes' if ok else 'no'} | "
             + (
                 "-"
