@@ -434,9 +434,8 @@ def mean_interval(values: list[float], level: float = 0.95) -> list[float] | Non
 
     if len(values) < 2:
         return None
-    v = np.asarray(values, dtype=float)
-    half = float(stats.t.ppf((1 + level) / 2, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v)))
-    return [round(float(v.mean()) - half, 4), round(float(v.mean()) + half, 4)]
+    ci = stats.ttest_1samp(values, 0.0).confidence_interval(level)
+    return [round(float(ci.low), 4), round(float(ci.high), 4)]
 
 
 def run_population_sizes(quick: bool) -> Row:
