@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ from veil.datasets.base import Dataset
 from veil.datasets.registry import load_dataset
 from veil.errors import ConfigError
 from veil.methods.base import PrivacyKnob
-from veil.run import RunSpec, execute, validate
+from veil.run import RunSpec, check_target, execute, validate
 
 DATA = {"n": 16000, "rho": 0.2, "test_fraction": 0.5}
 SMALL_GPP = {"encoder_hidden": [32, 32], "head_hidden": [16], "lr": 3e-3, "epochs": 8}
@@ -144,6 +145,11 @@ def test_a_target_the_test_split_cannot_certify_is_refused_before_training(in_tm
         execute(gpp(dataset_params={**DATA, "n": 800}))
     assert e.value.field == "target.privacy_gap" and "400 test rows" in e.value.allowed
     assert "--target privacy_gap=" in e.value.allowed
+    # on generated data the error names the size that certifies the target, and that size passes the check
+    suggested = re.search(r"-p n=(\d+)", e.value.allowed)
+    assert suggested is not None, e.value.allowed
+    v = validate(gpp(dataset_params={**DATA, "n": int(suggested.group(1))}))
+    check_target(v, load_dataset("gaussian-correlated", v.dataset_config))
 
 
 def test_a_target_calibration_cannot_meet_ends_with_exit_3_and_the_record(in_tmp) -> None:

@@ -146,12 +146,16 @@ def check_resolution(ds: Dataset, target: Target, cfg: AuditConfig, source: str,
         need = math.ceil(len(ds.test) * ((floor - base) / (bound.limit - base)) ** 2)
         what = "the default target" if target.default else "the target"
         loose = math.ceil(((floor - base) * 1.5 + base) * 100) / 100
+        more = "Give more rows"
+        n = ds.params.get("n")
+        if isinstance(n, int) and not isinstance(n, bool):  # a generated dataset: say what size certifies it
+            more += f" (-p n={math.ceil(n * need / len(ds.test) / 100) * 100})"
         raise ConfigError(
             f"target.{bound.metric}",
             bound.limit,
             f"a bound this data can certify, above {floor:.3f}: {source} holds {len(ds.test)} test rows, and even a "
             f"release independent of '{name}' typically reaches {floor:.3f} at the upper end of the certificate's 95% "
             f"interval (the worst of its {1 + len(cfg.suite)} adversaries); certifying {bound.limit:g} takes about "
-            f"{need} test rows. Give more rows, loosen {what} (e.g. --target {bound.metric}={loose:g}), or say "
+            f"{need} test rows. {more}, loosen {what} (e.g. --target {bound.metric}={loose:g}), or say "
             "--target none for no certificate",
         )
