@@ -205,9 +205,10 @@ def refusal(error: str) -> str:
     )
     if not (rows and floor and need):
         return f"refused up front (exit 2): {error}"
+    size = re.search(r"\(-p n=(\d+)\)", error)
     return (
         f"refused up front (exit 2): {rows.group(1)} test rows certify no gap under {floor.group(1)}; "
-        f"0.05 needs ~{need.group(1)}"
+        f"0.05 needs ~{need.group(1)}" + (f" (the error suggests `-p n={size.group(1)}`)" if size else "")
     )
 
 
