@@ -940,6 +940,48 @@ def plot_scale(curves: dict[str, list[dict[str, Any]]], path: Path) -> None:
     plt.close(fig)
 
 
+# -- start-up of the CLI ---------------------------------------------------------------------------------------------
+CLI_COMMANDS: dict[str, tuple[list[str], float | None]] = {
+    "veil --help": (["--help"], 0.5),
+    "veil methods": (["methods"], None),
+    "veil sweep sweeps/quickstart.yaml --check": (["sweep", "sweeps/quickstart.yaml", "--check"], 1.5),
+}
+"""Each command's arguments and issue 26's bound on its wall time (None: timed, no target)."""
+CLI_REPEATS = 5  # fresh processes per command in the full form (3 in --quick), after one warm-up
+
+
+def run_cli(quick: bool) -> Row:
+    """Start-up of the CLI as a user meets it: every command of CLI_COMMANDS as a fresh process from the repository
+    root, the commands taking turns, wall and CPU seconds (the process's user + system time) of each; medians."""
+    import resource
+
+    walls: dict[str, list[float]] = {name: [] for name in CLI_COMMANDS}
+    cpus: dict[str, list[float]] = {name: [] for name in CLI_COMMANDS}
+    for i in range(1 + (3 if quick else CLI_REPEATS)):
+        for name, (args, _) in CLI_COMMANDS.items():
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t0 = time.perf_counter()
+            done = subprocess.run([veil_cli(), *args], cwd=ROOT, env=clean_env(), capture_output=True, text=True)
+            wall = time.perf_counter() - t0
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            if done.returncode != 0:
+                raise RuntimeError(f"{name} failed ({done.returncode}): {done.stderr[-500:]}")
+            if i:  # the first round warms the page cache and Python's bytecode cache
+                walls[name].append(round(wall, 3))
+                cpus[name].append(round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 3))
+    return {
+        "commands": {
+            name: {
+                "wall_s": float(np.median(walls[name])),
+                "cpu_s": float(np.median(cpus[name])),
+                "walls": walls[name],
+                "target_s": bound,
+            }
+            for name, (_, bound) in CLI_COMMANDS.items()
+        }
+    }
+
+
 # -- the suite -----------------------------------------------------------------------------------------------------
 BENCHMARKS: dict[str, Callable[[bool], Row]] = {
     **{name: (lambda quick, name=name: run_centralized(name, quick)) for name in CENTRALIZED},
@@ -952,6 +994,7 @@ BENCHMARKS: dict[str, Callable[[bool], Row]] = {
     "adult-sweep": run_adult_sweep,
     "audit": run_audit,
     "scale": run_scale,
+    "cli": run_cli,
 }
 
 
@@ -1117,7 +1160,7 @@ def targets(rows: dict[str, Row]) -> list[str]:
 
 def new_targets(rows: dict[str, Row]) -> list[str]:
     """Issue 26's targets: `veil sweep` against the plain Optuna loop, orchestration of the 32-trial Adult sweep,
-    and the audit's baseline (the figure a faster audit engine is measured against)."""
+    the audit engine against the one-probe-at-a-time loop, and the CLI's start-up."""
     lines = []
     o = rows.get("optuna-loop")
     if o:
@@ -1187,6 +1230,19 @@ def new_targets(rows: dict[str, Row]) -> list[str]:
             "| audit of one run >= 3x faster than the one-probe-at-a-time loop at equal metrics within the seeds' "
             f"spread (1 torch thread) | {'; '.join(parts)} ({_when(au)}) | {'yes' if all(met) else 'no'} | "
             f"{'; '.join(causes)} |"
+        )
+    c = rows.get("cli")
+    if c:
+        timed_cmds = {name: m for name, m in c["commands"].items() if m["target_s"] is not None}
+        ok = all(m["wall_s"] <= m["target_s"] for m in timed_cmds.values())
+        lines.append(
+            "| "
+            + " and ".join(f"`{name}` <= {m['target_s']:g} s" for name, m in timed_cmds.items())
+            + " (fresh processes, median) | "
+            + "; ".join(f"`{name}` {m['wall_s']:.2f} s (CPU {m['cpu_s']:.2f} s)" for name, m in c["commands"].items())
+            + f" ({_when(c)}) | {'yes' if ok else 'no'} | "
+            + ("-" if ok else "what each command imports before it answers: see 'Start-up of the CLI'")
+            + " |"
         )
     return lines
 

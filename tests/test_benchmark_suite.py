@@ -111,3 +111,22 @@ def test_population_sizes_interval_is_the_student_t_interval_of_the_pair_differe
     assert low == pytest.approx(-0.0057, abs=1e-4) and high == pytest.approx(0.0049, abs=1e-4)
     assert suite.mean_interval([0.1, 0.3], level=0.5) == pytest.approx([0.1, 0.3], abs=1e-4)  # t(1) 75%: 1.0
     assert suite.mean_interval([0.01]) is None
+
+
+def test_cli_startup_row_times_fresh_processes_and_renders_its_target(tmp_path: Path) -> None:
+    """The quick `cli` benchmark runs each command as a fresh process (3 timed after a warm-up); the targets row
+    says met exactly when every bounded command's median is within its bound (no timing is asserted here)."""
+    suite = load_suite()
+    results = tmp_path / "suite.jsonl"
+    assert suite.main(["--quick", "--only", "cli", "--results", str(results), "--no-readme"]) == 0
+    row = json.loads(results.read_text().splitlines()[-1])
+    assert set(row["commands"]) == set(suite.CLI_COMMANDS)
+    for name, m in row["commands"].items():
+        assert len(m["walls"]) == 3 and m["wall_s"] == sorted(m["walls"])[1]
+        assert 0 < m["cpu_s"] and m["target_s"] == suite.CLI_COMMANDS[name][1]
+    (line,) = [x for x in suite.new_targets({"cli": row}) if "`veil --help` <= 0.5 s" in x]
+    met = all(m["wall_s"] <= m["target_s"] for m in row["commands"].values() if m["target_s"] is not None)
+    assert f"| {'yes' if met else 'no'} |" in line
+    slow = {**row, "commands": {**row["commands"], "veil --help": {**row["commands"]["veil --help"], "wall_s": 0.9}}}
+    (line,) = [x for x in suite.new_targets({"cli": slow}) if "`veil --help` <= 0.5 s" in x]
+    assert "| no | what each command imports" in line and "`veil --help` 0.90 s" in line
