@@ -26,6 +26,8 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "targets.json"
 DOC = ROOT / "docs" / "targets.md"
@@ -124,16 +126,25 @@ def cases(only: list[str], redo: bool) -> None:
             print(f"{key}: exit {raw['exit']} in {raw['seconds']} s {data['cases'][key].get('met', '')}", flush=True)
 
 
+COST_REPEATS = 3  # commands per side, the sides alternating: a first process pays cold caches (measured 2x)
+
+
 def cost() -> None:
-    """Calibration against one plain run (its knob set, certified) on the quickstart data, same target."""
+    """Calibration against one plain run (its knob set, certified) on the quickstart data, same target: the median
+    wall time of COST_REPEATS commands a side, the sides taking turns; the certificate of each side's last run."""
     data = load()
-    runs = {}
+    runs: dict[str, Any] = {}
+    walls: dict[str, list[float]] = {"plain": [], "calibrated": []}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, extra in (("plain", ["--set", "beta=1"]), ("calibrated", [])):
-            args = ["run", "-m", "gpp", *QUICK, "--target", QUICK_TARGET, *extra, "--json", "--quiet"]
-            raw = veil(args, Path(tmp))
-            runs[name] = {"command": "veil " + shlex.join(args), **summary(raw)}
-            print(name, raw["seconds"], flush=True)
+        for _ in range(COST_REPEATS):
+            for name, extra in (("plain", ["--set", "beta=1"]), ("calibrated", [])):
+                args = ["run", "-m", "gpp", *QUICK, "--target", QUICK_TARGET, *extra, "--json", "--quiet"]
+                raw = veil(args, Path(tmp))
+                walls[name].append(raw["seconds"])
+                runs[name] = {"command": "veil " + shlex.join(args), **summary(raw)}
+                print(name, raw["seconds"], flush=True)
+    for name, w in walls.items():
+        runs[name].update(seconds=float(np.median(w)), walls=w)
     runs["ratio"] = round(runs["calibrated"]["seconds"] / runs["plain"]["seconds"], 2)
     data["cost"] = runs
     save(data)
@@ -308,12 +319,27 @@ def render_text(data: dict[str, Any]) -> str:
         for name in ("plain", "calibrated"):
             r = cost_[name]
             lines.append(
-                f"| {name} | `{r['command']}` | {r['seconds']:.1f} s | {'met' if r.get('met') else 'not met'} |"
+                f"| {name} | `{r['command']}` | {r['seconds']:.1f} s"
+                + (f" (median of {', '.join(f'{w:.1f}' for w in r['walls'])})" if "walls" in r else "")
+                + f" | {'met' if r.get('met') else 'not met'} |"
             )
         lines.append(f"\nCalibration costs **{cost_['ratio']:.2f}x** one plain run (target: at most 4x).")
     sw = data.get("sweep")
     if sw:
         best = sw.get("best_feasible") or {}
+        feasible = [t["utility_auc"] for t in sw.get("all", []) if t.get("certificate/met")]
+        cal_u = sw.get("calibrated_utility")
+        short = (best.get("utility_auc") or 0.0) - (cal_u or 0.0)
+        verdict = "met" if cal_u is not None and short <= 0.02 else f"not met, {short:.3f} below"
+        spread = (
+            f" The {len(feasible)} feasible trials' utility AUCs span {min(feasible):.3f}-{max(feasible):.3f} (mean "
+            f"{np.mean(feasible):.3f}): the best is the highest of {len(feasible)} readings on the test split, each "
+            "with its own sampling error, so it is expected to read higher than its beta keeps on new rows;"
+            f" the calibrated run's {'lies inside' if min(feasible) <= (cal_u or 0) <= max(feasible) else 'lies outside'}"
+            " that span."
+            if len(feasible) > 1
+            else ""
+        )
         lines += [
             "",
             "## The calibrated point against a sweep",
@@ -323,10 +349,10 @@ def render_text(data: dict[str, Any]) -> str:
             f"against the default target: {sw['feasible']} trials meet it.",
             f"Its best feasible trial: beta {best.get('beta', float('nan')):.4g}, utility AUC "
             f"{best.get('utility_auc') or float('nan'):.3f}; the calibrated run: utility AUC "
-            f"{sw.get('calibrated_utility') or float('nan'):.3f} (target: within 0.02). The sweep picks its best trial "
-            "after seeing the test split; calibration never does. The sweep took "
-            f"{sw['seconds']:.0f} s, the calibrated run {data['cases'][SWEEP_CASE]['seconds']:.0f} s (commit "
-            f"{sw.get('commit', '?')}). Both releases sit near chance utility: on these data the utility label alone "
+            f"{sw.get('calibrated_utility') or float('nan'):.3f} (target: within 0.02: **{verdict}**).{spread} The sweep "
+            "picks its best trial after seeing the test split; calibration never does. The sweep took "
+            f"{sw['seconds']:.0f} s (commit {sw.get('commit', '?')}), the calibrated run "
+            f"{data['cases'][SWEEP_CASE]['seconds']:.0f} s (commit {data['cases'][SWEEP_CASE].get('commit', '?')}). Both releases sit near chance utility: on these data the utility label alone "
             f"reveals s with a gap of {max((data['cases'][SWEEP_CASE].get('utility_reveals') or {'': 0.0}).values()):.3f}, "
             "so no release that meets 0.05 keeps it.",
         ]
