@@ -27,6 +27,7 @@ from torch.optim.adam import adam
 
 from veil.audit.vocabulary import PROBE_DEVICES
 from veil.errors import ConfigError, DataError
+from veil.methods.cuda_graph import on_side_stream
 from veil.methods.nets import mlp
 
 if TYPE_CHECKING:  # typing.Unpack is Python 3.11+; torch already depends on typing_extensions
@@ -337,11 +338,7 @@ class GraphedSteps:
         # one eager step on a side stream first (cuBLAS and the allocator initialise outside the capture), undone
         # so that the captured step is the first
         saved = [t.clone() for t in self.stack.state()]
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            self.stack.step(*self._args(active))
-        torch.cuda.current_stream().wait_stream(side)
+        on_side_stream(lambda: self.stack.step(*self._args(active)))
         for t, v in zip(self.stack.state(), saved):
             t.copy_(v)
         graph = torch.cuda.CUDAGraph()

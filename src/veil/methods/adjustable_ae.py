@@ -124,7 +124,7 @@ class AdjustableAE(AdjustableAECard, Method):
         return super().fit(train, ctx)
 
     # -- training (Alg. 1) ----------------------------------------------------------------------
-    def train_step(self, batch: Batch, sampler: BatchSampler, ctx: TrainContext) -> dict[str, float]:
+    def train_step(self, batch: Batch, sampler: BatchSampler, ctx: TrainContext) -> dict[str, torch.Tensor]:
         xs = self.scaler(batch.x)
         v = self.encoder(xs)
         x_rec = self.decoder(torch.cat(self.classifier(v) + [self.rest(v)], dim=1))
@@ -135,8 +135,8 @@ class AdjustableAE(AdjustableAECard, Method):
         loss_c = loss_sum(nll.values())
         step(loss_c, self.opt_c, ctx, list(self.parameters_of(*self.CLASSIFIER_ROLES)))
         return {
-            "loss/reconstruction": loss_ae.item(),
-            "loss/classifier": loss_c.item(),
+            "loss/reconstruction": loss_ae.detach(),
+            "loss/classifier": loss_c.detach(),
             **loss_row("loss/utility", nll),
         }
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import ABC
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, ClassVar, Iterable, Iterator, Mapping
 
 import numpy as np
 import torch
@@ -25,6 +25,7 @@ from veil.methods.configs.base import MethodCard, MethodConfig
 from veil.methods.configs.base import PaperValue as PaperValue
 from veil.methods.configs.base import PrivacyKnob as PrivacyKnob
 from veil.methods.configs.base import show as show
+from veil.methods.cuda_graph import GraphedStep, optimizers_of
 from veil.randomness import METHOD_STREAM, release_generator
 
 
@@ -64,7 +65,7 @@ class BatchSampler:
 
     def epoch(self) -> Iterator[Batch]:
         # Full batches only, so every data-parallel worker takes the same number of steps.
-        perm = torch.randperm(self.n, generator=self.gen)
+        perm = torch.randperm(self.n, generator=self.gen).to(self.x.device)  # one copy per epoch, not per step
         for i in range(self.steps_per_epoch):
             yield self._take(perm[i * self.batch_size : (i + 1) * self.batch_size])
 
@@ -96,10 +97,17 @@ class TrainContext:
         rank: int = 0,
         world_size: int = 1,
         on_epoch: Callable[[int, dict[str, float]], None] | None = None,
+        cuda_graph: bool = True,
     ) -> None:
         self.device = torch.device(device)
         self.rank, self.world_size = rank, world_size
         self.on_epoch = on_epoch
+        self.cuda_graph = cuda_graph  # False: every step eager, even where a CUDA graph could replay it
+
+    @property
+    def graphs(self) -> bool:
+        """Whether steps of a graph-safe method are captured and replayed here."""
+        return self.cuda_graph and self.device.type == "cuda" and self.world_size == 1
 
     def rows(self, n: int) -> np.ndarray:
         """The training rows this worker owns (all rows for one worker; equal strided shards otherwise)."""
@@ -173,6 +181,10 @@ class Method(MethodCard, ABC):
         certificate tests the mechanism's epsilon empirically); None for every other release."""
         return None
 
+    graph_safe: ClassVar[bool] = False
+    """its train_step may be captured in a CUDA graph (`veil.methods.cuda_graph`): fixed shapes, no host sync,
+    no random draws, no data but its batch"""
+
     # -- shared ---------------------------------------------------------------------------------
     @property
     def iterative(self) -> bool:
@@ -199,6 +211,18 @@ class Method(MethodCard, ABC):
         sampler = BatchSampler(
             train, self.config.batch_size, ctx.device, self.config.seed + 1000 * ctx.rank, rows=ctx.rows(len(train))
         )
+        if self.graph_safe and ctx.graphs:
+            with GraphedStep(lambda b: self.train_step(b, sampler, ctx), optimizers_of(self)) as graphed:
+                return self.fit_epochs(sampler, ctx, graphed)
+        return self.fit_epochs(sampler, ctx, lambda b: self.train_step(b, sampler, ctx))
+
+    def fit_epochs(
+        self,
+        sampler: BatchSampler,
+        ctx: TrainContext,
+        train_step: Callable[[Batch], Mapping[str, float | torch.Tensor]],
+    ) -> list[dict[str, float]]:
+        """The epochs of `fit`: `train_step` on every minibatch, one row of mean losses per epoch."""
         history: list[dict[str, float]] = []
         for epoch in range(self.config.epochs):
             for m in self.modules().values():
@@ -206,9 +230,13 @@ class Method(MethodCard, ABC):
             sums: dict[str, float | torch.Tensor] = {}
             steps = 0
             for batch in sampler.epoch():
-                for k, v in self.train_step(batch, sampler, ctx).items():
-                    # a loss tensor is summed on its device (no host sync per step), in float64 as floats are
-                    sums[k] = sums.get(k, 0.0) + (v.detach().double() if isinstance(v, torch.Tensor) else float(v))
+                for k, v in train_step(batch).items():
+                    # an accelerator's loss is summed on its device in float64 (no host sync per step); on the
+                    # CPU reading it is cheaper than another op
+                    if isinstance(v, torch.Tensor) and v.device.type != "cpu":
+                        sums[k] = sums.get(k, 0.0) + v.detach().double()
+                    else:
+                        sums[k] = sums.get(k, 0.0) + float(v)
                 steps += 1
             row = {k: float(v) / steps for k, v in sums.items()}
             history.append(row)

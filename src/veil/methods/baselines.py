@@ -54,10 +54,10 @@ class Autoencoder(AutoencoderCard, Method):
         """The representation used during training (the noisy encoder adds noise here)."""
         return self.encoder(x)
 
-    def train_step(self, batch: Batch, sampler: BatchSampler, ctx: TrainContext) -> dict[str, float]:
+    def train_step(self, batch: Batch, sampler: BatchSampler, ctx: TrainContext) -> dict[str, torch.Tensor]:
         loss = F.mse_loss(self.decoder(self.code(batch.x)), batch.x)
         step(loss, self.opt, ctx, list(self.parameters_of("encoder", "decoder")))
-        return {"loss/reconstruction": loss.item()}
+        return {"loss/reconstruction": loss.detach()}
 
 
 @register_method

@@ -48,6 +48,7 @@ def encoder_objective(
 @register_method
 class EIGAN(EIGANCard, Method):
     config: EIGANConfig
+    graph_safe = True
 
     def build(self) -> None:
         c, t = self.config, self.task
@@ -73,7 +74,7 @@ class EIGAN(EIGANCard, Method):
         privacy = self.adversaries.privacy_term(c.privacy_loss, z, lv)
         return encoder_objective(c.alpha, list(la.values()), len(lv), privacy), la, lv
 
-    def train_step(self, batch: Batch, sampler: BatchSampler, ctx: TrainContext) -> dict[str, float]:
+    def train_step(self, batch: Batch, sampler: BatchSampler, ctx: TrainContext) -> dict[str, torch.Tensor]:
         loss_e, _, _ = self.encoder_loss(batch)
         step(loss_e, self.opt_e, ctx, list(self.encoder.parameters()))
         with torch.no_grad():
@@ -82,7 +83,7 @@ class EIGAN(EIGANCard, Method):
         lv = self.adversaries.losses(z, batch.sensitive)
         step(loss_sum(la.values()), self.opt_a, ctx, list(self.allies.parameters()))
         step(loss_sum(lv.values()), self.opt_v, ctx, list(self.adversaries.parameters()))
-        return {"loss/encoder": loss_e.item(), **loss_row("loss/ally", la), **loss_row("loss/adversary", lv)}
+        return {"loss/encoder": loss_e.detach(), **loss_row("loss/ally", la), **loss_row("loss/adversary", lv)}
 
 
 @register_population("eigan", knobs=("alpha", "lr_encoder", "lr_ally", "lr_adversary"))

@@ -83,7 +83,7 @@ class GPP(GPPCard, Method):
         mu, logvar = self.encoder(x)
         return released(mu, logvar, self.config.release, generator)
 
-    def train_step(self, batch: Batch, sampler: BatchSampler, ctx: TrainContext) -> dict[str, float]:
+    def train_step(self, batch: Batch, sampler: BatchSampler, ctx: TrainContext) -> dict[str, torch.Tensor]:
         c = self.config
         # Phase 1: k steps of the utility classifiers and adversaries on fresh minibatches.
         for _ in range(c.k):
@@ -104,8 +104,8 @@ class GPP(GPPCard, Method):
         loss = c.beta * loss_sum(lu.values()) + privacy + c.lambda_kl * kl
         step(loss, self.opt_e, ctx, list(self.encoder.parameters()))
         return {
-            "loss/encoder": loss.item(),
-            "loss/kl": kl.item(),
+            "loss/encoder": loss.detach(),
+            "loss/kl": kl.detach(),
             **loss_row("loss/utility", lu),
             **loss_row("loss/adversary", ls),
         }

@@ -128,7 +128,7 @@ class LDPFRL(LDPFRLCard, Method):
         c = self.config
         return LDPRelease(self.mechanism, self.encoder, c.clip, c.d_z)
 
-    def train_step(self, batch: Batch, sampler: BatchSampler, ctx: TrainContext) -> dict[str, float]:
+    def train_step(self, batch: Batch, sampler: BatchSampler, ctx: TrainContext) -> dict[str, torch.Tensor]:
         z = self.mechanism(self.encoder(batch.x))
         lu = self.utility.losses(z, batch.utility)
         ls = self.side.losses(z, batch.x, batch.sensitive)
@@ -137,8 +137,8 @@ class LDPFRL(LDPFRLCard, Method):
         loss = ce + self.config.beta * mse
         step(loss, self.opt, ctx, list(self.parameters_of("encoder", "utility", "side")))
         return {
-            "loss/total": loss.item(),
-            "loss/reconstruction": mse.item(),
+            "loss/total": loss.detach(),
+            "loss/reconstruction": mse.detach(),
             **loss_row("loss/utility", lu),
             **loss_row("loss/side", ls),
         }

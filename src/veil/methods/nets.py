@@ -61,9 +61,10 @@ def loss_sum(losses: Iterable[torch.Tensor]) -> torch.Tensor:
     return total
 
 
-def loss_row(prefix: str, losses: Mapping[str, torch.Tensor]) -> dict[str, float]:
-    """Named scalar losses as one row of a training log: {'<prefix>/<name>': value}."""
-    return {f"{prefix}/{k}": v.item() for k, v in losses.items()}
+def loss_row(prefix: str, losses: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Named scalar losses as one row of a training log: {'<prefix>/<name>': the detached 0-d tensor} (read by
+    `Method.fit` without a host sync per step)."""
+    return {f"{prefix}/{k}": v.detach() for k, v in losses.items()}
 
 
 def gaussian_kl_rows(mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
