@@ -31,10 +31,22 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT / "tests" / "support"), str(ROOT / "src")]
 
-from suite import AUDIT_CASES, CENTRALIZED, adult_shape, linear_shapes, probe_cost, step_flops_per_row  # noqa: E402
+from suite import (  # noqa: E402
+    AUDIT_CASES,
+    CENTRALIZED,
+    adult_shape,
+    linear_shapes,
+    matmul_gflops,
+    probe_cost,
+    step_flops_per_row,
+)
 
 SECTIONS = ("tests", "audit", "population", "population-adult", "eigan")
-GPU_TESTS = ["tests/audit/test_probe_device.py", "tests/methods/test_population.py"]
+GPU_TESTS = [
+    "tests/audit/test_probe_device.py",
+    "tests/methods/test_population.py",
+    "tests/methods/test_cuda_graph.py",
+]
 SEEDS = (0, 1, 2)
 
 
@@ -311,13 +323,17 @@ def eigan_bench(device: str, quick: bool, limit_tflops: float) -> dict[str, Any]
     def rate(done_rows: int, seconds: float) -> float:
         return round(done_rows / seconds, 1)
 
-    def veil_fit(dev: str, p: dict[str, Any]) -> float:
-        create_method("eigan", {**p, "epochs": 1}, task).fit(adult_shape(p["batch_size"] * 2), TrainContext(dev))
-        t, _ = clock(create_method("eigan", p, task).fit, dev, split, TrainContext(dev))
+    def veil_fit(dev: str, p: dict[str, Any], graph: bool = True) -> float:
+        warm = adult_shape(p["batch_size"] * 8)  # past the CUDA graph's warm-up steps, so it is captured once
+        create_method("eigan", {**p, "epochs": 1}, task).fit(warm, TrainContext(dev, cuda_graph=graph))
+        t, _ = clock(create_method("eigan", p, task).fit, dev, split, TrainContext(dev, cuda_graph=graph))
         return rate(p["epochs"] * (rows // p["batch_size"]) * p["batch_size"], t)
 
     out: dict[str, Any] = {"params": params, "rows": rows, "flops_per_sample": round(flops)}
     out[f"samples_per_s_{kind}"] = veil_fit(device, params)
+    if kind == "cuda":  # the same fit with every step launched eagerly, kernel by kernel
+        out["samples_per_s_cuda_eager"] = veil_fit(device, params, graph=False)
+        out["ratio_graph_vs_eager"] = round(out["samples_per_s_cuda"] / out["samples_per_s_cuda_eager"], 2)
     paper_eigan(create_method("eigan", {**params, "epochs": 1}, task), adult_shape(params["batch_size"] * 2), 1, device)
     t, done = clock(lambda: paper_eigan(create_method("eigan", params, task), split, epochs, device), device)
     out[f"paper_loop_samples_per_s_{kind}"] = rate(done, t)
@@ -342,9 +358,14 @@ def eigan_bench(device: str, quick: bool, limit_tflops: float) -> dict[str, Any]
             "pct_of_fp32_limit": round(100 * r * flops / (limit_tflops * 1e12), 2),
         }
     out["larger_batch"] = scan
+    shapes = [tuple(sh) for sh in out["layer_shapes"]]
+    # the step's own products back to back at this batch: what any implementation of it could reach
+    gemm = matmul_gflops(shapes, params["batch_size"], 1.0 if quick else 3.0, device) / 1e3
+    out["gemm_at_batch"] = {"tflops": round(gemm, 2), "pct_of_fp32_limit": round(100 * gemm / limit_tflops, 1)}
     print(
         f"  eigan: {veil_rate:.0f} samples/s on {device} ({out['ratio_vs_paper_loop']}x the paper-style loop there), "
-        f"{out['samples_per_s_cpu']:.0f} on the CPU; larger batches {scan}",
+        f"{out['samples_per_s_cpu']:.0f} on the CPU; larger batches {scan}; the step's products back to back "
+        f"{out['gemm_at_batch']}; eager steps {out.get('samples_per_s_cuda_eager')}",
         flush=True,
     )
     return out
