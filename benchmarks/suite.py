@@ -1061,7 +1061,11 @@ def targets(rows: dict[str, Row]) -> list[str]:
                 if ok
                 else "; ".join(
                     ([f"{1.5 - e['ratio']:.2f}x short of 1.5x"] if e["ratio"] < 1.5 else [])
-                    + ([f"{80 - e['pct_of_limit']:.0f} points short of 80%"] if e["pct_of_limit"] < 80 else [])
+                    + (
+                        [f"{80 - e['pct_of_limit']:.1f} points short of 80% ({e['pct_of_limit']:.1f}%)"]
+                        if e["pct_of_limit"] < 80
+                        else []
+                    )
                     + [
                         f"the paper-style loop runs at {e['baseline_pct_of_limit']:.0f}% of the limit, so no loop can "
                         f"beat {100 / e['baseline_pct_of_limit']:.2f}x it"
