@@ -96,3 +96,20 @@ def test_no_training_step_reads_a_loss_back_to_the_host(data, monkeypatch, name:
     out = method.train_step(next(sampler.epoch()), sampler, TrainContext())
     assert reads == []
     assert out and all(isinstance(v, torch.Tensor) and v.dim() == 0 for v in out.values())
+
+
+def test_a_captured_batch_is_a_copy_refilled_in_place(data):
+    """What the replay feeds the graph: `clone` owns new memory, `copy_` refills it in place with the next batch."""
+    sampler = BatchSampler(data.train, 64, torch.device("cpu"), 0)
+    first, second = list(sampler.epoch())[:2]
+    static = first.clone()
+    buffers = [static.x, *static.utility.values(), *static.sensitive.values()]
+    assert static.x.data_ptr() != first.x.data_ptr() and torch.equal(static.x, first.x)
+    static.copy_(second)
+    refilled = [static.x, *static.utility.values(), *static.sensitive.values()]
+    assert all(a is b for a, b in zip(refilled, buffers, strict=True))  # the same tensors, refilled
+    assert torch.equal(static.x, second.x) and not torch.equal(static.x, first.x)
+    for name in second.utility:
+        assert torch.equal(static.utility[name], second.utility[name])
+    for name in second.sensitive:
+        assert torch.equal(static.sensitive[name], second.sensitive[name])

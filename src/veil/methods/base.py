@@ -37,6 +37,21 @@ class Batch:
     utility: dict[str, torch.Tensor]
     sensitive: dict[str, torch.Tensor]
 
+    def clone(self) -> "Batch":
+        """A copy in new memory (a CUDA graph's captured inputs)."""
+        return Batch(
+            self.x.clone(),
+            {k: v.clone() for k, v in self.utility.items()},
+            {k: v.clone() for k, v in self.sensitive.items()},
+        )
+
+    def copy_(self, other: "Batch") -> None:
+        """Overwrite these tensors in place with `other`'s (same names and shapes)."""
+        self.x.copy_(other.x)
+        for into, frm in ((self.utility, other.utility), (self.sensitive, other.sensitive)):
+            for k, t in into.items():
+                t.copy_(frm[k])
+
 
 class BatchSampler:
     """Seeded minibatches over this worker's rows: `epoch()` is one shuffled pass, `sample()` one random batch."""

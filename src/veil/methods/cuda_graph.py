@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping, TypeVar
 
 import torch
 
-# a `veil.methods.base.Batch` (x, utility, sensitive tensors), not imported: base imports this module
+# a `veil.methods.base.Batch` (its `clone` and `copy_`), not imported: base imports this module
 Batch = Any
 
 WARMUP = 3
@@ -28,19 +28,6 @@ T = TypeVar("T")
 def optimizers_of(owner: object) -> list[torch.optim.Optimizer]:
     """The optimizers a method holds as attributes (opt_e, opt_a, ...)."""
     return [v for v in vars(owner).values() if isinstance(v, torch.optim.Optimizer)]
-
-
-def copy_batch(dst: Batch, src: Batch) -> None:
-    dst.x.copy_(src.x)
-    for into, frm in ((dst.utility, src.utility), (dst.sensitive, src.sensitive)):
-        for k, t in into.items():
-            t.copy_(frm[k])
-
-
-def clone_batch(b: Batch) -> Batch:
-    return type(b)(
-        b.x.clone(), {k: v.clone() for k, v in b.utility.items()}, {k: v.clone() for k, v in b.sensitive.items()}
-    )
 
 
 def on_side_stream(fn: Callable[[], T]) -> T:
@@ -88,7 +75,7 @@ class GraphedStep:
             return on_side_stream(lambda: self.step(batch))
 
     def _capture(self, batch: Batch) -> None:
-        self.static = clone_batch(batch)
+        self.static = batch.clone()
         graph = torch.cuda.CUDAGraph()
         try:
             with torch.cuda.graph(graph):
@@ -111,6 +98,6 @@ class GraphedStep:
             if self.graph is None:
                 return self.step(batch)
         assert self.static is not None and self.graph is not None
-        copy_batch(self.static, batch)
+        self.static.copy_(batch)
         self.graph.replay()
         return self.out
