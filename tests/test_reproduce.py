@@ -331,8 +331,8 @@ def test_an_interrupted_sweep_stops_the_suite(monkeypatch, capsys):
 
 
 def test_only_selects_rows_and_entries():
-    """--only ROW keeps every entry (and preset) of the row; ROW/ENTRY keeps one entry; unknown names are errors
-    that list the valid ones."""
+    """--only ROW keeps every entry (and preset) of the row; ROW/ENTRY keeps one entry; ROW/ENTRY/PRESET one preset
+    of it; unknown names are errors that list the valid ones."""
     from veil.errors import UnknownNameError
     from veil.reproduce.suite import variants
 
@@ -352,6 +352,12 @@ def test_only_selects_rows_and_entries():
     )
     assert picked(["gpp-toy/PCA"]) == [("gpp-toy", "PCA", "")]
     assert picked(["gpp-toy/PCA", "gpp-toy"]) == picked(())
+    assert picked(["gpp-toy/GPP/default"]) == [("gpp-toy", "GPP", "default")]
+    assert picked(["gpp-toy/GPP/default", "gpp-toy/PCA"]) == [("gpp-toy", "GPP", "default"), ("gpp-toy", "PCA", "")]
+    with pytest.raises(
+        UnknownNameError, match=r"--only gpp-toy/GPP/: unknown preset 'best'; valid presets: default, paper"
+    ):
+        variants(suite, ["gpp-toy/GPP/best"])
     with pytest.raises(
         UnknownNameError, match=r"--only gpp-toy/: unknown entry label 'pca'; valid entry labels: GPP, PCA"
     ):

@@ -314,7 +314,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--check", action="store_true", help="validate the suite and every spec in it, then stop")
     g = p.add_argument_group("reproduction suites (kind: reproduce, e.g. benchmarks/reproduce/suite.yaml)")
     g.add_argument("--quick", action="store_true", help="the suite's quick form (1 seed, few epochs: minutes)")
-    g.add_argument("--only", help="comma-separated rows (ROW) or entries (ROW/ENTRY) to run (default: every row)")
+    g.add_argument(
+        "--only",
+        help="comma-separated rows (ROW), entries (ROW/ENTRY) or an entry's preset (ROW/ENTRY/PRESET) to run "
+        "(default: every row)",
+    )
     g.add_argument("--table", action="store_true", help="run nothing: rebuild the table from the MLflow records")
     g.add_argument(
         "--out",

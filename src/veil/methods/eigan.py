@@ -2,7 +2,8 @@
 
 Per minibatch: one encoder step on
     L_E = (alpha/n) * sum_i CE(A_i) - ((1-alpha)/m) * sum_j CE(V_j)      (eq. 4)
-then one step of every ally and adversary on its own cross-entropy, with separate learning rates.
+then one step of every ally and `adversary_steps` steps of every adversary on its own cross-entropy, with
+separate learning rates (Alg. A1: one step each; Veil's default gives the adversaries 5, see the config).
 
 Its population form trains P runs that differ only in alpha and the three learning rates as one vectorised
 model (`veil.methods.population`)."""
@@ -83,6 +84,9 @@ class EIGAN(EIGANCard, Method):
         lv = self.adversaries.losses(z, batch.sensitive)
         step(loss_sum(la.values()), self.opt_a, ctx, list(self.allies.parameters()))
         step(loss_sum(lv.values()), self.opt_v, ctx, list(self.adversaries.parameters()))
+        for _ in range(self.config.adversary_steps - 1):
+            again = self.adversaries.losses(z, batch.sensitive)
+            step(loss_sum(again.values()), self.opt_v, ctx, list(self.adversaries.parameters()))
         return {"loss/encoder": loss_e.detach(), **loss_row("loss/ally", la), **loss_row("loss/adversary", lv)}
 
 
@@ -125,6 +129,9 @@ def fit_eigan_population(configs: Sequence[MethodConfig], task: TaskSpec, train:
         lv = list(copy_ces(heads_v, names_v, z, yv, w))
         step_all(loss_sum(la).sum(), tensors["a"], opt["a"], everyone)
         step_all(loss_sum(lv).sum(), tensors["v"], opt["v"], everyone)
+        for _ in range(c.adversary_steps - 1):
+            again = copy_ces(heads_v, names_v, z, yv, w)
+            step_all(loss_sum(again).sum(), tensors["v"], opt["v"], everyone)
         return {
             "loss/encoder": loss_e.detach(),
             **{f"loss/ally/{k}": v.detach() for k, v in zip(names_a, la)},

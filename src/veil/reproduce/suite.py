@@ -307,21 +307,32 @@ def _check_figures(suite: ReproSuite, row: Row) -> None:
 
 
 def variants(suite: ReproSuite, only: Sequence[str] = ()) -> list[tuple[Row, Entry, str]]:
-    """Every (row, entry, preset) the suite runs, in order; `only` keeps those rows ('ROW') and entries
-    ('ROW/ENTRY', the entry's label as in the suite)."""
+    """Every (row, entry, preset) the suite runs, in order; `only` keeps those rows ('ROW'), entries
+    ('ROW/ENTRY', the entry's label as in the suite) and presets of an entry ('ROW/ENTRY/PRESET')."""
     rows = {r.id: r for r in suite.rows}
-    keep: set[tuple[str, str]] = set()
+    keep: set[tuple[str, str, str]] = set()
     for o in only:
-        rid, _, label = o.partition("/")
+        rid, _, rest = o.partition("/")
+        label, _, preset = rest.partition("/")
         if rid not in rows:
             raise UnknownNameError("row", rid, list(rows), where="--only")
         if label and label not in rows[rid].entries:
             raise UnknownNameError("entry label", label, list(rows[rid].entries), where=f"--only {rid}/")
-        keep |= {(rid, e) for e in rows[rid].entries if not label or e == label}
+        if preset and preset not in rows[rid].entries[label].presets:
+            raise UnknownNameError(
+                "preset", preset, list(rows[rid].entries[label].presets), where=f"--only {rid}/{label}/"
+            )
+        keep |= {
+            (rid, e.label, p)
+            for e in rows[rid].entries.values()
+            if not label or e.label == label
+            for p in e.presets
+            if not preset or p == preset
+        }
     return [
         (row, entry, preset)
         for row in suite.rows
         for entry in row.entries.values()
-        if not only or (row.id, entry.label) in keep
         for preset in entry.presets
+        if not only or (row.id, entry.label, preset) in keep
     ]

@@ -1,0 +1,61 @@
+"""EIGAN's adversary schedule: every adversary takes `adversary_steps` updates per encoder update (Veil's default
+5, Alg. A1's 1 under `preset: paper`), in a single run and on every D-EIGAN node alike, counted in the optimizers'
+own step counters."""
+
+from __future__ import annotations
+
+import pytest
+
+from veil.datasets import load_dataset
+from veil.methods import create_method, method_config
+from veil.methods.federated.ensemble import StackedOptimizer
+from veil.methods.registry import get_method
+
+
+@pytest.fixture(scope="module")
+def data():
+    return load_dataset("gaussian-correlated", {"n": 400, "seed": 1})
+
+
+def adam_steps(opt) -> set[int]:
+    """The distinct step counts of a torch Adam's parameters (one value when every parameter stepped alike)."""
+    return {int(s["step"]) for s in opt.state.values()}
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_each_minibatch_steps_every_adversary_k_times(data, k: int):
+    m = create_method("eigan", {"epochs": 2, "encoder_hidden": (8,), "adversary_steps": k}, data.task())
+    m.fit(data.train)
+    (encoder,) = adam_steps(m.opt_e)
+    assert adam_steps(m.opt_a) == {encoder} and encoder > 0
+    assert adam_steps(m.opt_v) == {k * encoder}
+
+
+def test_every_d_eigan_node_steps_its_adversaries_k_times(data, monkeypatch):
+    """Each stacked optimizer's step counter per node, read as it steps (the players are told apart by their
+    learning rates): the adversaries' counters end at k times the encoder's, on every node."""
+    lrs = {"lr_encoder": 1e-3, "lr_ally": 2e-3, "lr_adversary": 3e-3}
+    counters: dict[float, list[float]] = {}
+    real_step = StackedOptimizer.step
+
+    def counted(self: StackedOptimizer, grads, active) -> None:
+        real_step(self, grads, active)
+        counters[float(self.lr)] = self.t.tolist()
+
+    monkeypatch.setattr(StackedOptimizer, "step", counted)
+    config = {"epochs": 2, "encoder_hidden": (8,), "K": 3, "adversary_steps": 4, **lrs}
+    create_method("d-eigan", config, data.task()).fit(data.train)
+    encoder, ally, adversary = (counters[lr] for lr in lrs.values())
+    assert len(encoder) == 3 and min(encoder) > 0
+    assert ally == encoder
+    assert adversary == [4 * t for t in encoder]
+
+
+@pytest.mark.parametrize("method", ["eigan", "d-eigan"])
+def test_the_paper_preset_steps_once_and_the_default_names_its_departure(method: str):
+    card = get_method(method)
+    assert method_config(method, {"preset": "paper"}).adversary_steps == 1
+    default = method_config(method, {})
+    assert default.adversary_steps == 5
+    assert "5 instead of the paper's 1" in card.recorded_deviations(default)["adversary_steps"]
+    assert "adversary_steps" not in card.recorded_deviations(method_config(method, {"preset": "paper"}))
