@@ -125,7 +125,15 @@ class Centralized:
 
 
 CENTRALIZED = {
-    "eigan": Centralized("eigan", {"encoder_hidden": [816, 1632], "d_z": 102, "batch_size": 512}, 30000, 2, 3072, 1),
+    # one adversary step per encoder step, as Alg. A1 and the paper-style loop take (Veil's default takes 5)
+    "eigan": Centralized(
+        "eigan",
+        {"encoder_hidden": [816, 1632], "d_z": 102, "batch_size": 512, "adversary_steps": 1},
+        30000,
+        2,
+        3072,
+        1,
+    ),
     "gpp": Centralized("gpp", {"batch_size": 64}, 30000, 1, 1024, 1),
     "ldp-frl": Centralized("ldp-frl", {"batch_size": 64}, 30000, 1, 2048, 1),
     "adjustable-ae": Centralized("adjustable-ae", {"batch_size": 64}, 30000, 1, 2048, 1),
