@@ -358,6 +358,8 @@ def test_only_selects_rows_and_entries():
         UnknownNameError, match=r"--only gpp-toy/GPP/: unknown preset 'best'; valid presets: default, paper"
     ):
         variants(suite, ["gpp-toy/GPP/best"])
+    with pytest.raises(UnknownNameError, match=r"--only gpp-toy/: unknown entry label ''"):
+        variants(suite, ["gpp-toy//default"])
     with pytest.raises(
         UnknownNameError, match=r"--only gpp-toy/: unknown entry label 'pca'; valid entry labels: GPP, PCA"
     ):

@@ -316,7 +316,7 @@ def variants(suite: ReproSuite, only: Sequence[str] = ()) -> list[tuple[Row, Ent
         label, _, preset = rest.partition("/")
         if rid not in rows:
             raise UnknownNameError("row", rid, list(rows), where="--only")
-        if label and label not in rows[rid].entries:
+        if (label or preset) and label not in rows[rid].entries:
             raise UnknownNameError("entry label", label, list(rows[rid].entries), where=f"--only {rid}/")
         if preset and preset not in rows[rid].entries[label].presets:
             raise UnknownNameError(
