@@ -52,8 +52,8 @@ def test_methods_name_aligns_its_departures(capsys):
     out = capsys.readouterr().out
     block = out.split("(why):\n", 1)[1].split("\n\n", 1)[0].splitlines()
     assert [ln.split(":")[0].strip() for ln in block] == list(METHODS["eigan"].paper_values)
-    # every value starts in one column, after the longest key ('privacy_loss:')
-    assert {len(ln) - len(ln[4:].split(":", 1)[1].lstrip()) for ln in block} == {4 + len("privacy_loss:") + 1}
+    # every value starts in one column, after the longest key ('adversary_steps:')
+    assert {len(ln) - len(ln[4:].split(":", 1)[1].lstrip()) for ln in block} == {4 + len("adversary_steps:") + 1}
 
 
 def _allowed(err: str) -> str:

@@ -9,6 +9,7 @@ import pytest
 
 from veil.datasets.base import TaskSpec
 from veil.methods import METHODS, create_method, method_config
+from veil.methods.configs.eigan import EIGAN_PAPER_VALUES
 
 UNIFORM = "encoder pushes adversaries to uniform predictions instead of maximising their CE"
 MEAN = "releases the mean mu instead of the paper's stochastic draw mu + sigma*eps"
@@ -148,4 +149,5 @@ def test_recorded_params_carry_the_pinned_texts() -> None:
         "deviation.privacy_loss": UNIFORM,
         "deviation.wire": WIRE,
         "deviation.aggregation": MASKED,
+        "deviation.adversary_steps": f"5 instead of the paper's 1: {EIGAN_PAPER_VALUES['adversary_steps'].why}",
     }
