@@ -67,9 +67,10 @@ def veil(args: list[str], store: Path) -> dict[str, Any]:
 
 
 def commit() -> str:
-    """The checkout's commit, recorded beside every figure."""
+    """The checkout's commit, recorded beside every figure ('+changes' when src/ differs from it)."""
     proc = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    return proc.stdout.strip() or "unknown"
+    dirty = subprocess.run(["git", "status", "--porcelain", "src"], cwd=ROOT, capture_output=True, text=True)
+    return (proc.stdout.strip() or "unknown") + ("+changes" if dirty.stdout.strip() else "")
 
 
 def summary(raw: dict[str, Any]) -> dict[str, Any]:
@@ -367,7 +368,7 @@ def tally(cases_: dict[str, dict[str, Any]]) -> str:
         "'u reveals'), so no release that keeps utility can meet it: the target is kept and the utility is what "
         "it costs, said in the certificate's note. The not-met cases released the least leaking setting calibration "
         f"found ({', '.join(sorted({knob_text(cases_[k]) for k in unmet}))}), worst gaps {gap_span(cases_, unmet)}: "
-        "at the private end of their knobs these methods still leave s readable to the suite's strongest adversary "
+        "at every setting calibration tried these methods still left s readable to the suite's strongest adversary "
         "(the adjustable AE by design: its noise covers only the non-utility part of the code, and the utility it "
         "keeps reveals s), and the run says so instead of releasing a leak as safe."
     )
