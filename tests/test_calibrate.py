@@ -16,7 +16,7 @@ import re
 import numpy as np
 import pytest
 
-from veil.audit.targets import default_target
+from veil.audit.targets import default_target, parse_target
 from veil.calibrate import EXIT_NOT_MET, Candidate, assess, bracket, calibrate, debiased, least_leaking
 from veil.datasets.base import Dataset
 from veil.datasets.registry import load_dataset
@@ -64,16 +64,25 @@ def test_knob_positions_run_from_private_to_useful() -> None:
         PrivacyKnob("alpha", 0.0, 1.0, "logit")
 
 
-def test_with_nothing_feasible_the_least_leaking_candidate_by_its_own_figures_is_released() -> None:
+def test_leakage_that_falls_before_it_rises_is_fitted_from_its_least_leaking_candidate() -> None:
     """Leakage that falls and rises again over the knob (measured: EIGAN on gaussian-quadrant, 0.278 at alpha 0.001,
-    0.045 at 0.09, 0.05-0.06 above): the pooled estimates are one mean, and the release is the candidate that leaked
-    least on validation, not the private end that leaked most."""
-    target = default_target()
+    0.045 at 0.09, 0.05-0.06 above): the private end keeps its own figures and is not pooled into the rest, so a
+    loose bound finds the useful end feasible; a tight one finds nothing, and the release is the candidate that
+    leaked least on validation, not the private end that leaked most."""
     gaps = [0.278, 0.241, 0.0445, 0.0533, 0.0564, 0.0523]
     trail = [Candidate(float(i), i / 5, 1, 0.9, {"privacy_gap": g}) for i, g in enumerate(gaps)]
+    loose = parse_target({"privacy_gap": 0.1})
+    assert loose is not None
+    assess(trail, loose, margin=0.03, noise=0.02)
+    est = [c.estimate["privacy_gap"] for c in trail]
+    assert est[:2] == pytest.approx([debiased("privacy_gap", g, 0.02) for g in gaps[:2]])  # their own figures
+    assert est[2] == pytest.approx(debiased("privacy_gap", 0.0445, 0.02)) and est[2:] == sorted(est[2:])
+    assert est[4] == pytest.approx(est[5]) and est[4] < debiased("privacy_gap", 0.0564, 0.02)  # pooled
+    assert [c.feasible for c in trail] == [False, False, True, True, True, True]
+    assert bracket(trail) is None  # the useful end is feasible: nothing to refine
+    target = default_target()
     assess(trail, target, margin=0.03, noise=0.02)
     assert not any(c.feasible for c in trail)
-    assert len({round(c.estimate["privacy_gap"], 9) for c in trail}) == 1  # pooled into one mean
     assert least_leaking(trail, target) is trail[2]
     tied = [Candidate(float(i), i / 2, 1, 0.9, {"privacy_gap": 0.08}) for i in range(3)]
     assert least_leaking(tied, target) is tied[0]  # the private end among equals

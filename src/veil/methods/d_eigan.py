@@ -213,12 +213,12 @@ class DEIGAN(DEIGANCard, FederatedMethod, EIGAN):
                 with torch.no_grad():
                     z = single(enc, x)
                 ce_a = loss_sum(copy_ces(allies, g.obj.utility, z, y, w))
-                ce_v = loss_sum(copy_ces(advs, g.obj.sensitive, z, y, w))
                 step_all(ce_a.sum(), stack_tensors(allies), opt_a, active)
-                step_all(ce_v.sum(), stack_tensors(advs), opt_v, active)
-                for _ in range(c.adversary_steps - 1):
-                    again = loss_sum(copy_ces(advs, g.obj.sensitive, z, y, w))
-                    step_all(again.sum(), stack_tensors(advs), opt_v, active)
+                for k in range(c.adversary_steps):  # on the same z; the first step's losses are the row's
+                    ce_k = loss_sum(copy_ces(advs, g.obj.sensitive, z, y, w))
+                    step_all(ce_k.sum(), stack_tensors(advs), opt_v, active)
+                    if k == 0:
+                        ce_v = ce_k
                 sums += active.unsqueeze(1) * torch.stack([loss_e.detach(), ce_a.detach(), ce_v.detach()], dim=1)
             g.enc.put(rows, enc)
             put_all(g.allies + g.advs, allies + advs, rows)

@@ -81,12 +81,12 @@ class EIGAN(EIGANCard, Method):
         with torch.no_grad():
             z = self.encoder(batch.x)
         la = self.allies.losses(z, batch.utility)
-        lv = self.adversaries.losses(z, batch.sensitive)
         step(loss_sum(la.values()), self.opt_a, ctx, list(self.allies.parameters()))
-        step(loss_sum(lv.values()), self.opt_v, ctx, list(self.adversaries.parameters()))
-        for _ in range(self.config.adversary_steps - 1):
-            again = self.adversaries.losses(z, batch.sensitive)
-            step(loss_sum(again.values()), self.opt_v, ctx, list(self.adversaries.parameters()))
+        for k in range(self.config.adversary_steps):  # on the same z; the first step's losses are the row's
+            lk = self.adversaries.losses(z, batch.sensitive)
+            step(loss_sum(lk.values()), self.opt_v, ctx, list(self.adversaries.parameters()))
+            if k == 0:
+                lv = lk
         return {"loss/encoder": loss_e.detach(), **loss_row("loss/ally", la), **loss_row("loss/adversary", lv)}
 
 
@@ -126,12 +126,12 @@ def fit_eigan_population(configs: Sequence[MethodConfig], task: TaskSpec, train:
         with torch.no_grad():
             z = single(encoder, x)
         la = list(copy_ces(heads_a, names_a, z, ya, w))
-        lv = list(copy_ces(heads_v, names_v, z, yv, w))
         step_all(loss_sum(la).sum(), tensors["a"], opt["a"], everyone)
-        step_all(loss_sum(lv).sum(), tensors["v"], opt["v"], everyone)
-        for _ in range(c.adversary_steps - 1):
-            again = copy_ces(heads_v, names_v, z, yv, w)
-            step_all(loss_sum(again).sum(), tensors["v"], opt["v"], everyone)
+        for k in range(c.adversary_steps):  # on the same z; the first step's losses are the row's
+            lk = list(copy_ces(heads_v, names_v, z, yv, w))
+            step_all(loss_sum(lk).sum(), tensors["v"], opt["v"], everyone)
+            if k == 0:
+                lv = lk
         return {
             "loss/encoder": loss_e.detach(),
             **{f"loss/ally/{k}": v.detach() for k, v in zip(names_a, la)},
