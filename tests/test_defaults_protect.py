@@ -17,6 +17,8 @@ Each method's figures are printed (`pytest -s`)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from mlflow.tracking import MlflowClient
 
@@ -115,3 +117,7 @@ def test_the_readmes_first_command_says_its_release_misses_the_target(in_tmp, ca
     out = capsys.readouterr()
     assert "certificate NOT MET: target privacy_gap <= 0.05 (the default target)" in out.out
     assert "this release does NOT meet its target" in out.err and "leave beta unset to let Veil calibrate it" in out.err
+    # and it names the bound the release does meet: its upper end rounded up to two significant digits
+    upper = float(re.search(r"privacy_gap <= 0.05: NOT met \(95% upper end ([\d.]+)\)", out.out).group(1))
+    certified = float(re.search(r"it does certify privacy_gap <= ([\d.]+) \(95% upper end", out.err).group(1))
+    assert upper <= certified < upper + 0.01

@@ -255,12 +255,17 @@ def print_certificate(result: Any, out: Any) -> None:
         print(f"  note: {n}", file=out)
     if cert.met:
         return
+    from veil.audit.certificate import certified_instead
+
     knob = cert.knob or {}
+    instead = certified_instead(cert.checks)
+    does = f"; it does certify {' and '.join(instead)} (95% upper end, rounded up)" if instead else ""
     if result.calibration is not None:
         print(
             f"error: calibration could not meet the target ({cert.target.text()}): the release above (the least "
             f"leaking value found, {knob.get('field')}={knob.get('value', float('nan')):.4g}) is recorded with met: "
-            f"false; exit code {result.exit_code}",
+            f"false; exit code {result.exit_code}{does}"
+            + ("; a tighter bound needs a more private method or more test rows (docs/targets.md)" if does else ""),
             file=sys.stderr,
         )
     else:
@@ -270,7 +275,7 @@ def print_certificate(result: Any, out: Any) -> None:
             else "no knob"
         )
         hint = f"; leave {knob.get('field')} unset to let Veil calibrate it" if knob.get("set_by") == "run" else ""
-        warn(f"this release does NOT meet its target ({cert.target.text()}; {who}){hint}")
+        warn(f"this release does NOT meet its target ({cert.target.text()}; {who}){does}{hint}")
 
 
 def check_run_tracking(uri: str | None, address: str | None, args: argparse.Namespace) -> None:

@@ -6,12 +6,14 @@ upper end decides), and a release that keeps u where u reveals s (the note says 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
-from veil.audit.certificate import certify
+from veil.audit.certificate import Check, certified_instead, certify
 from veil.audit.probes import AuditConfig, audit
-from veil.audit.targets import Bound, Target
+from veil.audit.targets import Bound, Target, parse_target
 from veil.datasets.base import Dataset, Split
 
 CFG = AuditConfig(hidden=(32,), epochs=5, bootstrap=400, suite=("logistic", "hist-gradient-boosting"))
@@ -64,9 +66,30 @@ def test_the_upper_end_decides_not_the_point() -> None:
     ds = dataset(2000, 0.0, 4)
     rng = np.random.default_rng(4)
     leak = lambda s: 0.2 * s + rng.normal(0, 1.0, len(s))  # noqa: E731
-    cert = certificate(ds, leak(ds.train.sensitive["s"])[:, None], leak(ds.test.sensitive["s"])[:, None])
+    z_tr, z_te = leak(ds.train.sensitive["s"])[:, None], leak(ds.test.sensitive["s"])[:, None]
+    cert = certificate(ds, z_tr, z_te)
     assert cert.worst_gap.point < 0.05 < cert.worst_gap.high and not cert.met
     assert any("1000 test rows cannot show it below 0.05" in n for n in cert.notes)
+    # what an unmet run suggests instead (`veil run`'s exit-3 error) is met by the same release
+    (instead,) = certified_instead(cert.checks)
+    metric, bound = instead.split(" <= ")
+    assert metric == "privacy_gap" and cert.worst_gap.high <= float(bound) < cert.worst_gap.high + 0.001
+    looser = parse_target({metric: float(bound)})
+    assert looser is not None
+    again = certificate(ds, z_tr, z_te, looser)
+    assert again.met and again.worst_gap.high == pytest.approx(cert.worst_gap.high, abs=1e-12), again.checks
+
+
+def test_what_an_unmet_release_certifies_instead_is_rounded_up() -> None:
+    checks = [
+        Check("privacy_gap", 0.05, 0.053, 0.0787, "95% upper end", False),
+        Check("adversary_auc_max", 0.55, 0.57, 0.6, "95% upper end", False),
+        Check("mi/ksg/s", 0.01, 0.01231, 0.01231, "estimate (no interval)", False),
+        Check("privacy_gap", 0.1, 0.05, 0.0787, "95% upper end", True),  # met: nothing to suggest
+        Check("eps", 1.0, math.inf, math.inf, "the mechanism's epsilon", False),  # no mechanism: nothing
+        Check("ldp_epsilon_test", 4.0, 5.1, 5.1, "empirical eps >=", False),  # a broken mechanism: nothing
+    ]
+    assert certified_instead(checks) == ["privacy_gap <= 0.079", "adversary_auc_max <= 0.6", "mi/ksg/s <= 0.013"]
 
 
 def test_keeping_u_that_reveals_s_is_named_and_costs_the_target() -> None:

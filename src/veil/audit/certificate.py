@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -304,6 +304,19 @@ def certify(
         )
     cert.notes = notes(cert)
     return cert
+
+
+def certified_instead(checks: Sequence[Check]) -> list[str]:
+    """For each unmet leakage bound, the bound this release does meet: what was checked rounded UP to two
+    significant digits ('privacy_gap <= 0.079'). Bounds no looser limit would meet (the LDP distinguishing test, a
+    mechanism whose eps is infinite) give none."""
+    out = []
+    for c in checks:
+        if c.met or c.metric == "ldp_epsilon_test" or not math.isfinite(c.checked) or c.checked <= 0:
+            continue
+        step = 10.0 ** (math.floor(math.log10(c.checked)) - 1)
+        out.append(f"{c.metric} <= {math.ceil(round(c.checked / step, 9)) * step:.2g}")
+    return out
 
 
 def check(
