@@ -76,6 +76,7 @@ def test_the_upper_end_decides_not_the_point() -> None:
     assert metric == "privacy_gap" and cert.worst_gap.high <= float(bound) < cert.worst_gap.high + 0.001
     looser = parse_target({metric: float(bound)})
     assert looser is not None
+    assert cert.to_dict()["certifies_instead"] == [instead] and f"does certify: {instead} (95%" in cert.to_markdown()
     again = certificate(ds, z_tr, z_te, looser)
     assert again.met and again.worst_gap.high == pytest.approx(cert.worst_gap.high, abs=1e-12), again.checks
 

@@ -99,6 +99,7 @@ class Certificate:
             "target": self.target.to_dict(),
             "target_source": "default" if self.target.default else "run",
             "checks": [asdict(c) for c in self.checks],
+            "certifies_instead": certified_instead(self.checks),
             "privacy_gap": self.worst_gap.to_dict(),
             "adversary_auc_max": self.worst_auc.to_dict(),
             "strongest_adversary": self.strongest,
@@ -154,6 +155,9 @@ class Certificate:
             lines.append(
                 f"| {c.metric} <= {c.limit:g} | {c.value:.4f} | {c.how} {c.checked:.4f} | {'yes' if c.met else 'NO'} |"
             )
+        instead = certified_instead(self.checks)
+        if instead:
+            lines += ["", f"What this release does certify: {' and '.join(instead)} (95% upper end, rounded up)."]
         lines += [
             "",
             f"Worst privacy gap {self.worst_gap.text()} ({self.strongest}); utility AUC {self.utility.text()}; "
