@@ -36,6 +36,7 @@ from veil.methods.population import (
     train_members,
 )
 from veil.methods.table import register_method
+from veil.randomness import gaussian_like
 
 
 def encoder_objective(
@@ -65,6 +66,11 @@ class EIGAN(EIGANCard, Method):
 
     def modules(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder, "allies": self.allies, "adversaries": self.adversaries}
+
+    def release(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        z = self.encoder(x)
+        noise = self.config.release_noise
+        return z + noise * gaussian_like(z, generator) if noise else z
 
     def encoder_loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         """Eq. 4 with alpha_A = alpha/n and alpha_V = (1-alpha)/m, plus the per-head losses."""

@@ -79,6 +79,14 @@ class EIGANConfig(MethodConfig):
     optimizer: str = param(
         "adam", "update rule for every player (Alg. A1 writes the plain gradient step 'sgd')", choices=("adam", "sgd")
     )
+    release_noise: float = param(
+        0.0,
+        "std of Gaussian noise added to the released z (the tanh output, in [-1, 1]); 0 = the paper's deterministic "
+        "release. Near the private end the encoder collapses to a near-constant z whose last bits still depend on "
+        "x, and adversaries that standardise or rank z read s from them",
+        ge=0,
+        le=10,
+    )
 
 
 def z_width(d_z: int, utility: Mapping[str, int]) -> int:
@@ -103,4 +111,15 @@ class EIGANCard(MethodCard):
     @classmethod
     def deviations(cls, config: MethodConfig) -> dict[str, str]:
         c = cast(EIGANConfig, config)
-        return {**optimizer_deviation(c.optimizer, "Alg. A1"), **privacy_loss_deviation(c.privacy_loss)}
+        return {
+            **optimizer_deviation(c.optimizer, "Alg. A1"),
+            **privacy_loss_deviation(c.privacy_loss),
+            **release_noise_deviation(c.release_noise),
+        }
+
+
+def release_noise_deviation(release_noise: float) -> dict[str, str]:
+    """A noisy release where the paper releases the encoder's output itself."""
+    if not release_noise:
+        return {}
+    return {"release_noise": f"adds N(0, {release_noise:g}^2) noise to the released z (the paper releases E(x))"}
