@@ -12,10 +12,10 @@ A run given a target (or the default one) and not its knob calibrates before it 
    infeasible one beyond it, `rounds` times.
 4. Every candidate is judged together (`assess`): leakage grows with the knob, so each figure, with the finite
    validation split's noise taken out, is fitted by an increasing isotonic regression over the knob from its least
-   leaking candidate on, pooling the noise of neighbouring candidates. A candidate is feasible when the fitted figure leaves `margin` to the bound:
-   what the certificate's interval adds on the test split, plus room for both splits' noise (`margin_for`). The
-   feasible value nearest the knob's useful end wins (utility grows with the knob as leakage does; one
-   candidate's validation utility is too noisy near the private end to rank them).
+   leaking candidate on, pooling the noise of neighbouring candidates. A candidate is feasible when the fitted
+   figure leaves `margin` to the bound: what the certificate's interval adds on the test split, plus room for
+   both splits' noise (`margin_for`). The feasible value nearest the knob's useful end wins (utility grows with
+   the knob as leakage does; one candidate's validation utility is too noisy near the private end to rank them).
 
 A centralized run releases the winning candidate itself (the model that was validated is the model that is
 certified). A federation is trained again on every training row with the winning value: its clients release
