@@ -64,8 +64,9 @@ def test_the_paper_preset_steps_once_and_the_default_names_its_departure(method:
 @pytest.mark.parametrize("method", ["eigan", "d-eigan"])
 def test_release_noise_adds_gaussian_noise_of_its_std_to_the_encoders_output(data, method: str):
     """release_noise 0 (the default, the paper's release) releases E(x) itself; s > 0 adds N(0, s^2) per entry,
-    fresh per release, drawn from release_seed when one is set, and is recorded as a departure from the paper.
-    Over 400 rows x d_z entries the sample std of the added noise is within 5% of s (its standard error ~2.5%)."""
+    fresh per release (OS entropy), drawn from release_seed when one is set (then reproducible, which is what makes
+    this check deterministic), and is recorded as a departure from the paper. Over the 300 x 4 released entries the
+    added noise's std is within 0.025 of s and its mean within 0.035 of 0 (about 4 standard errors each)."""
     import numpy as np
     import torch
 
@@ -80,12 +81,12 @@ def test_release_noise_adds_gaussian_noise_of_its_std_to_the_encoders_output(dat
     )
     noisy = create_method(method, {**base, "release_noise": 0.3}, data.task())
     noisy.load_state(plain.state())
-    first, second = noisy.encode(data.train.x) - exact, noisy.encode(data.train.x) - exact
-    for added in (first, second):
-        assert abs(added.std() - 0.3) < 0.015 and abs(added.mean()) < 0.015
-    assert not np.allclose(first, second)  # fresh noise per release
+    assert not np.allclose(noisy.encode(data.train.x), noisy.encode(data.train.x))  # fresh noise per release
     seeded = [create_method(method, {**base, "release_noise": 0.3, "release_seed": 7}, data.task()) for _ in range(2)]
     for m in seeded:
         m.load_state(plain.state())
-    assert np.array_equal(seeded[0].encode(data.train.x), seeded[1].encode(data.train.x))
+    a, b = (m.encode(data.train.x) for m in seeded)
+    assert np.array_equal(a, b)
+    added = a - exact
+    assert added.size == 1200 and abs(added.std() - 0.3) < 0.025 and abs(added.mean()) < 0.035
     assert "N(0, 0.3^2)" in card.recorded_deviations(noisy.config)["release_noise"]
