@@ -55,3 +55,37 @@ def test_trial_numbers_come_from_tunes_counter():
     assert name == "trial-12-t0000012" and number_from_name(name) == 12
     assert number_from_name("sweep_trial_3f2a") is None  # a name Veil did not make: no number
     assert trial_number(SimpleNamespace(trial_id="x", experiment_tag=""), grid=False) is None
+
+
+def test_an_announced_outage_is_closed_when_the_sweep_ends_between_two_probes(capsys):
+    """The server answers 503, then 200 again just after a probe: the trials end before the next one is due, and
+    the end of the experiment probes at once, so the console never leaves 'not answering' unanswered."""
+    import http.server
+    import threading
+
+    state = {"code": 503}
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(state["code"])
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    uri = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        monitor = SweepMonitor(load_sweep(QUICKSTART), total=2, tracking_uri=uri)
+        monitor.on_step_begin(0, [])
+        assert f"tracking server {uri} is not answering (GET /health answered 503)" in capsys.readouterr().out
+        state["code"] = 200
+        monitor.on_step_begin(1, [])  # within PROBE_EVERY_S of the last probe: not probed
+        assert capsys.readouterr().out == ""
+        monitor.on_experiment_end([])
+        assert f"tracking server {uri} answers again" in capsys.readouterr().out
+        monitor.on_experiment_end([])  # closed once
+        assert capsys.readouterr().out == ""
+    finally:
+        server.shutdown()

@@ -188,12 +188,18 @@ class SweepMonitor(Callback, Stopper):
         self._count_failures(trials)
         self._watch_tracking()
 
-    def _watch_tracking(self) -> None:
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        # the last trials can end between two probes: an outage the console announced is closed before the report
+        if self.outage_since is not None:
+            self._watch_tracking(now=True)
+
+    def _watch_tracking(self, now: bool = False) -> None:
         """Say when the tracking server stops answering and when it answers again (probed every PROBE_EVERY_S
-        from the driver's loop): trials go on into local journals meanwhile, and the console says so as it
-        happens, not only in the final report."""
+        from the driver's loop, or `now`): trials go on into local journals meanwhile, and the console says so as
+        it happens, not only in the final report."""
         uri = getattr(self, "tracking_uri", None)  # a monitor pickled by an older Veil has none
-        if not uri or not uri.startswith(("http://", "https://")) or time.time() - self.last_probe < PROBE_EVERY_S:
+        due = now or time.time() - self.last_probe >= PROBE_EVERY_S
+        if not uri or not uri.startswith(("http://", "https://")) or not due:
             return
         from veil.tracking.mlflow_run import health_problem
 
