@@ -28,7 +28,7 @@ test: lint
 	$(VENV)/bin/pytest -m "not slow"
 
 test-all: lint
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest --durations=15
 
 # The MLflow UI on ./mlflow.db (127.0.0.1, a free port; prints the latest sweep's links). make ui UI_ARGS="--port 5000"
 ui: setup

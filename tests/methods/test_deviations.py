@@ -150,4 +150,5 @@ def test_recorded_params_carry_the_pinned_texts() -> None:
         "deviation.wire": WIRE,
         "deviation.aggregation": MASKED,
         "deviation.adversary_steps": f"5 instead of the paper's 1: {EIGAN_PAPER_VALUES['adversary_steps'].why}",
+        "deviation.release_noise": f"0.1 instead of the paper's 0.0: {EIGAN_PAPER_VALUES['release_noise'].why}",
     }

@@ -45,6 +45,8 @@ STOCHASTIC: dict[str, dict[str, Any]] = {
     },
     "ldp-fedavg": {"eps": 4.0, "K": 2, "d_z": 2, "clip": 1.0, "encoder_hidden": (16,), "lr": 1e-3},
     "dp-input": {"eps": 40.0, "clip": 3.0},
+    "eigan": {"release_noise": 0.3, "d_z": 3, "encoder_hidden": (16,), "head_hidden": (8,)},
+    "d-eigan": {"release_noise": 0.3, "K": 2, "d_z": 3, "encoder_hidden": (16,), "head_hidden": (8,)},
 }
 # d-gpp releases on its clients (their encoders stay there): tested through a node host below
 D_GPP = {"release": "sample", "K": 2, "d_z": 3, "encoder_hidden": (16, 8), "head_hidden": (8,), "lr": 1e-3}
@@ -81,7 +83,7 @@ def matching(a: np.ndarray, b: np.ndarray) -> float:
 
 def standard_noise(m: Method, x: np.ndarray, release: Callable[[], np.ndarray]) -> np.ndarray:
     """The noise of one release of rows `x`, divided by its scale: z minus the method's noiseless output, over
-    sigma (Gaussian), noise (noisy encoder) or b (Laplace). adjustable-ae adds its noise before a nonlinear
+    sigma (Gaussian), noise (noisy encoder), release_noise (EIGAN, D-EIGAN) or b (Laplace). adjustable-ae adds its noise before a nonlinear
     decoder, so its standard normal draws are recorded where they are made instead."""
     name = m.name
     if name == "adjustable-ae":
@@ -107,6 +109,8 @@ def standard_noise(m: Method, x: np.ndarray, release: Callable[[], np.ndarray]) 
             return (z - m.encoder(xt).numpy()) / m.mechanism.scale
         if name == "noisy-encoder":
             return (z - m.encoder(xt).numpy()) / m.config.noise
+        if name in ("eigan", "d-eigan"):
+            return (z - m.encoder(xt).numpy()) / m.config.release_noise
         assert name == "gpp", name
         mu, logvar = m.encoder(xt)
         return ((z - mu.numpy()) / torch.exp(0.5 * logvar).numpy()).astype(np.float64)

@@ -73,7 +73,9 @@ def released_test(m, ds) -> np.ndarray:
 def test_virtual_actor_matches_one_actor_per_node(ray_local, ds):
     zs = {}
     for runtime, opts in (("ray-actors", {}), ("virtual", {"hosts": 1}), ("in-process", {})):
-        m = create_method("d-eigan", {"K": 2, "phi": 0.8, "delta": 1, "epochs": 3, "d_z": 3, "seed": 1}, ds.task())
+        m = create_method(
+            "d-eigan", {"K": 2, "phi": 0.8, "delta": 1, "epochs": 3, "d_z": 3, "seed": 1, "release_seed": 1}, ds.task()
+        )
         prep = plan_on(runtime, m, "d-eigan", ds.train, dataset=ds, options=FederationOptions(**opts), seed=1)
         assert len(prep.node_blocks) == (2 if runtime == "ray-actors" else 1)
         out = run_planned(prep)

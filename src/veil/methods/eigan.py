@@ -4,6 +4,7 @@ Per minibatch: one encoder step on
     L_E = (alpha/n) * sum_i CE(A_i) - ((1-alpha)/m) * sum_j CE(V_j)      (eq. 4)
 then one step of every ally and `adversary_steps` steps of every adversary on its own cross-entropy, with
 separate learning rates (Alg. A1: one step each; Veil's default gives the adversaries 5, see the config).
+The release is E(x) plus N(0, release_noise^2) per entry, fresh per release (the paper releases E(x) itself).
 
 Its population form trains P runs that differ only in alpha and the three learning rates as one vectorised
 model (`veil.methods.population`)."""

@@ -23,6 +23,13 @@ EIGAN_PAPER_VALUES = {
         "fresh probe reads",
         stated=False,
     ),
+    "release_noise": PaperValue(
+        0.0,
+        "near the private end the encoder collapses to a nearly constant z whose last bits still depend on x, and "
+        "adversaries that standardise or rank z read s from them: with no options, EIGAN and D-EIGAN met the default "
+        "target in 15 of 18 runs with this noise (Adult, applicants.csv, gaussian-correlated n=12000; 3 seeds) and in "
+        "2 of 6 without it (docs/targets.md, release noise)",
+    ),
     "adversary_steps": PaperValue(
         1,
         "with one adversary step per encoder step the encoder hides s from the lagging adversary only: on "
@@ -80,10 +87,9 @@ class EIGANConfig(MethodConfig):
         "adam", "update rule for every player (Alg. A1 writes the plain gradient step 'sgd')", choices=("adam", "sgd")
     )
     release_noise: float = param(
-        0.0,
-        "std of Gaussian noise added to the released z (the tanh output, in [-1, 1]); 0 = the paper's deterministic "
-        "release. Near the private end the encoder collapses to a near-constant z whose last bits still depend on "
-        "x, and adversaries that standardise or rank z read s from them",
+        0.1,
+        "std of Gaussian noise added to every entry of the released z (the tanh output, in [-1, 1]), fresh per "
+        "release; 0 = the paper's deterministic release E(x)",
         ge=0,
         le=10,
     )
@@ -114,12 +120,4 @@ class EIGANCard(MethodCard):
         return {
             **optimizer_deviation(c.optimizer, "Alg. A1"),
             **privacy_loss_deviation(c.privacy_loss),
-            **release_noise_deviation(c.release_noise),
         }
-
-
-def release_noise_deviation(release_noise: float) -> dict[str, str]:
-    """A noisy release where the paper releases the encoder's output itself."""
-    if not release_noise:
-        return {}
-    return {"release_noise": f"adds N(0, {release_noise:g}^2) noise to the released z (the paper releases E(x))"}
