@@ -5,7 +5,7 @@
     python benchmarks/targets.py sweep               # a calibrated GPP case against a 32-trial sweep's best feasible trial
     python benchmarks/targets.py recheck             # that sweep's best feasible beta run again with new seeds
     python benchmarks/targets.py schedule            # EIGAN with 1 and with 5 adversary steps per encoder step
-    python benchmarks/targets.py noise               # EIGAN and D-EIGAN with release noise, calibrated as with no options
+    python benchmarks/targets.py noise               # EIGAN and D-EIGAN per release_noise level and seed (--levels, --seeds)
     python benchmarks/targets.py render              # docs/targets.md from benchmarks/results/targets.json
 
 Every case is a real `veil run` process (its own MLflow store in a temporary directory) with the environment's

@@ -190,7 +190,7 @@ class SweepMonitor(Callback, Stopper):
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         # the last trials can end between two probes: an outage the console announced is closed before the report
-        if self.outage_since is not None:
+        if getattr(self, "outage_since", None) is not None:  # a monitor pickled by an older Veil has none
             self._watch_tracking(now=True)
 
     def _watch_tracking(self, now: bool = False) -> None:
