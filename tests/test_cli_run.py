@@ -50,7 +50,8 @@ def test_run_from_yaml_file_with_cli_override(in_tmp, capsys):
     (in_tmp / "run.yaml").write_text(
         "method: eigan\ndataset: gaussian-two-allies\nseed: 3\n"
         "params: {alpha: 0.7, epochs: 10, d_z: 2, batch_size: 64, encoder_hidden: [64], head_hidden: [32],\n"
-        "  lr_encoder: 0.001, lr_ally: 0.001, lr_adversary: 0.001, privacy_loss: neg-ce, optimizer: adam}\n"
+        "  lr_encoder: 0.001, lr_ally: 0.001, lr_adversary: 0.001, privacy_loss: neg-ce, optimizer: adam,\n"
+        "  release_noise: 0}\n"
         "dataset_params: {n: 300}\naudit: {epochs: 10, lr: 0.01, hidden: [32]}\n"
     )
     out = run_json(capsys, "run.yaml", "--set", "alpha=0.6", "--quiet")
