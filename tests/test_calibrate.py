@@ -166,8 +166,8 @@ def test_calibration_never_reads_the_test_split() -> None:
 
 def test_a_target_the_test_split_cannot_certify_is_refused_before_training(in_tmp) -> None:
     with pytest.raises(ConfigError) as e:
-        execute(gpp(dataset_params={**DATA, "n": 800}))
-    assert e.value.field == "target.privacy_gap" and "400 test rows" in e.value.allowed
+        execute(gpp(dataset_params={**DATA, "n": 400}))
+    assert e.value.field == "target.privacy_gap" and "200 test rows" in e.value.allowed
     assert "--target privacy_gap=" in e.value.allowed
     # on generated data the error names the size that certifies the target, and that size passes the check
     suggested = re.search(r"-p n=(\d+)", e.value.allowed)
