@@ -191,14 +191,15 @@ def margin_for(
     """The room gap and AUC bounds must leave on validation: the configured margin, else the certificate's floor on
     the test split (`certificate_floor`: what its upper end adds to a release that leaks nothing) plus room for the
     two splits' noise (the typical worst point gap of an independent release on the validation rows against the
-    calibration's adversaries and on the test rows against the certificate's, added in quadrature), so that the
+    calibration's adversaries and on the test rows against the certificate's chosen one, added in quadrature), so that the
     candidate released passes the certificate most of the time rather than half of it."""
     if config.margin is not None:
         return float(config.margin)
     if not any(b.interval_checked for b in target.bounds):
         return 0.0
     floor = certificate_floor(ds, cfg, "privacy_gap", seed)[0]
-    test_noise = max(r.noise for r in resolution(ds.train, ds.num_classes, len(ds.test), 1 + len(cfg.suite), seed))
+    # the certificate judges one adversary chosen on other rows: its point carries one adversary's noise
+    test_noise = max(r.noise for r in resolution(ds.train, ds.num_classes, len(ds.test), 1, seed))
     return floor + math.hypot(validation_noise(ds_cal, seed), test_noise)
 
 
