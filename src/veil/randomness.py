@@ -4,15 +4,28 @@ Training randomness (initialisation, minibatch order, the reparameterisation or 
 is derived from the method's `seed`, so a run trains reproducibly (D-GPP, whose aggregator trains on the
 clients' released z, only with a release_seed). A release's noise must not be: `seed` is
 in every run's params, so noise derived from it can be regenerated and subtracted, undoing the release.
-Every stochastic release therefore draws from its own generator, seeded from OS entropy at release time and
-never recorded. Only an explicit `release_seed` makes releases reproducible, which voids their privacy."""
+
+A release's noise is permanent randomization, as in RAPPOR's permanent randomized response: it is derived from
+a secret 32-byte key (`ReleaseKey`, drawn from OS entropy once per run and never recorded in MLflow) and the
+row's content, so the same row released twice under one key gets the same z and averaging releases gains
+nothing. Per row: row key = the first 8 bytes of HMAC-SHA256(key, the row's float32 bytes); each uniform is
+splitmix64(row key + counter * golden gamma), the counter naming (draw, coordinate), so the noise of a row does
+not depend on the batch it is released in, on row order or on batch size. Gaussian noise is Box-Muller of two
+such uniforms, exponential noise -log(u). Only an explicit `release_seed` derives the key from a recorded
+number, which makes releases reproducible and voids their privacy. Noise a method draws while training, and
+the sanitized batches a D-GPP client uploads in training rounds, still come from torch generators."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import secrets
+from typing import Union
 
 import numpy as np
 import torch
+
+from veil.errors import VeilError
 
 METHOD_STREAM = 0  # (release_seed, METHOD_STREAM, call): the n-th `encode` call of a method
 NODE_STREAM = 1  # (release_seed, NODE_STREAM, node id): what a federated node sends out of itself
@@ -31,6 +44,150 @@ def release_generator(release_seed: int | None, *stream: int, device: torch.devi
     return torch.Generator(device=device).manual_seed(seed)
 
 
-def gaussian_like(t: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """Standard normal noise shaped like `t` (same device and dtype), drawn from `generator`."""
-    return torch.randn(t.shape, generator=generator, device=t.device, dtype=t.dtype)
+KEY_BYTES = 32
+_GAMMA = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+_DRAW_STRIDE = np.uint64(1 << 40)  # counters of one draw: 2^40 per row, far beyond any release's width
+
+
+class MissingReleaseKey(VeilError):
+    """A release needed noise and its key is missing (`MissingKey`); raised at the first draw."""
+
+
+def row_keys(key: bytes, x: np.ndarray | torch.Tensor) -> np.ndarray:
+    """One uint64 per row of `x`: the first 8 bytes of HMAC-SHA256(key, the row's float32 bytes) (-0.0 as 0.0)."""
+    a = x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+    a = np.ascontiguousarray(a.reshape(len(a), -1), dtype=np.float32) + np.float32(0.0)  # -0.0 + 0.0 = +0.0
+    out = np.empty(len(a), np.uint64)
+    for i, row in enumerate(a):
+        out[i] = int.from_bytes(hmac.digest(key, row.tobytes(), "sha256")[:8], "little")
+    return out
+
+
+def _splitmix(z: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser, elementwise on uint64 (wrapping)."""
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    return z ^ (z >> np.uint64(31))
+
+
+class RowNoise:
+    """The noise of one batch of rows under one key: uniforms per (row, draw, coordinate), counter-based, so a
+    row gets the same noise in any batch. Each draw (`normal`, `exponential`) advances the draw counter, so two
+    draws of one release are independent. Passed to `Method.release` where a torch.Generator was."""
+
+    def __init__(self, keys: np.ndarray) -> None:
+        self.keys = np.asarray(keys, np.uint64)
+        self.draws = 0
+
+    def uniform(self, per_row: int) -> np.ndarray:
+        """(rows, per_row) uniforms in (0, 1), float64, from the next draw's counters."""
+        base = np.uint64(self.draws) * _DRAW_STRIDE
+        self.draws += 1
+        counters = base + np.arange(1, per_row + 1, dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            z = _splitmix(self.keys[:, None] + counters[None, :] * _GAMMA)
+        return ((z >> np.uint64(11)).astype(np.float64) + 0.5) * 2.0**-53
+
+    def _shaped(self, like: torch.Tensor, values: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(values.reshape(like.shape)).to(device=like.device, dtype=like.dtype)
+
+    def _width(self, like: torch.Tensor) -> int:
+        if like.ndim == 0 or like.shape[0] != len(self.keys):
+            raise ValueError(f"noise shaped {tuple(like.shape)} for {len(self.keys)} keyed rows (first dim: rows)")
+        return int(np.prod(like.shape[1:], dtype=np.int64))
+
+    def normal(self, like: torch.Tensor) -> torch.Tensor:
+        """Standard normal noise shaped like `like` (Box-Muller of two uniforms per value)."""
+        w = self._width(like)
+        u = self.uniform(2 * w)
+        g = np.sqrt(-2.0 * np.log(u[:, :w])) * np.cos(2.0 * np.pi * u[:, w:])
+        return self._shaped(like, g)
+
+    def exponential(self, like: torch.Tensor) -> torch.Tensor:
+        """Exp(1) noise shaped like `like` (-log u)."""
+        return self._shaped(like, -np.log(self.uniform(self._width(like))))
+
+
+class ReleaseKey:
+    """A release's secret key: `rows(x)` is the noise source of a batch `x`. Its bytes are never printed
+    (`id` is a one-way fingerprint, safe to record)."""
+
+    def __init__(self, secret: bytes) -> None:
+        if len(secret) != KEY_BYTES:
+            raise ValueError(f"a release key has {KEY_BYTES} bytes, got {len(secret)}")
+        self.secret = bytes(secret)
+
+    @classmethod
+    def new(cls) -> "ReleaseKey":
+        """A fresh key from OS entropy."""
+        return cls(secrets.token_bytes(KEY_BYTES))
+
+    @classmethod
+    def from_seed(cls, release_seed: int, *stream: int) -> "ReleaseKey":
+        """The key a set `release_seed` stands for (reproducible from the run's params: voids the guarantee)."""
+        parts = ",".join(str(int(p)) for p in (release_seed, *stream))
+        return cls(hashlib.sha256(f"veil.release_seed:{parts}".encode()).digest())
+
+    @property
+    def id(self) -> str:
+        """A fingerprint of the key (16 hex digits of a SHA-256 of it): names the key, cannot rebuild it."""
+        return hashlib.sha256(b"veil.release_key.id:" + self.secret).hexdigest()[:16]
+
+    def rows(self, x: np.ndarray | torch.Tensor) -> RowNoise:
+        return RowNoise(row_keys(self.secret, x))
+
+    def __repr__(self) -> str:
+        return f"ReleaseKey(id={self.id})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ReleaseKey) and hmac.compare_digest(self.secret, other.secret)
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+
+class MissingKey:
+    """Stands for a key that could not be found: fine for a release that draws no noise, an error
+    (`MissingReleaseKey`, with `message`) at its first draw. Never replaced by a new key."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def rows(self, x: np.ndarray | torch.Tensor) -> "_NoNoise":
+        return _NoNoise(self.message)
+
+
+class _NoNoise:
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def normal(self, like: torch.Tensor) -> torch.Tensor:
+        raise MissingReleaseKey(self.message)
+
+    exponential = normal
+
+
+Noise = Union[torch.Generator, RowNoise, _NoNoise]
+"""Where a release draws its noise: a batch's keyed rows (`ReleaseKey.rows`), or a torch generator (training)."""
+
+
+def for_rows(source: "torch.Generator | ReleaseKey | MissingKey", x: np.ndarray | torch.Tensor) -> Noise:
+    """The noise of batch `x` from `source`: its keyed rows for a key, the generator itself otherwise."""
+    return source.rows(x) if isinstance(source, (ReleaseKey, MissingKey)) else source
+
+
+def gaussian_like(t: torch.Tensor, generator: Noise) -> torch.Tensor:
+    """Standard normal noise shaped like `t` (same device and dtype), drawn from `generator` (a torch generator
+    or a batch's keyed rows)."""
+    if isinstance(generator, torch.Generator):
+        return torch.randn(t.shape, generator=generator, device=t.device, dtype=t.dtype)
+    return generator.normal(t)
+
+
+def exponential_like(t: torch.Tensor, generator: Noise | None) -> torch.Tensor:
+    """Exp(1) noise shaped like `t`, drawn from `generator` (None: torch's global generator)."""
+    if generator is None or isinstance(generator, torch.Generator):
+        return torch.empty_like(t).exponential_(1.0, generator=generator)
+    return generator.exponential(t)

@@ -3,9 +3,14 @@
 The run's recorded artifacts are all it needs: the trained weights (`model/state.pt`, loaded with
 weights_only=True), the method's config and task (`model/config.json`), how the source table's columns became its
 input (`model/features.json`, `veil.datasets.transform`) and its certificate (`certificate.json`). New rows must
-have the run's schema (the same feature columns; label and extra columns are allowed and ignored, never released);
-each release draws fresh OS-entropy noise (a `release_seed` recorded with the run is not used: reproducible noise
-voids the guarantee). A run without a certificate, or whose certificate is not met, is refused unless the user
+have the run's schema (the same feature columns; label and extra columns are allowed and ignored, never released).
+The release noise is permanent: it derives from the run's secret release key (kept by `veil run` outside MLflow,
+`veil.keystore`; `--key FILE` names another place) and each row's content, so a row released again gets exactly
+the same z (and the z the certificate audited), and averaging releases gains nothing. A missing key is an error,
+never a new key. A run with a `release_seed` derives its key from it (reproducible from its params: no
+guarantee, and the stamp says so). Each release is entered in the key dir's ledger, and the stamp records how
+many distinct keys have released the same source file and, for an eps-LDP release, the eps they spent together
+(`eps_spent`: the sum of the keys' eps; the same key again spends nothing). A run without a certificate, or whose certificate is not met, is refused unless the user
 passes --allow-unmet, which the written certificate then records. z is written with the certificate beside it
 (`<output>.certificate.json`)."""
 
@@ -47,7 +52,8 @@ def fetch_run(uri: str, run_id: str, into: Path) -> dict[str, Path | None]:
 
 
 def load_released_method(config_file: Path, state_file: Path) -> Any:
-    """The run's method with its trained weights, its release noise drawn from fresh OS entropy."""
+    """The run's method with its trained weights and its recorded config (a set release_seed stands for its key;
+    otherwise the caller sets `release_key`)."""
     import torch
 
     from veil.datasets.base import TaskSpec
@@ -55,7 +61,7 @@ def load_released_method(config_file: Path, state_file: Path) -> Any:
 
     meta = json.loads(config_file.read_text())
     task = TaskSpec(**meta["task"])
-    config = method_config(meta["method"], {**meta["config"], "release_seed": None})
+    config = method_config(meta["method"], meta["config"])
     method = create_method(meta["method"], config, task)
     method.load_state(torch.load(state_file, weights_only=True))
     return method, meta
@@ -69,9 +75,10 @@ def release(
     tracking_uri: str | None = None,
     allow_unmet: bool = False,
     keep: tuple[str, ...] = (),
+    key_file: str | None = None,
 ) -> dict[str, Any]:
-    """Release z for the rows of `data` with run `run_id`'s encoder, write it to `output` (Parquet) and the
-    certificate beside it; returns what was written."""
+    """Release z for the rows of `data` with run `run_id`'s encoder under the run's release key (`key_file`, else
+    the key store's), write it to `output` (Parquet) and the certificate beside it; returns what was written."""
     import numpy as np
     import pandas as pd
     import pyarrow as pa
@@ -79,6 +86,8 @@ def release(
 
     from veil.datasets.files import file_sha256, read_table
     from veil.datasets.transform import FeatureTransform
+    from veil.keystore import key_dir, key_path, load_key, loose_permissions, record_release
+    from veil.randomness import MissingKey
     from veil.tracking.mlflow_run import check_tracking
 
     uri = check_tracking(tracking_uri)
@@ -119,6 +128,27 @@ def release(
                 f"run {run_id} did not record its input schema (model/features.json); rerun it to release"
             )
         transform = FeatureTransform.from_dict(json.loads(features_file.read_text()))
+    release_seed = method.config.release_seed
+    kfile = Path(key_file) if key_file else key_path(run_id, uri)
+    if release_seed is not None:
+        warn(
+            f"run {run_id} set release_seed={release_seed}: its release key derives from it, so anyone with its "
+            "params can regenerate this release's noise (no privacy guarantee)"
+        )
+    else:
+        if kfile.exists() or key_file:
+            method.release_key = load_key(kfile)
+            if loose_permissions(kfile):
+                warn(
+                    f"the release key {kfile} may be read by others (chmod 600 it): with it, anyone holding "
+                    "this release can regenerate its noise"
+                )
+        else:  # an error at the first noise drawn: a release without noise needs no key
+            method.release_key = MissingKey(
+                f"run {run_id}'s release key is missing: not at {kfile}. `veil run` keeps it there (in $VEIL_KEY_DIR "
+                "or .veil/keys beside the store); pass --key FILE where you moved it. Veil never draws a new key for "
+                "a run: releasing rows again under a new key would let their releases be averaged"
+            )
     used = [c.name for c in transform.columns] + list(transform.other)
     for k in keep:
         if k not in frame.columns:
@@ -137,6 +167,20 @@ def release(
         z = method.encode(x)
     except VeilError as e:
         raise ReleaseRefused(f"run {run_id} cannot release new rows: {e}") from None
+    source_sha256 = file_sha256(Path(data))
+    key = method.release_source()
+    ldp = method.ldp_release()
+    eps = float(ldp.mechanism.eps) if ldp is not None else None
+    if isinstance(key, MissingKey):  # nothing was drawn: the release is deterministic
+        noise = "none (a deterministic release: no key needed)"
+        spent: dict[str, Any] = {"keys": 0, "eps_spent": None}
+    else:
+        spent = record_release(key_dir(uri), source_sha256, key, eps)  # one ledger per store, whatever --key
+        noise = (
+            f"derived from release_seed={release_seed}: reproducible from the run's params, no privacy guarantee"
+            if release_seed is not None
+            else "permanent: from the run's secret release key and each row's content (the same row, the same z)"
+        )
     table = pd.DataFrame({f"z{i}": z[:, i] for i in range(z.shape[1])})
     for k in keep:
         table[k] = frame[k].to_numpy()
@@ -145,10 +189,16 @@ def release(
         "tracking_uri": uri,
         "method": meta["method"],
         "source": str(data),
-        "source_sha256": file_sha256(Path(data)),
+        "source_sha256": source_sha256,
         "rows": int(len(z)),
         "released_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "release_noise": "fresh OS entropy (not reproducible from anything recorded)",
+        "release_noise": noise,
+        "release_key_id": None if isinstance(key, MissingKey) else key.id,
+        "keys_used_on_source": spent["keys"],
+        "eps": eps,
+        "eps_spent": spent["eps_spent"],
+        "eps_rule": "re-releasing rows under the same key spends no more eps; under k distinct keys, the sum of "
+        "their eps (k * eps)",
         "certificate_met": bool(certificate.get("met")),
         "released_despite_unmet_certificate": bool(allow_unmet and not certificate.get("met")),
     }
@@ -178,6 +228,7 @@ def cmd_release(args: argparse.Namespace) -> int:
         tracking_uri=args.tracking_uri,
         allow_unmet=args.allow_unmet,
         keep=tuple(args.keep or ()),
+        key_file=args.key,
     )
     verdict = "met" if info["certificate_met"] else "NOT met (released with --allow-unmet)"
     print(
@@ -192,14 +243,21 @@ def cmd_release(args: argparse.Namespace) -> int:
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "release",
-        help="apply a certified run's encoder to new rows (fresh release noise); writes z and its certificate",
-        description="Release z for new rows of the run's schema with the run's trained encoder. Refuses a run "
-        "without a met certificate unless --allow-unmet.",
+        help="apply a certified run's encoder to new rows (permanent keyed noise); writes z and its certificate",
+        description="Release z for new rows of the run's schema with the run's trained encoder, its noise derived "
+        "from the run's secret release key and each row: releasing the same rows again gives the same z. Refuses "
+        "a run without a met certificate unless --allow-unmet, and a missing key unless --key names it.",
     )
     p.add_argument("run", metavar="RUN", help="MLflow run id of a `veil run` (printed at its end, and in --json)")
     p.add_argument("--data", required=True, help="CSV or Parquet file of new rows with the run's feature columns")
     p.add_argument("--output", "-o", required=True, help="where to write z (.parquet); the certificate goes beside it")
     p.add_argument("--keep", action="append", metavar="COLUMN", help="copy this column (an id) into the output")
+    p.add_argument(
+        "--key",
+        metavar="FILE",
+        help="the run's release key (default: <key dir>/RUN.key, the key dir $VEIL_KEY_DIR or .veil/keys beside "
+        "the store)",
+    )
     p.add_argument(
         "--allow-unmet", dest="allow_unmet", action="store_true", help="release even without a met certificate"
     )

@@ -340,6 +340,7 @@ def track(
         if audited is None:
             say(audit_note(v, ds))
             audited = audit_release(outcome.method, ds, v.audit_config, federation=job.federation)
+        keep_release_key(outcome.method, tracker.run_id, tracker.tracking_uri)
         if audited.tags:
             tracker.set_tags(audited.tags)
         metrics = audited.metrics
@@ -386,6 +387,20 @@ def track(
         certificate=cert,
         calibration=calibration,
     )
+
+
+def keep_release_key(method: Any, run_id: str, tracking_uri: str) -> Path | None:
+    """Keep the key the run's audited release was drawn under outside MLflow (`veil.keystore`), so that `veil
+    release` releases the same rows with the same z; None when there is none to keep (a set release_seed stands
+    for the key, and a method whose encoders stay on its clients releases under their own keys)."""
+    from veil.keystore import save_key
+    from veil.randomness import ReleaseKey
+
+    if method.config.release_seed is not None or not isinstance(method.release_key, ReleaseKey):
+        return None
+    if getattr(method, "private_encoders", lambda: False)():
+        return None
+    return save_key(method.release_key, run_id, tracking_uri)
 
 
 def certify_release(

@@ -30,13 +30,14 @@ def fitted(ds, **values):
 
 @pytest.mark.parametrize("eps,clip", [(0.5, 3.0), (4.0, 1.0), (300.0, 3.0)])
 def test_noise_has_the_calibrated_scale(ds, eps: float, clip: float) -> None:
-    """E|Laplace(0, b)| = b, b = 2*c*d_in/eps: over 100 seeded releases of the 300 train rows (300,000 draws,
-    s.e. of the mean ~0.18% of b) the mean |z - clamp(x)| is within 2% of b."""
+    """E|Laplace(0, b)| = b, b = 2*c*d_in/eps: over a seeded release of 30,000 distinct rows (300,000 draws, s.e.
+    of the mean ~0.18% of b; the noise is keyed by the row, so the rows must differ) the mean |z - clamp(x)| is
+    within 2% of b."""
     m = fitted(ds, eps=eps, clip=clip, release_seed=7)
     b = 2 * clip * ds.d_in / eps
     assert m.mechanism.scale == pytest.approx(b, rel=1e-12)
-    clamped = np.clip(ds.train.x, -clip, clip)
-    noise = np.concatenate([m.encode(ds.train.x) - clamped for _ in range(100)])
+    x = np.random.default_rng(0).normal(size=(30_000, ds.d_in)).astype(np.float32)
+    noise = m.encode(x) - np.clip(x, -clip, clip)
     assert abs(np.abs(noise).mean() / b - 1) < 0.02
     assert abs(noise.mean()) < 4 * math.sqrt(2) * b / math.sqrt(noise.size)  # centred: within 4 s.e.
 
@@ -48,16 +49,18 @@ def test_eps_inf_releases_the_clamped_input_exactly(ds) -> None:
 
 
 def test_clipping_bounds_every_coordinate_before_the_noise() -> None:
-    """An input far outside [-c, c] moves the release no more than one inside at the box's edge would."""
+    """An input far outside [-c, c] is released as one at the box's edge would be: z - edge is Laplace(0, b)
+    noise (b = 2 * 0.5 * d_in / 2 = 5), within 100 of it everywhere (exp(-20) ~ 2e-9 per entry to exceed that),
+    never near the 1e6 of the input. (The noise is keyed by the row, so the two rows' draws differ.)"""
     task = load_dataset("gaussian-correlated", {"n": 40, "seed": 0}, use_cache=False).task()
 
-    def release(x: np.ndarray) -> np.ndarray:  # the first release at release_seed 3: the same noise every call
+    def release(x: np.ndarray) -> np.ndarray:  # at release_seed 3: the same noise every run
         return create_method("dp-input", {"eps": 2.0, "clip": 0.5, "release_seed": 3}, task).encode(x)
 
     x = np.full((5, task.d_in), 1e6, np.float32)
     x[1] = -1e6
     edge = np.sign(x) * 0.5
-    np.testing.assert_allclose(release(x), release(edge), atol=1e-5)
+    assert np.abs(release(x) - edge).max() < 100 and np.abs(release(edge) - edge).max() < 100
     assert np.abs(release(x) - edge).max() > 0  # and it is noisy
 
 

@@ -43,7 +43,7 @@ from veil.methods.configs.adjustable_ae import AdjustableAECard, AdjustableAECon
 from veil.methods.nets import loss_row, loss_sum, make_optimizer, mlp
 from veil.methods.population import Fitted, register_population
 from veil.methods.table import register_method
-from veil.randomness import gaussian_like
+from veil.randomness import Noise, gaussian_like
 
 
 class MinMaxScaler(nn.Module):
@@ -142,7 +142,7 @@ class AdjustableAE(AdjustableAECard, Method):
 
     # -- release ---------------------------------------------------------------------------------
     def obfuscate(
-        self, x: torch.Tensor, generator: torch.Generator, labels: Mapping[str, torch.Tensor] | None = None
+        self, x: torch.Tensor, generator: Noise, labels: Mapping[str, torch.Tensor] | None = None
     ) -> torch.Tensor:
         """x' = D(g(C(v)) || f(R(v))) in the input's units; g uses `labels` if given, else C's prediction;
         f's noise comes from `generator`."""
@@ -163,7 +163,7 @@ class AdjustableAE(AdjustableAECard, Method):
             w_p = w_p + torch.sqrt(c.noise * nu) * gaussian_like(w_p, generator)
         return self.scaler.inverse(self.decoder(torch.cat(w_np + [w_p], dim=1)))
 
-    def release(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    def release(self, x: torch.Tensor, generator: Noise) -> torch.Tensor:
         return self.obfuscate(x, generator)
 
     def encode(
@@ -172,7 +172,7 @@ class AdjustableAE(AdjustableAECard, Method):
         """Release x' for rows `x`; with `utility_labels` g uses them (the paper's g), else C's prediction."""
         labels = self._labels(utility_labels, len(x))
 
-        def one(xb: torch.Tensor, gen: torch.Generator, rows: slice) -> torch.Tensor:
+        def one(xb: torch.Tensor, gen: Noise, rows: slice) -> torch.Tensor:
             lb = (
                 None if labels is None else {k: torch.as_tensor(v[rows], device=self.device) for k, v in labels.items()}
             )

@@ -3,7 +3,8 @@
 A method is built from a typed config and a TaskSpec (input width, label class counts). `fit` plays
 the method's game on a training split, reporting one row of losses per epoch through a TrainContext
 (inline: a progress bar; under Ray Train: `ray.train.report`); `encode` releases z, drawing any release
-noise from a fresh generator (`veil.randomness`); `state` / `load_state` move trained weights
+noise from the method's secret `release_key` and each row's content (`veil.randomness`: the same row released
+twice gets the same z); `state` / `load_state` move trained weights
 between processes (checkpoints load with weights_only=True)."""
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from veil.methods.configs.base import PaperValue as PaperValue
 from veil.methods.configs.base import PrivacyKnob as PrivacyKnob
 from veil.methods.configs.base import show as show
 from veil.methods.cuda_graph import GraphedStep, optimizers_of
-from veil.randomness import METHOD_STREAM, release_generator
+from veil.randomness import MissingKey, Noise, ReleaseKey, for_rows
 
 
 @dataclass
@@ -161,7 +162,10 @@ class Method(MethodCard, ABC):
         self.config = config
         self.task = task
         self.device = torch.device("cpu")
-        self.release_calls = 0  # encode calls so far: with a release_seed, call n draws stream n
+        self.release_calls = 0  # encode calls so far
+        # the secret the release noise derives from (with each row's content): fresh OS entropy per method; a run
+        # keeps it outside MLflow (`veil.keystore`) and `veil release` loads it back. A set release_seed replaces it.
+        self.release_key: ReleaseKey | MissingKey = ReleaseKey.new()
         torch.manual_seed(config.seed)
         self.build()
         self.make_optimizers()
@@ -186,9 +190,10 @@ class Method(MethodCard, ABC):
         """Methods without iterative training (PCA, random projection) override this instead."""
         raise NotImplementedError
 
-    def release(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    def release(self, x: torch.Tensor, generator: Noise) -> torch.Tensor:
         """Map a batch of inputs to the released representation z (default: the encoder's output); any
-        noise of the release is drawn from `generator`, never from the global RNG."""
+        noise of the release is drawn from `generator` (the batch's keyed rows, `veil.randomness.RowNoise`,
+        through `gaussian_like` or the mechanism), never from the global RNG."""
         return self.modules()["encoder"](x)
 
     def ldp_release(self) -> LDPRelease | None:
@@ -264,14 +269,14 @@ class Method(MethodCard, ABC):
         assert width is not None
         return width
 
-    def release_generator(self) -> torch.Generator:
-        """The generator of the next release: fresh OS entropy, or (release_seed, call number) when set."""
-        gen = release_generator(self.config.release_seed, METHOD_STREAM, self.release_calls, device=self.device)
-        self.release_calls += 1
-        return gen
+    def release_source(self) -> ReleaseKey | MissingKey:
+        """The key of this method's releases: its secret `release_key`, or the key a set release_seed stands for."""
+        seed = self.config.release_seed
+        return self.release_key if seed is None else ReleaseKey.from_seed(seed)
 
     def encode(self, x: np.ndarray, batch_size: int = 4096) -> np.ndarray:
-        """Release z for rows `x` (float32 array), in eval mode, with noise independent of every other call."""
+        """Release z for rows `x` (float32 array), in eval mode: a row's noise derives from the release key and the
+        row's content, so the same row gets the same z in every call, batch and position."""
         return self.release_in_batches(x, batch_size, lambda xb, gen, rows: self.release(xb, gen))
 
     @torch.no_grad()
@@ -279,17 +284,20 @@ class Method(MethodCard, ABC):
         self,
         x: np.ndarray,
         batch_size: int,
-        release: Callable[[torch.Tensor, torch.Generator, slice], torch.Tensor],
+        release: Callable[[torch.Tensor, Noise, slice], torch.Tensor],
     ) -> np.ndarray:
-        """`release(batch, generator, rows)` over `x` in batches of `batch_size` rows (`rows`: the batch's slice of
-        x), in eval mode, with one fresh release generator for the whole call; the results as one float32 array."""
+        """`release(batch, noise, rows)` over `x` in batches of `batch_size` rows (`rows`: the batch's slice of
+        x), in eval mode, `noise` the batch's rows under the release key (`release_source`); the results as one
+        float32 array."""
         for m in self.modules().values():
             m.eval()
-        gen = self.release_generator()
+        source = self.release_source()
+        self.release_calls += 1
         out = []
         for i in range(0, len(x), batch_size):
-            xb = torch.from_numpy(np.array(x[i : i + batch_size], dtype=np.float32)).to(self.device)
-            out.append(release(xb, gen, slice(i, i + batch_size)).float().cpu().numpy())
+            xn = np.array(x[i : i + batch_size], dtype=np.float32)
+            xb = torch.from_numpy(xn).to(self.device)
+            out.append(release(xb, for_rows(source, xn), slice(i, i + batch_size)).float().cpu().numpy())
         return np.concatenate(out) if out else np.zeros((0, self.release_width), np.float32)
 
     def state(self) -> dict[str, torch.Tensor]:

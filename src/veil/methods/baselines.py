@@ -32,7 +32,7 @@ from veil.methods.configs.baselines import RandomProjectionConfig as RandomProje
 from veil.methods.mechanisms import LaplaceMechanism, l1_sensitivity
 from veil.methods.nets import make_optimizer, mlp
 from veil.methods.table import register_method
-from veil.randomness import gaussian_like
+from veil.randomness import Noise, gaussian_like
 
 
 @register_method
@@ -68,7 +68,7 @@ class NoisyEncoder(NoisyEncoderCard, Autoencoder):
         z = self.encoder(x)
         return z + self.config.noise * torch.randn_like(z)
 
-    def release(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    def release(self, x: torch.Tensor, generator: Noise) -> torch.Tensor:
         z = self.encoder(x)
         return z + self.config.noise * gaussian_like(z, generator)
 
@@ -161,7 +161,7 @@ class DPInput(DPInputCard, Method):
     def fit_closed_form(self, train: Split) -> None:
         """Nothing to fit: the mechanism reads no training statistic."""
 
-    def release(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    def release(self, x: torch.Tensor, generator: Noise) -> torch.Tensor:
         return self.mechanism(self.encoder(x), generator)
 
     def ldp_release(self) -> LDPRelease:

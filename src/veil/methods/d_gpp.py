@@ -71,6 +71,7 @@ from veil.methods.federated.method import FederatedMethod
 from veil.methods.gpp import GaussianEncoder, released, reparameterize
 from veil.methods.nets import ClassifierBank, gaussian_kl_rows, loss_sum, make_optimizer, mlp
 from veil.methods.table import register_method
+from veil.randomness import Noise, ReleaseKey, for_rows
 
 
 def per_client(field: str, values: tuple[float, ...], k: int) -> list[float]:
@@ -142,7 +143,7 @@ class DGPP(DGPPCard, FederatedMethod, Method):
     def private_encoders(self) -> bool:
         return True
 
-    def release(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    def release(self, x: torch.Tensor, generator: Noise) -> torch.Tensor:
         raise EncodersStayHome(self.name)
 
     def encode(self, x: np.ndarray, batch_size: int = 4096) -> np.ndarray:
@@ -150,7 +151,7 @@ class DGPP(DGPPCard, FederatedMethod, Method):
         raise EncodersStayHome(self.name)
 
     @torch.no_grad()
-    def release_rows(self, node: Node, x: np.ndarray, generator: torch.Generator, batch_size: int = 4096) -> np.ndarray:
+    def release_rows(self, node: Node, x: np.ndarray, generator: ReleaseKey, batch_size: int = 4096) -> np.ndarray:
         """Client role: z of `node`'s own rows `x` by its own encoder (a draw or the mean, per `release`)."""
         g = self.groups[0]
         enc = cast(GaussianEncoder, seeded_modules(self.new_encoder, [0])[0])  # the global RNG is left as it was
@@ -158,8 +159,9 @@ class DGPP(DGPPCard, FederatedMethod, Method):
         enc.eval()
         out = []
         for i in range(0, len(x), batch_size):
-            mu, logvar = enc(torch.as_tensor(np.asarray(x[i : i + batch_size], np.float32)))
-            out.append(released(mu, logvar, self.config.release, generator).float().numpy())
+            xb = np.asarray(x[i : i + batch_size], np.float32)
+            mu, logvar = enc(torch.as_tensor(xb))
+            out.append(released(mu, logvar, self.config.release, for_rows(generator, xb)).float().numpy())
         return np.concatenate(out) if out else np.zeros((0, self.config.d_z), np.float32)
 
     # -- client role ----------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from veil.methods.population import (
     train_members,
 )
 from veil.methods.table import register_method
-from veil.randomness import gaussian_like
+from veil.randomness import Noise, gaussian_like
 
 
 def encoder_objective(
@@ -68,7 +68,7 @@ class EIGAN(EIGANCard, Method):
     def modules(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder, "allies": self.allies, "adversaries": self.adversaries}
 
-    def release(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    def release(self, x: torch.Tensor, generator: Noise) -> torch.Tensor:
         z = self.encoder(x)
         noise = self.config.release_noise
         return z + noise * gaussian_like(z, generator) if noise else z

@@ -33,7 +33,7 @@ from veil.methods.population import (
     train_members,
 )
 from veil.methods.table import register_method
-from veil.randomness import gaussian_like
+from veil.randomness import Noise, gaussian_like
 
 
 class GaussianEncoder(nn.Module):
@@ -55,7 +55,7 @@ def reparameterize(mu: torch.Tensor, logvar: torch.Tensor, noise: torch.Tensor |
     return mu + torch.exp(0.5 * logvar) * (torch.randn_like(mu) if noise is None else noise)
 
 
-def released(mu: torch.Tensor, logvar: torch.Tensor, release: str, generator: torch.Generator) -> torch.Tensor:
+def released(mu: torch.Tensor, logvar: torch.Tensor, release: str, generator: Noise) -> torch.Tensor:
     """The released z of a Gaussian encoder's output: the mean mu ('mean') or a draw ('sample') from `generator`."""
     return mu if release == "mean" else reparameterize(mu, logvar, gaussian_like(mu, generator))
 
@@ -79,7 +79,7 @@ class GPP(GPPCard, Method):
     def modules(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder, "utility": self.utility, "adversaries": self.adversaries}
 
-    def release(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    def release(self, x: torch.Tensor, generator: Noise) -> torch.Tensor:
         mu, logvar = self.encoder(x)
         return released(mu, logvar, self.config.release, generator)
 

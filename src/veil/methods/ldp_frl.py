@@ -55,6 +55,7 @@ from veil.methods.population import (
     train_members,
 )
 from veil.methods.table import register_method
+from veil.randomness import Noise
 
 
 class BoundedExtractor(nn.Module):
@@ -121,7 +122,7 @@ class LDPFRL(LDPFRLCard, Method):
     def modules(self) -> dict[str, nn.Module]:
         return {"encoder": self.encoder, "utility": self.utility, "side": self.side}
 
-    def release(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    def release(self, x: torch.Tensor, generator: Noise) -> torch.Tensor:
         return self.mechanism(self.encoder(x), generator)
 
     def ldp_release(self) -> LDPRelease:

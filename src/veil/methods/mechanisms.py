@@ -11,6 +11,8 @@ import math
 
 import torch
 
+from veil.randomness import Noise, exponential_like
+
 __all__ = ["LaplaceMechanism", "l1_sensitivity"]
 
 
@@ -40,15 +42,15 @@ class LaplaceMechanism:
         """Laplace scale b = Delta / eps (0 when eps is infinite)."""
         return 0.0 if math.isinf(self.eps) else self.sensitivity / self.eps
 
-    def noise(self, like: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    def noise(self, like: torch.Tensor, generator: Noise | None = None) -> torch.Tensor:
         """Laplace(0, b) noise shaped like `like`: b * (E1 - E2) with E1, E2 ~ Exp(1) independent."""
         if self.scale == 0.0:
             return torch.zeros_like(like)
-        e1 = torch.empty_like(like).exponential_(1.0, generator=generator)
-        e2 = torch.empty_like(like).exponential_(1.0, generator=generator)
+        e1 = exponential_like(like, generator)
+        e2 = exponential_like(like, generator)
         return self.scale * (e1 - e2)
 
-    def __call__(self, v: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    def __call__(self, v: torch.Tensor, generator: Noise | None = None) -> torch.Tensor:
         """Release z = v + noise; gradients flow to v (the noise does not depend on it)."""
         return v + self.noise(v.detach(), generator)
 

@@ -31,8 +31,9 @@ class MethodConfig:
     seed: int = param(0, "seed of initialisation, minibatch order and training noise (not of releases)", ge=0)
     release_seed: int | None = param(
         None,
-        "seed of the release noise; unset = fresh OS entropy at every release. Setting it makes releases "
-        "reproducible from the run's params and voids their privacy guarantee (recorded as a deviation)",
+        "seed the release key is derived from; unset = a secret key per run (OS entropy, kept outside MLflow). "
+        "Setting it makes releases reproducible from the run's params and voids their privacy guarantee "
+        "(recorded as a deviation)",
         ge=0,
     )
     preset: str = param(

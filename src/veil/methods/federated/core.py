@@ -27,7 +27,7 @@ import torch
 
 from veil.datasets.base import Split
 from veil.errors import ConfigError, VeilError
-from veil.randomness import NODE_RELEASE_STREAM, NODE_STREAM, derive_seed, release_generator
+from veil.randomness import NODE_RELEASE_STREAM, NODE_STREAM, ReleaseKey, derive_seed, release_generator
 
 PICKLE_PROTOCOL = 5
 NOT_JOINED = "not-joined"
@@ -221,7 +221,14 @@ class Node:
         self.own: dict[str, tuple[np.ndarray, np.ndarray]] = {"train": (rows, data.train.x)}
         if data.test_rows is not None and data.test_x is not None:
             self.own["test"] = (np.asarray(data.test_rows, np.int64), np.asarray(data.test_x))
-        self.releases = 0  # releases of its own rows so far: with a release_seed, release n draws stream n
+        self.releases = 0  # releases of its own rows so far
+        # the secret its releases of its own rows derive from (with each row's content): the same row released twice
+        # gets the same z. Drawn here (it never leaves the node), or from (release_seed, node) when set.
+        self.release_key = (
+            ReleaseKey.new()
+            if release_seed is None
+            else ReleaseKey.from_seed(release_seed, NODE_RELEASE_STREAM, self.id)
+        )
         self.joined = False
         self.state: dict[str, Any] = {}
         self.slot: tuple[Any, int] | None = None
@@ -261,12 +268,12 @@ class Node:
                 out.append((split, ids[pos], x[pos]))
         return out
 
-    def next_release_generator(self) -> torch.Generator:
-        """The generator of this node's next release of its own rows: OS entropy, or with a release_seed
-        (release_seed, NODE_RELEASE_STREAM, node, n) for its n-th release."""
-        gen = release_generator(self.release_seed, NODE_RELEASE_STREAM, self.id, self.releases)
+    def next_release_key(self) -> ReleaseKey:
+        """The key of this node's next release of its own rows: the same in every release (permanent
+        randomization: a row released again gets the same noise), so a replayed or repeated release gains
+        nothing."""
         self.releases += 1
-        return gen
+        return self.release_key
 
 
 @dataclass
@@ -406,9 +413,10 @@ class FederatedRoles(ABC):
         (D-EIGAN, LDP-FedAvg), and `encode` after `assemble` releases z."""
         return False
 
-    def release_rows(self, node: Node, x: np.ndarray, generator: torch.Generator) -> np.ndarray:
+    def release_rows(self, node: Node, x: np.ndarray, generator: ReleaseKey) -> np.ndarray:
         """z (float32, one row per row of `x`) that `node` releases of its own rows `x`, any noise drawn from
-        `generator` (the node's release stream); only for methods with `private_encoders`."""
+        `generator` (the node's release key, with each row's content: `veil.randomness.for_rows`); only for
+        methods with `private_encoders`."""
         raise NotImplementedError(f"{self.name} keeps no private encoders: its nodes release no rows of their own")
 
     # -- server role ---------------------------------------------------------------------------
@@ -465,8 +473,8 @@ class FederatedRoles(ABC):
 def release_message(method: FederatedRoles, node: Node, request: Mapping[str, Any] | None) -> dict[str, Any]:
     """What `node` sends when asked to release its own rows (`Node.rows_to_release`): `{kind: 'release',
     <split>: {rows: int64[n], z: float32[n, d_z]}}` and nothing else (no s, no parameter), its noise from the
-    node's release stream."""
-    gen = node.next_release_generator()
+    node's release key (the same rows get the same z in every release)."""
+    gen = node.next_release_key()
     out: dict[str, Any] = {"kind": "release"}
     for split, ids, x in node.rows_to_release(request):
         z = np.asarray(method.release_rows(node, x, gen), np.float32)
