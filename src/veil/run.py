@@ -331,6 +331,7 @@ def track(
                 hook(epoch, row)
 
         hook = epoch_hook({"tags": dict(spec.tags), "flush": curves.flush})
+        capture = wire_capture(v, job, ds)
         try:
             outcome = job.train(log_epoch, tracker, live_audit(job, ds))
         finally:
@@ -352,6 +353,9 @@ def track(
         if v.target:
             say(f"certifying the release against {v.target.text()}: adversary suite {', '.join(v.audit_config.suite)}")
         cert = certify_release(v, ds, outcome.method, audited, calibration)
+        if cert is not None and capture is not None:
+            say(f"certifying the coordinator's view: {len(capture.views)} sampled rounds")
+            metrics.update(certify_wire(v, ds, outcome.method, cert, capture))
         if cert is not None:
             metrics.update(cert.metrics())
             tracker.log_dict(cert.to_dict(), "certificate.json")
@@ -401,6 +405,28 @@ def keep_release_key(method: Any, run_id: str, tracking_uri: str) -> Path | None
     if getattr(method, "private_encoders", lambda: False)():
         return None
     return save_key(method.release_key, run_id, tracking_uri)
+
+
+def wire_capture(v: ValidatedRun, job: Job, ds: Dataset) -> Any:
+    """The capture of what the coordinator receives in sampled rounds (`veil.audit.wire`), installed on the job's
+    federation; None for a run without a target, a centralized run, or one that samples no round."""
+    from veil.audit.wire import wire_capture as capture_of
+
+    plan = job.federation
+    if not v.target or plan is None:
+        return None
+    plan.wire = capture_of(plan, ds)
+    return plan.wire
+
+
+def certify_wire(v: ValidatedRun, ds: Dataset, method: Any, cert: Certificate, capture: Any) -> dict[str, float]:
+    """Certify the coordinator's view (`veil.audit.wire.audit_wire`) and attach it to `cert` (for D-GPP its
+    checks decide `cert.met`); returns its certificate/wire_* metrics."""
+    from veil.audit.wire import attach, audit_wire
+
+    section = audit_wire(capture, ds, v.target, v.audit_config, method)
+    attach(cert, section)
+    return section.metrics()
 
 
 def certify_release(

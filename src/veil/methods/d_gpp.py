@@ -26,7 +26,12 @@ s, never a parameter), 4 * n * d_z + 8 * n bytes for n rows, counted with the up
 the model a run logs, hold only psi: `encode` outside the clients raises `EncodersStayHome`. The audit trains
 its fresh probes on the union of the clients' releases (and each client's own rows for the per-node audit).
 A restarted client rejoins with the current psi and a freshly initialised private encoder (there is no
-copy of its encoder anywhere to restore from)."""
+copy of its encoder anywhere to restore from).
+
+Warm-up (Veil, `warmup_epochs`, default 0 = Alg. 2): before a client's first upload (first contact, or a restarted
+client's fresh encoder) it takes `warmup_epochs` passes of its local steps without the utility term (no psi yet).
+What the aggregator's view reveals, round by round, is certified by the run's certificate (`veil.audit.wire`);
+measured, the warm-up does not lower round 1's leakage (docs/threat-model.md), hence its default."""
 
 from __future__ import annotations
 
@@ -185,11 +190,13 @@ class DGPP(DGPPCard, FederatedMethod, Method):
         advs: list[Stack],
         opt_e: StackedOptimizer,
         opt_s: StackedOptimizer,
-        psi: np.ndarray,
+        psi: np.ndarray | None,
     ) -> dict[str, torch.Tensor]:
-        """k adversary steps on fresh batches, then one encoder step against the received psi (Alg. 2, l. 21-35)."""
+        """k adversary steps on fresh batches, then one encoder step against the received psi (Alg. 2, l. 21-35);
+        psi None (a warm-up step, before any psi): the encoder step has no utility term."""
         c, t = self.config, self.task
-        load_flat_module(self.psi, psi)
+        if psi is not None:
+            load_flat_module(self.psi, psi)
         plan = ShardStack.sample_plan(nodes, c.k + 1, c.batch_size)
         everyone = torch.ones(len(nodes), dtype=torch.bool)
         adv_tensors = stack_tensors(advs)
@@ -201,7 +208,7 @@ class DGPP(DGPPCard, FederatedMethod, Method):
             step_all(ls.sum(), adv_tensors, opt_s, everyone)
         x, y, w = g.shards.gather(plan[:, c.k], rows)
         mu, logvar, z = _draw(enc, x, nodes, plan[:, c.k], c.d_z)
-        lu = loss_sum(copy_ces(self.psi.heads, t.utility, z, y, w))
+        lu = loss_sum(copy_ces(self.psi.heads, t.utility, z, y, w)) if psi is not None else torch.zeros(len(nodes))
         lv = list(copy_ces(advs, t.sensitive, z, y, w))
         privacy = privacy_term(c.privacy_loss, advs, z, w, lv)
         kl = copy_mean(gaussian_kl_rows(mu, logvar), w)
@@ -215,8 +222,20 @@ class DGPP(DGPPCard, FederatedMethod, Method):
             "loss/adversary": loss_sum(lv).detach(),
         }
 
-    def _run(self, nodes: Sequence[Node], psi: np.ndarray | None, round: int, upload: bool) -> dict[int, ClientUpdate]:
-        c, t = self.config, self.task
+    def _warm_up(self, nodes: Sequence[Node]) -> None:
+        """Before a client's first upload (first contact, or a restarted client's fresh encoder): `warmup_epochs`
+        passes of its local steps (k adversary steps, one encoder step on the privacy and KL terms; no utility
+        term, there is no psi yet), so that no upload is drawn by an encoder that never hid s."""
+        cold = [n for n in nodes if not n.state.get("warm")]
+        c = self.config
+        if cold and c.warmup_epochs:
+            steps = c.warmup_epochs * max(1, math.ceil(max(n.num_examples for n in cold) / c.batch_size))
+            self._train(cold, None, steps)
+        for n in cold:
+            n.state["warm"] = True
+
+    def _train(self, nodes: Sequence[Node], psi: np.ndarray | None, steps: int) -> dict[str, torch.Tensor]:
+        """`steps` client steps (`_phase3`) of `nodes` as one ensemble; the last step's losses."""
         g = self.groups[0]
         rows = members(nodes)
         in_place = whole(g.enc, rows)
@@ -226,14 +245,26 @@ class DGPP(DGPPCard, FederatedMethod, Method):
             enc, advs = g.enc.take(rows), take_all(g.advs, rows)
             opt_e = g.opt_e.take(rows, enc.tensors())
             opt_s = g.opt_s.take(rows, stack_tensors(advs))
-        metrics = self._phase3(nodes, rows, g, enc, advs, opt_e, opt_s, psi) if psi is not None else {}
+        metrics: dict[str, torch.Tensor] = {}
+        for _ in range(steps):
+            metrics = self._phase3(nodes, rows, g, enc, advs, opt_e, opt_s, psi)
         if not in_place:
             g.enc.put(rows, enc)
             put_all(g.advs, advs, rows)
             g.opt_e.put(rows, opt_e)
             g.opt_s.put(rows, opt_s)
+        return metrics
+
+    def _run(self, nodes: Sequence[Node], psi: np.ndarray | None, round: int, upload: bool) -> dict[int, ClientUpdate]:
+        c, t = self.config, self.task
+        g = self.groups[0]
+        if upload:
+            self._warm_up(nodes)
+        metrics = self._train(nodes, psi, 1) if psi is not None else {}
         if not upload:
             return {}
+        rows = members(nodes)
+        enc = g.enc if whole(g.enc, rows) else g.enc.take(rows)
         plan = ShardStack.sample_plan(nodes, 1, c.batch_size)  # Phase 1: one sanitized batch per client
         x, y, w = g.shards.gather(plan[:, 0], rows)
         with torch.no_grad():

@@ -36,6 +36,12 @@ class DGPPConfig(MethodConfig):
     release: str = param(
         "sample", "released z: a draw mu + sigma*eps (the paper) or the mean mu", choices=("sample", "mean")
     )
+    warmup_epochs: int = param(
+        0,
+        "local passes each client trains its encoder against its own adversaries (privacy and KL terms; no psi yet) "
+        "before its first upload; 0 = Alg. 2 (measured: it does not lower round 1's leakage, docs/threat-model.md)",
+        ge=0,
+    )
     fraction: float = param(1.0, "fraction of clients sampled (seeded) to take part in each round", gt=0, le=1)
     node_metrics: bool = param(
         False, "each client logs its own losses (computed from its s) as node_local/* metrics; never sent"

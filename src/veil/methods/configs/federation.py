@@ -18,6 +18,12 @@ class FederationOptions:
     live_probe_epochs: int = param(5, "probe epochs of the quick live audit", ge=1, le=MAX_EPOCHS)
     live_rows: int = param(2000, "at most this many train and test rows in a live audit", ge=10)
     per_node_audit: bool = param(True, "audit the final release on each node's own train/test rows too")
+    wire_rounds: int = param(
+        3,
+        "certify what the coordinator received in this many sampled rounds (the first, the last, evenly spaced "
+        "between; the certificate's wire section, runs with a target only); 0 = none",
+        ge=0,
+    )
     node_probe_hidden: tuple[int, ...] = param(
         (32,),
         "hidden widths of each per-node audit probe ([] = logistic regression); a node holds a few dozen rows, too "

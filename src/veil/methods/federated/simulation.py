@@ -49,6 +49,9 @@ class FederationPlan:
     """The Ray runtime's resource plan (an object with `to_params()`), None in process."""
     warnings: list[str] = field(default_factory=list)
     """What the audit report must say about this federation (a partition that defeats the privacy training)."""
+    wire: Any = None
+    """Called after every round as `wire(round, method, fed, record)` (None: nothing): the audit's capture of what
+    the coordinator received in sampled rounds (`veil.audit.wire.WireCapture`), set by the run pipeline."""
 
     def params(self) -> dict[str, Any]:
         out = {
@@ -519,6 +522,8 @@ def run_federation(
                     up, _ = collect(rec, getattr(live_audit, "rows", None))
                     row["bytes_release_up"] = float(sum(up.values()))
                 row.update({f"live/{k}": v for k, v in live_audit(m).items()})
+            if plan.wire is not None:
+                plan.wire(r, m, fed, rec)
             history.append(row)
             if on_round:
                 on_round(r - 1, row)
