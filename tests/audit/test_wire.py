@@ -9,6 +9,8 @@ checked (0, 1, 2)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -138,3 +140,31 @@ def test_a_shared_encoder_is_reported_not_decisive() -> None:
     checks = list(cert.checks)
     attach(cert, section)
     assert cert.checks == checks and cert.to_dict()["wire"]["method"] == "d-eigan"
+
+
+def test_veil_run_records_the_wire_section(in_tmp) -> None:
+    """The pipeline: a D-GPP `veil run` with the default target certifies the sampled rounds, logs the wire metrics
+    and puts the wire check among the certificate's (so it decides `met`); without a target nothing is sampled."""
+    from veil.run import execute
+    from veil.runspec import RunSpec
+
+    spec = RunSpec(
+        method="d-gpp",
+        dataset="gaussian-correlated",
+        params={"K": 2, "epochs": 1, "encoder_hidden": [16], "release_seed": 0},
+        dataset_params={"n": 500},
+        audit={"epochs": 2, "hidden": [8], "suite": ["logistic"], "bootstrap": 200},
+        runtime="in-process",
+        federation={"per_node_audit": False},
+        calibrate=False,
+    )
+    result = execute(spec)
+    cert = result.certificate
+    assert cert is not None and cert.wire is not None
+    wire = cert.to_dict()["wire"]
+    assert wire["sampled_rounds"] == [1, 2, 3] and wire["decides_certificate"]
+    assert result.metrics["certificate/wire_privacy_gap_high"] == wire["privacy_gap"]["high"]
+    assert [c.metric for c in cert.checks] == ["privacy_gap", "wire/privacy_gap"]
+    assert cert.met == all(c.met for c in cert.checks) and "The aggregator's view (wire)" in cert.to_markdown()
+    off = execute(dataclasses.replace(spec, target="none"))
+    assert off.certificate is None and not any(k.startswith("certificate/wire") for k in off.metrics)
