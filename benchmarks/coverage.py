@@ -11,7 +11,7 @@ A release z of 4 columns is drawn with a sensitive label s whose link to z is kn
   product    P(s = 1 | z) = sigmoid(a * z1 * z2 + b): only the non-linear adversaries see it (Bayes gap ~0.15,
              from 400,000 simulated rows)
 for minority shares 50% and 10%. Per (kind, share) the certificate's adversaries (the audit's probe and
-`AuditConfig.suite`, as `veil.audit.certificate` trains them) are fitted `--fits` times on fresh training rows; each
+`AuditConfig.suite`, as `veil.certify.certificate` trains them) are fitted `--fits` times on fresh training rows; each
 fit is scored on a pool of 300,000 fresh rows, whose AUC is that adversary's true AUC (null: exactly 0.5), and on a
 selection fold of the training rows. Each repetition draws a test split of 500, 1,000, 2,000 or 10,000 rows from the
 pool and computes every statistic below on it. Truth: the largest true gap over the suite (what the certificate
@@ -24,7 +24,7 @@ Statistics compared (all 95%):
                    of the resampled max_j (AUC*_j - AUC_j) / se_j
   split-test       the adversary with the highest AUC on half of the test rows, its one-sided bound on the other half
   selected         the suite adversary with the highest AUC on the selection fold of the training rows (never the
-                   test rows), its one-sided bootstrap bound on every test row (`veil.audit.certificate` now)
+                   test rows), its one-sided bootstrap bound on every test row (`veil.certify.certificate` now)
 The first three use the audit's probe and the suite (five adversaries, as the certificate before this harness did);
 `selected` uses the suite, as the certificate does now. Every adversary is trained on the same 75% of the training
 rows (the certificate now holds the other 25% out to choose on).
@@ -149,7 +149,7 @@ def hanley_mcneil(auc: float, n1: int, n0: int) -> float:
 
 def statistics(scores: np.ndarray, fold: np.ndarray, s: np.ndarray, counts: np.ndarray, seed: int) -> dict[str, float]:
     """Every statistic's upper end of the gap on one test split (scores: adversaries x rows)."""
-    from veil.audit.intervals import interval, selected_bound, weighted_aucs
+    from veil.certify.intervals import interval, selected_bound, weighted_aucs
 
     pos = s == 1
     one = np.ones((1, len(s)), dtype=np.int32)
@@ -171,7 +171,7 @@ def statistics(scores: np.ndarray, fold: np.ndarray, s: np.ndarray, counts: np.n
 
 
 def run_cell(rel: Release, fits: int, reps: int, sizes: tuple[int, ...]) -> list[dict[str, Any]]:
-    from veil.audit.intervals import resample_counts
+    from veil.certify.intervals import resample_counts
 
     per_fit = math.ceil(reps / fits)
     rows: dict[int, dict[str, list[float]]] = {n: {} for n in sizes}

@@ -234,7 +234,7 @@ def population_bench(device: str, quick: bool, case: str = "quickstart") -> dict
     and the population on the CPU (one thread at quickstart size, as a sweep's trial gets; all cores on Adult).
     Training and the fresh-probe audit; no MLflow and no certificate (neither runs here)."""
     from veil.audit.probes import AuditConfig, audit
-    from veil.audit.release import audit_releases
+    from veil.audit.step import audit_releases
     from veil.datasets import load_dataset
     from veil.methods import create_method, method_config
     from veil.methods.base import TrainContext

@@ -1,7 +1,7 @@
 """The aggregator's view of one federation, round by round (the certificate's `wire` section, docs/threat-model.md).
 
 Runs a federated method in process with `fed.wire_rounds` sampled rounds and certifies them with
-`veil.audit.wire.audit_wire` against the default target, exactly as `veil run` does, without the final release's
+`veil.certify.wire.audit_wire` against the default target, exactly as `veil run` does, without the final release's
 audit; prints one JSON line: per sampled round (round, gap, low, high, met, test rows, utility AUC).
 
     python benchmarks/wire_rounds.py DATASET N WARMUP EPOCHS WIRE_ROUNDS SEED [PARTITION] [KEY=VALUE ...]
@@ -19,8 +19,8 @@ import sys
 import time
 
 from veil.audit.probes import AuditConfig
-from veil.audit.targets import default_target
-from veil.audit.wire import audit_wire, wire_capture
+from veil.certify.target import default_target
+from veil.certify.wire import audit_wire, wire_capture
 from veil.datasets.registry import load_dataset
 from veil.methods.configs.federation import FederationOptions
 from veil.methods.federated.core import FederatedRoles

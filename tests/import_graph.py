@@ -1,5 +1,6 @@
-"""The import graph of Veil's source, read from every import statement (function-local ones included): the one
-parser the layout tests share (tests/test_layering.py, tests/datasets/test_registry_layout.py)."""
+"""The import graph of Veil's source, read from every import statement (function-local ones included) but those
+under `if TYPE_CHECKING:` (annotations only: nothing is imported when the module runs): the one parser the layout
+tests share (tests/test_layering.py, tests/datasets/test_registry_layout.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,15 @@ def modules() -> dict[str, Path]:
     return out
 
 
+def type_only(tree: ast.AST) -> set[ast.AST]:
+    """The import statements of `tree` under `if TYPE_CHECKING:`."""
+    out: set[ast.AST] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            out.update(n for body in node.body for n in ast.walk(body) if isinstance(n, (ast.Import, ast.ImportFrom)))
+    return out
+
+
 def graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     """veil module -> veil modules it imports, and -> top-level third-party names it imports."""
     mods = modules()
@@ -30,7 +40,11 @@ def graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     third: dict[str, set[str]] = {m: set() for m in mods}
     for m, f in mods.items():
         package = m.split(".") if f.name == "__init__.py" else m.split(".")[:-1]
-        for node in ast.walk(ast.parse(f.read_text())):
+        tree = ast.parse(f.read_text())
+        skip = type_only(tree)
+        for node in ast.walk(tree):
+            if node in skip:
+                continue
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):

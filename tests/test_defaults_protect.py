@@ -23,8 +23,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from veil.audit.probes import auc_gap
-from veil.audit.targets import default_target
-from veil.calibrate import EXIT_NOT_MET
+from veil.certify.calibrate import EXIT_NOT_MET
+from veil.certify.target import default_target
 from veil.datasets.registry import load_dataset
 from veil.run import RunSpec, execute, validate
 

@@ -15,7 +15,7 @@ UPPER = (
     "veil.platform",
     "veil.run",
     "veil.runspec",
-    "veil.calibrate",
+    "veil.certify.calibrate",
     "veil.release",
     "veil.sweeps",
     "veil.tracking",
@@ -76,7 +76,7 @@ def test_lower_layers_work_with_ray_mlflow_optuna_blocked():
             for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
                 importlib.import_module(info.name)
         from veil.audit.probes import AuditConfig
-        from veil.audit.release import audit_release
+        from veil.audit.step import audit_release
         from veil.datasets.registry import load_dataset
         from veil.methods.registry import create_method
         ds = load_dataset("gaussian-nodes", {{"n": 200}})
@@ -115,7 +115,16 @@ def test_platform_is_transport_only():
     """platform/ moves runs to where they train (executors, the federation's Ray runtimes, joining Ray): what a
     run is audited with and which tracking stores a cluster accepts are decided above it (run.py, tracking/)."""
     edges, _ = graph()
-    decided_elsewhere = ("veil.audit", "veil.run", "veil.calibrate", "veil.sweeps")
+    decided_elsewhere = ("veil.audit", "veil.certify", "veil.run", "veil.sweeps")
     above = [(m, t) for m in edges if m.startswith("veil.platform") for t in edges[m]]
     bad = [(m, t) for m, t in above if any(t == d or t.startswith(d + ".") for d in decided_elsewhere)]
     assert bad == []
+
+
+def test_certify_sits_between_the_audit_and_the_pipeline():
+    """certify/ (targets, calibration, certificates) reads methods, audits and data and is read by the run
+    pipeline: it imports nothing of the pipeline, the sweeps, tracking, the platform, Ray, MLflow or Optuna."""
+    edges, third = graph()
+    above = ("veil.platform", "veil.run", "veil.sweeps", "veil.tracking", "veil.cli", "veil.nightly", "veil.release")
+    bad = [(m, t) for m in edges if m.startswith("veil.certify") for t in edges[m] if t.startswith(above)]
+    assert bad == [] and not [m for m in edges if m.startswith("veil.certify") and third[m] & set(BLOCKED)]

@@ -55,8 +55,8 @@ def split_assignments(items: Sequence[str], method: str, dataset: str) -> dict[s
 
 def calibration_keys(method: str) -> list[str]:
     """The `calibration.` keys `--set` accepts for `method` (none for a method without a privacy knob)."""
+    from veil.certify.search import CalibrationConfig
     from veil.methods.cards import method_card
-    from veil.runspec import CalibrationConfig
 
     if method_card(method).privacy_knob is None:
         return []
@@ -102,7 +102,7 @@ def build_run_spec(args: argparse.Namespace):
         data["seed"] = routed["run"]["seed"]
     if routed["calibration"]:
         data["calibration"] = {**data.get("calibration", {}), **routed["calibration"]}
-    from veil.audit.targets import target_from_flags
+    from veil.certify.target import target_from_flags
 
     flags = target_from_flags(args.target or [])
     if flags is not None:
@@ -255,7 +255,7 @@ def print_certificate(result: Any, out: Any) -> None:
         print(f"  note: {n}", file=out)
     if cert.met:
         return
-    from veil.audit.certificate import certified_instead
+    from veil.certify.certificate import certified_instead
 
     knob = cert.knob or {}
     instead = certified_instead(cert.checks)

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from veil import __version__
-from veil.audit.certificate import Certificate, certify
 from veil.audit.probes import AuditReport
-from veil.audit.release import AuditOutcome, audit_release, audit_releases
-from veil.calibrate import EXIT_NOT_MET, Calibration, calibrate
+from veil.audit.step import AuditOutcome, audit_release, audit_releases
+from veil.certify.calibrate import EXIT_NOT_MET, Calibration, Runner, calibrate
+from veil.certify.certificate import Certificate, certify
 from veil.config import as_params
 from veil.datasets.base import Dataset
 from veil.datasets.registry import NOTHING, Preloaded
@@ -220,7 +220,7 @@ def execute_loaded(
 ) -> RunResult:
     """`execute` on data already loaded for `v`: check, calibrate the knob when the run asks for it, plan with the
     run's executor, track."""
-    from veil.platform.executors import get_executor
+    from veil.platform.executors import get_executor, local_device
     from veil.tracking.mlflow_run import open_store_in_background
 
     check_release(v, ds)
@@ -231,7 +231,8 @@ def execute_loaded(
     if v.calibration is None:
         store.result()
         return track(v, ds, job, on_epoch=on_epoch, parent_run_id=parent_run_id, note=note)
-    cal = calibrate(v, ds, v.target, v.calibration, note, on_epoch)
+    runner = Runner(local_device(v.spec.use_gpu) if v.executor != "federated" else "cpu", get_executor)
+    cal = calibrate(v, ds, v.target, v.calibration, runner, note, on_epoch)
     store.result()
     v, job = calibrated_job(v, ds, cal, storage)
     trains = cal.method is None  # a federation trains again; a centralized candidate's epochs are only logged
@@ -408,9 +409,9 @@ def keep_release_key(method: Any, run_id: str, tracking_uri: str) -> Path | None
 
 
 def wire_capture(v: ValidatedRun, job: Job, ds: Dataset) -> Any:
-    """The capture of what the coordinator receives in sampled rounds (`veil.audit.wire`), installed on the job's
+    """The capture of what the coordinator receives in sampled rounds (`veil.certify.wire`), installed on the job's
     federation; None for a run without a target, a centralized run, or one that samples no round."""
-    from veil.audit.wire import wire_capture as capture_of
+    from veil.certify.wire import wire_capture as capture_of
 
     plan = job.federation
     if not v.target or plan is None:
@@ -420,9 +421,9 @@ def wire_capture(v: ValidatedRun, job: Job, ds: Dataset) -> Any:
 
 
 def certify_wire(v: ValidatedRun, ds: Dataset, method: Any, cert: Certificate, capture: Any) -> dict[str, float]:
-    """Certify the coordinator's view (`veil.audit.wire.audit_wire`) and attach it to `cert` (for D-GPP its
+    """Certify the coordinator's view (`veil.certify.wire.audit_wire`) and attach it to `cert` (for D-GPP its
     checks decide `cert.met`); returns its certificate/wire_* metrics."""
-    from veil.audit.wire import attach, audit_wire
+    from veil.certify.wire import attach, audit_wire
 
     section = audit_wire(capture, ds, v.target, v.audit_config, method)
     attach(cert, section)

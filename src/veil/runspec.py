@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import yaml
 
-from veil.audit.targets import Target, parse_target
-from veil.config import param
+from veil.certify.search import CalibrationConfig
+from veil.certify.target import Target, parse_target
 from veil.errors import ConfigError, UnknownNameError
 from veil.names import MLFLOW_NAME_LIMITS, check_mlflow_name
 
@@ -104,12 +104,12 @@ class RunSpec:
     federation: Mapping[str, Any] = field(default_factory=dict)
     """Federated methods: placement, live audit and fault options (see `veil.methods.federated.FederationOptions`)."""
     target: Any = None
-    """Leakage target, e.g. {privacy_gap: 0.05} (`veil.audit.targets`); 'none' for no certificate; unset = the
+    """Leakage target, e.g. {privacy_gap: 0.05} (`veil.certify.target`); 'none' for no certificate; unset = the
     default target for a method with a privacy knob, none for the others."""
     calibrate: bool = True
     """Calibrate the privacy knob to the target when the run does not set it (sweep trials never do)."""
     calibration: Mapping[str, Any] = field(default_factory=dict)
-    """How calibration searches (`veil.calibrate.CalibrationConfig`: validation, grid, refine, margin, seed)."""
+    """How calibration searches (`veil.certify.search.CalibrationConfig`: validation, grid, refine, margin, seed)."""
 
     def method_values(self) -> dict[str, Any]:
         return {"seed": self.seed, **self.params}
@@ -128,51 +128,6 @@ class RunSpec:
 
     def audit_values(self) -> dict[str, Any]:
         return {"seed": self.seed, **self.audit}
-
-
-@dataclass(frozen=True)
-class CalibrationConfig:
-    """How a run searches its privacy knob for the most useful value that meets the target."""
-
-    validation: float = param(
-        0.3,
-        "fraction of the training rows held out to score the candidates (the test split is never read)",
-        gt=0,
-        lt=0.9,
-    )
-    grid: int | None = param(
-        None,
-        "knob values of the first stage, spread over the knob's range (unset: 6; 4 for a federated method)",
-        ge=2,
-        le=64,
-    )
-    refine: int | None = param(
-        None,
-        "knob values of each refinement stage, inside the bracket where the target starts to fail (unset: 4; 2 for a "
-        "federated method)",
-        ge=0,
-        le=64,
-    )
-    rounds: int | None = param(
-        None,
-        "refinement stages after the first (unset: 2; 1 for a federated method: each value is a federation)",
-        ge=0,
-        le=8,
-    )
-    margin: float | None = param(
-        None,
-        "room a gap or AUC bound must leave on validation; unset = what the certificate's interval adds on the test "
-        "split plus the two splits' noise (`veil.calibrate.margin_for`)",
-        ge=0,
-    )
-    seed: int | None = param(None, "seed of the validation split (unset: the run's seed)", ge=0)
-
-    def resolved(self, federated: bool) -> CalibrationConfig:
-        """The search with its unset sizes filled: fewer values for a federation, where each is a whole run."""
-        sizes = (4, 2, 1) if federated else (6, 4, 2)
-        given = (self.grid, self.refine, self.rounds)
-        grid, refine, rounds = (g if g is not None else d for g, d in zip(given, sizes))
-        return dataclasses.replace(self, grid=grid, refine=refine, rounds=rounds)
 
 
 @dataclass(frozen=True)

@@ -1,23 +1,21 @@
 """A run spec validated completely, torch-free: `validate` builds a `ValidatedRun` from a `RunSpec` (method, dataset,
 audit and federation parameters, ranges, executor, target) before any data are loaded or any training starts.
 
-Then, once the data are loaded, `check_release` and `check_target` (whether the test split can certify the
-target: `check_resolution`) refuse what only the data can show, still before anything trains.
+Then, once the data are loaded, `check_release` and `check_target` (whether the test split can certify the target:
+`veil.certify.resolution.check_resolution`) refuse what only the data can show, still before anything trains.
 
 It reads the methods' cards (`veil.methods.cards`), the audit's settings and the dataset registry, so `veil sweep
 --check` and `veil run --check` answer without loading torch, Ray or MLflow; only a federated run's runtime check
-imports the federation runtimes. `veil.run` and `veil.calibrate` re-export what they used to define."""
+imports the federation runtimes."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-import numpy as np
-
-from veil.audit.intervals import Resolution, null_resolution
 from veil.audit.settings import AuditConfig, check_mi_case
-from veil.audit.targets import Target, check_labels, default_target, parse_target
+from veil.certify.resolution import check_resolution
+from veil.certify.search import CalibrationConfig
+from veil.certify.target import Target, check_labels, default_target, parse_target
 from veil.config import build
 from veil.datasets.base import Dataset
 from veil.datasets.partition import parse_scheme
@@ -27,7 +25,6 @@ from veil.methods.cards import is_federated, method_card, method_config
 from veil.methods.configs.federation import FederationOptions
 from veil.runspec import (
     EXECUTOR_CHOICES,
-    CalibrationConfig,
     RunSpec,
     ValidatedRun,
     centralized_refusal,
@@ -111,51 +108,3 @@ def check_target(v: ValidatedRun, ds: Dataset) -> None:
     the minutes calibration takes, naming the smallest bound the data can show."""
     if v.calibration is not None:
         check_resolution(ds, v.target, v.audit_config, v.spec.dataset, v.spec.seed)
-
-
-def resolution(ds_side: Any, num_classes: Any, rows: int, scorers: int, seed: int) -> list[Resolution]:
-    """The null resolution of every sensitive label on `rows` rows, attacked by `scorers` adversaries (class
-    shares from `ds_side`, a split of training rows: no test label is read)."""
-    out = []
-    for name, y in ds_side.sensitive.items():
-        shares = np.bincount(np.asarray(y), minlength=int(num_classes[name])).astype(float)
-        out.append(null_resolution(name, shares[shares > 0], rows, scorers=scorers, seed=seed))
-    return out
-
-
-def certificate_floor(ds: Dataset, cfg: AuditConfig, metric: str, seed: int) -> tuple[float, str]:
-    """The typical upper end the certificate reaches on the test split for a release independent of every sensitive
-    label (its chosen adversary's one-sided 95% bound; the worst label), and that label."""
-    res = resolution(ds.train, ds.num_classes, len(ds.test), 1 + len(cfg.suite), seed)
-    worst = max(res, key=lambda r: r.floor if metric == "privacy_gap" else r.auc_floor)
-    return (worst.floor if metric == "privacy_gap" else worst.auc_floor), worst.label
-
-
-def check_resolution(ds: Dataset, target: Target, cfg: AuditConfig, source: str, seed: int = 0) -> None:
-    """Refuse, before anything trains, a gap or AUC bound the test split is too small to certify: even a release
-    independent of a sensitive label typically reaches a higher upper end of its 95% interval, against the
-    certificate's adversaries."""
-    for bound in (target.get("privacy_gap"), target.get("adversary_auc_max")):
-        if bound is None:
-            continue
-        gap = bound.metric == "privacy_gap"
-        floor, name = certificate_floor(ds, cfg, bound.metric, seed)
-        if floor <= bound.limit:
-            continue
-        base = 0.0 if gap else 0.5
-        need = math.ceil(len(ds.test) * ((floor - base) / (bound.limit - base)) ** 2)
-        what = "the default target" if target.default else "the target"
-        loose = math.ceil(((floor - base) * 1.5 + base) * 100) / 100
-        more = "Give more rows"
-        n = ds.params.get("n")
-        if isinstance(n, int) and not isinstance(n, bool):  # a generated dataset: say what size certifies it
-            more += f" (-p n={math.ceil(n * need / len(ds.test) / 100) * 100})"
-        raise ConfigError(
-            f"target.{bound.metric}",
-            bound.limit,
-            f"a bound this data can certify, above {floor:.3f}: {source} holds {len(ds.test)} test rows, and even a "
-            f"release independent of '{name}' typically reaches {floor:.3f} at the certificate's one-sided 95% upper "
-            f"bound (the suite's strongest adversary); certifying {bound.limit:g} takes about "
-            f"{need} test rows. {more}, loosen {what} (e.g. --target {bound.metric}={loose:g}), or say "
-            "--target none for no certificate",
-        )

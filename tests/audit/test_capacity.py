@@ -65,8 +65,8 @@ def test_the_capacity_audit_trains_as_the_runs_audit_does(ds) -> None:
     """The capacity sweep, the certificate and calibration build their MLP probes from one place
     (`CapacityConfig.from_audit`): the audit's batch size, epochs, lr, seed and device, which the sweep records."""
     from veil.audit.probes import AuditReport
-    from veil.audit.release import AuditOutcome, extra_audits
     from veil.audit.settings import AuditConfig
+    from veil.audit.step import AuditOutcome, extra_audits
 
     cfg = build(AuditConfig, {"batch_size": 64, "epochs": 2, "lr": 3e-3, "seed": 7, "capacity": True})
     assert CapacityConfig.from_audit(cfg) == CapacityConfig(batch_size=64, epochs=2, lr=3e-3, seed=7, device="auto")

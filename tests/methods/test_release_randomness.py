@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from veil.audit.probes import AuditConfig
-from veil.audit.release import audit_release
+from veil.audit.step import audit_release
 from veil.datasets import load_dataset
 from veil.methods import create_method
 from veil.methods.base import Method

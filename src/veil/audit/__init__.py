@@ -3,7 +3,7 @@ step every run goes through (`audit_release`), per-node and live audits of feder
 sweeps, seed 003's obfuscation audit and MI estimators (by registry).
 
 The names below are imported from their submodule when first asked for (PEP 562), so that the light submodules
-(`targets`: parsing a leakage target) are read without loading torch."""
+are read without loading torch."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from veil.lazy import lazy_exports
 if TYPE_CHECKING:
     from veil.audit.mi import MI_ESTIMATORS, MIEstimate, estimate_mi, get_estimator, register_estimator
     from veil.audit.probes import AuditConfig, AuditReport, LabelScore, audit, audit_many, label_tasks
-    from veil.audit.release import AuditOutcome, audit_release, check_mi_case
+    from veil.audit.step import AuditOutcome, audit_release, check_mi_case
     from veil.audit.train import Classifier, train_classifier, train_classifiers_stacked
 
 __all__ = [
@@ -49,9 +49,9 @@ _SUBMODULE = {
     "audit": "probes",
     "audit_many": "probes",
     "label_tasks": "probes",
-    "AuditOutcome": "release",
-    "audit_release": "release",
-    "check_mi_case": "release",
+    "AuditOutcome": "step",
+    "audit_release": "step",
+    "check_mi_case": "step",
     "Classifier": "train",
     "train_classifier": "train",
     "train_classifiers_stacked": "train",

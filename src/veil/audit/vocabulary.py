@@ -4,7 +4,7 @@ estimators' summaries (a test checks these against the registries)."""
 
 from __future__ import annotations
 
-#: the certificate's adversaries besides the audit's own probe (`veil.audit.certificate`): a linear model, MLPs
+#: the certificate's adversaries besides the audit's own probe (`veil.certify.certificate`): a linear model, MLPs
 #: narrower and wider than the probe, and gradient boosting
 CERTIFICATE_SUITE: tuple[str, ...] = ("logistic", "mlp-32", "mlp-512-256-128", "hist-gradient-boosting")
 

@@ -30,7 +30,7 @@ copy of its encoder anywhere to restore from).
 
 Warm-up (Veil, `warmup_epochs`, default 0 = Alg. 2): before a client's first upload (first contact, or a restarted
 client's fresh encoder) it takes `warmup_epochs` passes of its local steps without the utility term (no psi yet).
-What the aggregator's view reveals, round by round, is certified by the run's certificate (`veil.audit.wire`);
+What the aggregator's view reveals, round by round, is certified by the run's certificate (`veil.certify.wire`);
 measured, the warm-up does not lower round 1's leakage (docs/threat-model.md), hence its default."""
 
 from __future__ import annotations

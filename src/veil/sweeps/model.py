@@ -125,7 +125,7 @@ class SweepSpec:
 
     def certifies(self) -> bool:
         """Whether its trials are certified against a target (the spec's, or a privacy method's default)."""
-        from veil.audit.targets import parse_target
+        from veil.certify.target import parse_target
         from veil.methods.cards import method_card
 
         given = parse_target(self.target)
@@ -133,13 +133,13 @@ class SweepSpec:
 
     def target_text(self) -> str:
         """The target trials are certified against, as text ('privacy_gap <= 0.05 (the default target)')."""
-        from veil.audit.targets import default_target, parse_target
+        from veil.certify.target import default_target, parse_target
 
         return (parse_target(self.target) or default_target()).text()
 
     def target_bound(self, metric: str) -> float | None:
         """The bound the sweep's target (or the default one) puts on `metric`, if any (a certified sweep only)."""
-        from veil.audit.targets import default_target, parse_target
+        from veil.certify.target import default_target, parse_target
 
         if not self.certifies():
             return None

@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from veil.audit.targets import parse_target
+from veil.certify.target import parse_target
 from veil.errors import ConfigError, UnknownNameError
 from veil.names import check_mlflow_name
 from veil.runspec import KeyRouter, centralized_refusal, check_keys, read_yaml_file

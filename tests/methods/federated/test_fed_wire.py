@@ -378,9 +378,9 @@ def test_the_audit_reads_only_what_the_clients_released(ds: Dataset) -> None:
 def test_a_partial_release_is_audited_and_certified_on_the_rows_it_covers(ds: Dataset) -> None:
     """With client 1's release missing, the run's audit step (capacity sweep included) and the certificate read the
     released rows only, and say how many test rows the certificate stands on."""
-    from veil.audit.certificate import certify
-    from veil.audit.release import audit_release
-    from veil.audit.targets import default_target
+    from veil.audit.step import audit_release
+    from veil.certify.certificate import certify
+    from veil.certify.target import default_target
 
     plan, out, _, _ = recorded_run("d-gpp", ds, RUNS["d-gpp"])
     m = out.method

@@ -67,7 +67,7 @@ class PaperValue:
 
 @dataclass(frozen=True)
 class PrivacyKnob:
-    """The config field that trades utility for privacy, and the range calibration searches it over (`veil.calibrate`):
+    """The config field that trades utility for privacy, and the range calibration searches it over (`veil.certify.calibrate`):
     GPP's beta, EIGAN's alpha, LDP's eps, the adjustable AE's noise. Positions run from 0 (the private end) to 1
     (the useful end) in the knob's scale, so one search serves knobs that hide more when they grow and when they
     shrink."""

@@ -51,7 +51,7 @@ class FederationPlan:
     """What the audit report must say about this federation (a partition that defeats the privacy training)."""
     wire: Any = None
     """Called after every round as `wire(round, method, fed, record)` (None: nothing): the audit's capture of what
-    the coordinator received in sampled rounds (`veil.audit.wire.WireCapture`), set by the run pipeline."""
+    the coordinator received in sampled rounds (`veil.certify.wire.WireCapture`), set by the run pipeline."""
 
     def params(self) -> dict[str, Any]:
         out = {

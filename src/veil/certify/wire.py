@@ -3,7 +3,7 @@
 A federation has two parties that see something derived from the data: the consumer of the final release (the
 certificate proper) and the coordinator (aggregator), which receives every round's uploads. This module measures
 what the uploads let the aggregator learn about s, round by round, with the certificate's own machinery
-(`veil.audit.certificate.certify` on a fresh-probe audit), so when the certificate's statistic changes the wire
+(`veil.certify.certificate.certify` on a fresh-probe audit), so when the certificate's statistic changes the wire
 audit follows it.
 
 - D-GPP (`private_encoders`): each round every participating client uploads z = mu + sigma * eps of a batch of its
@@ -36,9 +36,9 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from veil.audit.certificate import Certificate, Check, certify
 from veil.audit.probes import AuditConfig, audit
-from veil.audit.targets import Target
+from veil.certify.certificate import Certificate, Check, certify
+from veil.certify.target import Target
 from veil.datasets.base import Dataset
 from veil.methods.federated.core import Release
 from veil.methods.federated.simulation import FederationPlan

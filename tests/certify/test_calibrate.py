@@ -16,12 +16,22 @@ import re
 import numpy as np
 import pytest
 
-from veil.audit.targets import default_target, parse_target
-from veil.calibrate import EXIT_NOT_MET, Candidate, assess, bracket, calibrate, debiased, least_leaking
+from veil.certify.calibrate import (
+    EXIT_NOT_MET,
+    Candidate,
+    Runner,
+    assess,
+    bracket,
+    calibrate,
+    debiased,
+    least_leaking,
+)
+from veil.certify.target import default_target, parse_target
 from veil.datasets.base import Dataset
 from veil.datasets.registry import load_dataset
 from veil.errors import ConfigError
 from veil.methods.base import PrivacyKnob
+from veil.platform.executors import get_executor
 from veil.run import RunSpec, check_target, execute, validate
 
 DATA = {"n": 16000, "rho": 0.2, "test_fraction": 0.5}
@@ -159,8 +169,9 @@ def test_calibration_never_reads_the_test_split() -> None:
         utility={k: rng.permutation(a) for k, a in ds.test.utility.items()},
     )
     cfg = dataclasses.replace(v.calibration, rounds=0)
-    a = calibrate(v, ds, v.target, cfg)
-    b = calibrate(v, Dataset(ds.name, ds.train, scrambled, ds.num_classes, ds.params), v.target, cfg)
+    runner = Runner("cpu", get_executor)
+    a = calibrate(v, ds, v.target, cfg, runner)
+    b = calibrate(v, Dataset(ds.name, ds.train, scrambled, ds.num_classes, ds.params), v.target, cfg, runner)
     assert [(c.value, c.utility, c.leakage) for c in a.trail] == [(c.value, c.utility, c.leakage) for c in b.trail]
 
 

@@ -1,7 +1,7 @@
 """Leakage targets: what a user may demand of a release ("the adversary may gain at most this much"), checked up
 front, and the protective default every privacy method gets when the user names none.
 
-A target is a set of bounds, each on one metric of the certificate (`veil.audit.certificate`):
+A target is a set of bounds, each on one metric of the certificate (`veil.certify.certificate`):
 
   privacy_gap        the worst |AUC - 0.5| over the adversary suite and every sensitive label (0 = chance)
   adversary_auc_max  the highest adversary ROC-AUC over the same suite (a one-sided bound: below-chance is allowed)

@@ -12,9 +12,9 @@ import math
 import numpy as np
 import pytest
 
-from veil.audit.certificate import Check, certified_instead, certify
 from veil.audit.probes import AuditConfig, audit
-from veil.audit.targets import Bound, Target, parse_target
+from veil.certify.certificate import Check, certified_instead, certify
+from veil.certify.target import Bound, Target, parse_target
 from veil.datasets.base import Dataset, Split
 
 CFG = AuditConfig(hidden=(32,), epochs=5, bootstrap=400, suite=("logistic", "hist-gradient-boosting"))

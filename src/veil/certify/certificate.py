@@ -4,7 +4,7 @@ After the audit, every sensitive label is attacked by the suite of adversaries (
 regression, MLPs narrower and wider than the audit's probe, gradient boosting), each trained on the released train
 rows less a selection fold (`SELECTION_SHARE` of them). The strongest adversary of each label is the one with the
 largest gap AUC - 0.5 on that fold, and only it is judged on the test rows, read once here: its gap with a one-sided
-95% bootstrap upper bound over the test rows (`veil.audit.intervals`). Choosing on rows the bound never reads keeps
+95% bootstrap upper bound over the test rows (`veil.certify.intervals`). Choosing on rows the bound never reads keeps
 the bound free of the maximum's selection bias, so it is as tight as one pre-chosen adversary's; the gap is one-sided
 because the adversary is trained to predict s (one below chance failed). The worst label's chosen adversary is the
 certificate's worst case; the upper end of the largest of those bounds covers the largest of their true gaps. A gap or
@@ -24,7 +24,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from veil.audit.intervals import (
+from veil.audit.probes import AuditConfig, AuditReport, label_tasks, prepare
+from veil.certify.intervals import (
     Interval,
     auc_draws,
     class_auc_draws,
@@ -34,8 +35,7 @@ from veil.audit.intervals import (
     resample_counts,
     signed_gap_draws,
 )
-from veil.audit.probes import AuditConfig, AuditReport, label_tasks, prepare
-from veil.audit.targets import MI_PREFIX, Target
+from veil.certify.target import MI_PREFIX, Target
 from veil.datasets.base import Dataset
 
 CONFIDENCE = 0.95
@@ -127,7 +127,7 @@ class Certificate:
     """per sensitive label, the gap of predicting it from the utility labels alone (what keeping u costs)"""
     notes: list[str] = field(default_factory=list)
     wire: dict[str, Any] | None = None
-    """federated runs: the aggregator's view, certified round by round (`veil.audit.wire.WireSection.to_dict`);
+    """federated runs: the aggregator's view, certified round by round (`veil.certify.wire.WireSection.to_dict`);
     for D-GPP its `wire/*` checks are among `checks`"""
 
     @property

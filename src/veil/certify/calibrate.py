@@ -36,17 +36,16 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 import numpy as np
 
 from veil.audit.probes import AuditConfig, label_tasks, prepare, probe_metrics
-from veil.audit.release import stacked_audit
-from veil.audit.targets import MI_PREFIX, Target
+from veil.audit.step import stacked_audit
+from veil.certify.resolution import certificate_floor, resolution
+from veil.certify.search import CalibrationConfig
+from veil.certify.target import MI_PREFIX, Target
 from veil.config import build
 from veil.datasets.base import Dataset, split_indices
 from veil.errors import ConfigError, DataError
 from veil.methods.base import Method, PrivacyKnob
 from veil.methods.registry import get_method
 from veil.randomness import derive_seed
-from veil.runspec import CalibrationConfig
-from veil.validation import certificate_floor, resolution
-from veil.validation import check_resolution as check_resolution
 
 if TYPE_CHECKING:
     from veil.runspec import ValidatedRun
@@ -315,22 +314,37 @@ def monotone_from_least(positions: np.ndarray, raw: np.ndarray) -> np.ndarray:
     return fitted
 
 
+@dataclass(frozen=True)
+class Runner:
+    """Where calibration's candidates train, handed down by the run pipeline (calibration knows no platform): the
+    device of centralized candidates and the executors by name (a federated candidate is one federation)."""
+
+    device: str
+    executor: Callable[[str], Any]
+
+
 class Trainer:
     """Trains and scores candidates of one run on the calibration split."""
 
     def __init__(
-        self, v: ValidatedRun, ds_cal: Dataset, target: Target, margin: float, note: Note, on_epoch: EpochHook | None
+        self,
+        v: ValidatedRun,
+        ds_cal: Dataset,
+        target: Target,
+        margin: float,
+        note: Note,
+        on_epoch: EpochHook | None,
+        runner: Runner,
     ) -> None:
-        from veil.platform.executors import local_device
-
         self.v, self.ds_cal, self.target, self.margin, self.note = v, ds_cal, target, margin, note
+        self.runner = runner
         self.on_epoch = on_epoch
         self.trail: list[Candidate] = []
         self.noise = validation_noise(ds_cal)
         self.knob = knob_of(v.spec.method)
         assert self.knob is not None
         self.cfg = dataclasses.replace(v.audit_config, mi="none", capacity=False)
-        self.device = local_device(v.spec.use_gpu) if v.executor != "federated" else "cpu"
+        self.device = runner.device if v.executor != "federated" else "cpu"
         self.methods: dict[float, tuple[Method, list[dict[str, float]]]] = {}
 
     def configs(self, values: Sequence[float]) -> list[Any]:
@@ -372,13 +386,12 @@ class Trainer:
         """One federation of the candidate on the fit rows, in process, scored on the validation rows."""
         from pathlib import Path
 
-        from veil.audit.release import audit_release
-        from veil.platform.executors import get_executor
+        from veil.audit.step import audit_release
 
         assert self.v.federation is not None
         fed = dataclasses.replace(self.v.federation, per_node_audit=False, audit_every=0)
         vc = dataclasses.replace(self.v, method_config=config, runtime="in-process", federation=fed)
-        job = get_executor("federated")(vc, self.ds_cal, Path(".veil") / "ray")
+        job = self.runner.executor("federated")(vc, self.ds_cal, Path(".veil") / "ray")
         outcome = job.train(self.on_epoch, None, None)
         out = audit_release(outcome.method, self.ds_cal, self.cfg, federation=job.federation)
         return outcome.method, outcome.history, out.z_train, out.z_test, out.report
@@ -421,11 +434,12 @@ def calibrate(
     ds: Dataset,
     target: Target,
     config: CalibrationConfig,
+    runner: Runner,
     note: Note | None = None,
     on_epoch: EpochHook | None = None,
 ) -> Calibration:
     """Search `v`'s privacy knob for the most useful value that meets `target` on a validation split of the training
-    rows (module docstring); the test split is not read."""
+    rows (module docstring); the test split is not read. `runner` says where candidates train (the pipeline's)."""
     say = note or (lambda _: None)
     knob = knob_of(v.spec.method)
     if knob is None:
@@ -452,7 +466,7 @@ def calibrate(
             f"safe: calibration will release the most private one it finds (its utility near chance). With about "
             f"{need} test rows half the budget would be left for a useful release; or loosen the target"
         )
-    trainer = Trainer(v, ds_cal, target, margin, say, on_epoch)
+    trainer = Trainer(v, ds_cal, target, margin, say, on_epoch, runner)
     lo, hi = search_range(knob, target)
     sizes = config.resolved(v.executor == "federated")
     grid, refine, rounds = int(sizes.grid or 0), int(sizes.refine or 0), int(sizes.rounds or 0)

@@ -14,10 +14,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from veil.audit.certificate import certify
 from veil.audit.probes import AuditConfig, audit
-from veil.audit.targets import default_target
-from veil.audit.wire import WireCapture, attach, audit_wire, sampled_rounds, view_data, wire_capture
+from veil.certify.certificate import certify
+from veil.certify.target import default_target
+from veil.certify.wire import WireCapture, attach, audit_wire, sampled_rounds, view_data, wire_capture
 from veil.datasets.base import Dataset
 from veil.datasets.registry import load_dataset
 from veil.methods.configs.federation import FederationOptions

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from veil.audit.targets import DEFAULT_TARGET, Bound, Target, default_target, parse_target, target_from_flags
+from veil.certify.target import DEFAULT_TARGET, Bound, Target, default_target, parse_target, target_from_flags
 from veil.errors import ConfigError
 
 

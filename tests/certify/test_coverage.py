@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from veil.audit.intervals import class_auc_draws, gap_draws, interval, one_sided, resample_counts, signed_gap_draws
+from veil.certify.intervals import class_auc_draws, gap_draws, interval, one_sided, resample_counts, signed_gap_draws
 
 ROWS, MINORITY, REPS, DRAWS = 1000, 0.1, 200, 400
 

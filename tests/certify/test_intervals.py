@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from veil.audit.intervals import (
+from veil.audit.probes import auc_gap, auc_score, roc_auc
+from veil.certify.intervals import (
     auc_draws,
     class_auc_draws,
     gap_draws,
@@ -17,7 +18,6 @@ from veil.audit.intervals import (
     resample_counts,
     weighted_aucs,
 )
-from veil.audit.probes import auc_gap, auc_score, roc_auc
 
 
 @settings(max_examples=40, deadline=None)

@@ -1,0 +1,54 @@
+"""How calibration searches a method's privacy knob (`veil.certify.calibrate`): its settings, torch-free, as a run
+spec and `veil run --check` read them."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from veil.config import param
+
+
+@dataclass(frozen=True)
+class CalibrationConfig:
+    """How a run searches its privacy knob for the most useful value that meets the target."""
+
+    validation: float = param(
+        0.3,
+        "fraction of the training rows held out to score the candidates (the test split is never read)",
+        gt=0,
+        lt=0.9,
+    )
+    grid: int | None = param(
+        None,
+        "knob values of the first stage, spread over the knob's range (unset: 6; 4 for a federated method)",
+        ge=2,
+        le=64,
+    )
+    refine: int | None = param(
+        None,
+        "knob values of each refinement stage, inside the bracket where the target starts to fail (unset: 4; 2 for a "
+        "federated method)",
+        ge=0,
+        le=64,
+    )
+    rounds: int | None = param(
+        None,
+        "refinement stages after the first (unset: 2; 1 for a federated method: each value is a federation)",
+        ge=0,
+        le=8,
+    )
+    margin: float | None = param(
+        None,
+        "room a gap or AUC bound must leave on validation; unset = what the certificate's interval adds on the test "
+        "split plus the two splits' noise (`veil.certify.calibrate.margin_for`)",
+        ge=0,
+    )
+    seed: int | None = param(None, "seed of the validation split (unset: the run's seed)", ge=0)
+
+    def resolved(self, federated: bool) -> CalibrationConfig:
+        """The search with its unset sizes filled: fewer values for a federation, where each is a whole run."""
+        sizes = (4, 2, 1) if federated else (6, 4, 2)
+        given = (self.grid, self.refine, self.rounds)
+        grid, refine, rounds = (g if g is not None else d for g, d in zip(given, sizes))
+        return dataclasses.replace(self, grid=grid, refine=refine, rounds=rounds)
