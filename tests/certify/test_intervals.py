@@ -74,18 +74,19 @@ def test_interval_covers_the_true_auc_about_95_percent_of_the_time() -> None:
     assert 88 <= covered <= 99, covered
 
 
-def test_null_resolution_is_one_adversarys_one_sided_bound_and_shrinks_as_one_over_sqrt_rows() -> None:
-    """The floor is the certificate's one-sided 95% bound of one adversary on an independent release: 1.645
-    Mann-Whitney sigma, sqrt((n1 + n0 + 1) / (12 n1 n0)) (0.0425 at 500 balanced rows, 0.0212 at 2,000, 0.050 at
-    1,000 rows with a 10% minority; measured 0.042, 0.020, 0.047), whatever the number of adversaries; `noise`, the
-    largest point gap of several folded ones, grows with them. It reads sizes only, and is the same every call."""
+def test_null_resolution_is_the_suites_largest_one_sided_bound_and_shrinks_as_one_over_sqrt_rows() -> None:
+    """For one adversary the floor is its one-sided 95% bound on an independent release: 1.645 Mann-Whitney sigma,
+    sqrt((n1 + n0 + 1) / (12 n1 n0)) (0.0425 at 500 balanced rows, 0.0212 at 2,000, 0.050 at 1,000 rows with a 10%
+    minority; measured 0.042, 0.021, 0.047). Four correlated adversaries, the largest of their bounds: measured 0.042
+    at 1,000 balanced rows (1.4x one), 0.072 at 1,000 rows with a 10% minority. `noise`, the largest point gap of
+    several folded ones, grows with them too. It reads sizes only, and is the same every call."""
     half = np.array([0.5, 0.5])
     small, big = null_resolution("s", half, 500), null_resolution("s", half, 2000)
     assert small.floor == pytest.approx(0.0425, rel=0.1) and big.floor == pytest.approx(0.0212, rel=0.1)
     assert null_resolution("s", np.array([0.9, 0.1]), 1000).floor == pytest.approx(0.050, rel=0.1)
     assert small.auc_floor == pytest.approx(0.5 + small.floor)
-    five = null_resolution("s", half, 2000, scorers=5)
-    assert five.floor == pytest.approx(big.floor, rel=0.15) and five.noise > big.noise
+    four = null_resolution("s", half, 2000, scorers=4)
+    assert 1.2 * big.floor <= four.floor <= 1.6 * big.floor and four.noise > big.noise
     # beyond 3,000 rows the simulation is scaled by sqrt(3000 / rows)
     assert null_resolution("s", half, 12000).floor == pytest.approx(null_resolution("s", half, 3000).floor / 2)
     assert null_resolution("s", half, 1000) == null_resolution("s", half, 1000)

@@ -197,7 +197,7 @@ def margin_for(
     if not any(b.interval_checked for b in target.bounds):
         return 0.0
     floor = certificate_floor(ds, cfg, "privacy_gap", seed)[0]
-    # the certificate judges one adversary chosen on other rows: its point carries one adversary's noise
+    # the certificate's point is one adversary's, chosen on other rows: it carries one adversary's noise
     test_noise = max(r.noise for r in resolution(ds.train, ds.num_classes, len(ds.test), 1, seed))
     return floor + math.hypot(validation_noise(ds_cal, seed), test_noise)
 

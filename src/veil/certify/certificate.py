@@ -1,17 +1,17 @@
-"""The certificate of a release: what the strongest adversary reaches on held-out rows, with a one-sided bound.
+"""The certificate of a release: what the suite's adversaries reach on held-out rows, with a one-sided bound.
 
 After the audit, every sensitive label is attacked by the suite of adversaries (`AuditConfig.suite`: logistic
 regression, MLPs narrower and wider than the audit's probe, gradient boosting), each trained on the released train
-rows less a selection fold (`SELECTION_SHARE` of them). The strongest adversary of each label is the one with the
-largest gap AUC - 0.5 on that fold, and only it is judged on the test rows, read once here: its gap with a one-sided
-95% bootstrap upper bound over the test rows (`veil.certify.intervals`). Choosing on rows the bound never reads keeps
-the bound free of the maximum's selection bias, so it is as tight as one pre-chosen adversary's; the gap is one-sided
-because the adversary is trained to predict s (one below chance failed). The worst label's chosen adversary is the
-certificate's worst case; the upper end of the largest of those bounds covers the largest of their true gaps. A gap or
-AUC bound is met only when that upper end is within it. The coverage of these bounds, measured where the truth is
-known, and how they compare with the earlier maximum-of-five bootstrap, are in docs/certificates.md. eps-LDP
-releases add the empirical epsilon test of their mechanism (`veil.audit.dp_test`), which must not find more epsilon
-than claimed.
+rows less a selection fold (`SELECTION_SHARE` of them) and scored on the test rows, read once here: its gap
+AUC - 0.5 with one-sided 95% bootstrap bounds over the test rows (`veil.certify.intervals`). A label's upper end is
+the largest of its adversaries' upper bounds, which covers the truly strongest adversary's gap whenever that one's
+own bound does (95% or more, with no correction for the number of adversaries); its point estimate is the gap of
+the adversary strongest on the selection fold, chosen on rows the test never reads, so it carries no bias from
+taking a maximum (`judge`). The gap is one-sided because the adversary is trained to predict s (one below chance
+failed). The worst label decides; a gap or AUC bound is met only when its upper end is within it. The coverage of
+these bounds, measured where the truth is known, against the earlier bootstrap of the maximum of five folded gaps,
+is in docs/certificates.md. eps-LDP releases add the empirical epsilon test of their mechanism
+(`veil.audit.dp_test`), which must not find more epsilon than claimed.
 
 A certificate is empirical and says so: it bounds what the suite's adversaries reach on held-out rows, not what
 every conceivable adversary could; only the eps of an LDP mechanism is a formal bound, and the test checks it."""
@@ -42,8 +42,8 @@ CONFIDENCE = 0.95
 #: confidence of the empirical epsilon test: a correctly scaled mechanism fails it less than once in 1,000 runs
 EPS_TEST_CONFIDENCE = 0.999
 SCOPE = (
-    "empirical: the strongest adversary of the suite (chosen on a fold of the released train rows), scored on "
-    "held-out test rows (one-sided 95% bootstrap bounds over those rows); not a bound on every conceivable adversary"
+    "empirical: the adversaries of the suite, trained on the released train rows and scored on held-out test rows "
+    "(one-sided 95% bootstrap bounds over those rows); not a bound on every conceivable adversary"
 )
 
 
@@ -59,7 +59,7 @@ class Adversary:
     selection: float
     """its gap on the selection fold: the strongest adversary of each label is chosen by it, never by test rows"""
     chosen: bool = False
-    """the adversary of its label that the certificate judges"""
+    """the strongest of its label on the selection fold: the certificate's point estimate is its test gap"""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -72,16 +72,27 @@ class Adversary:
         }
 
 
-def choose(adversaries: Sequence[Adversary]) -> list[Adversary]:
-    """`adversaries` with the strongest of each label by its selection-fold gap marked `chosen` (NaN counts as no
-    gap; the first among equals)."""
-    best: dict[str, Adversary] = {}
-    for a in adversaries:
-        score = a.selection if math.isfinite(a.selection) else -math.inf
-        held = best.get(a.label)
-        if held is None or score > (held.selection if math.isfinite(held.selection) else -math.inf):
-            best[a.label] = a
-    return [replace(a, chosen=best[a.label] is a) for a in adversaries]
+def judge(selection: Sequence[float], gaps: Sequence[Interval]) -> tuple[int, Interval]:
+    """One label's gap over its adversaries, from each one's gap on the selection fold (`selection`) and its test gap
+    with one-sided bounds (`gaps`). The upper end is the largest of the adversaries' upper bounds: it covers the truly
+    strongest adversary's gap whenever that one's own bound does, so at the bounds' confidence or more, with no
+    correction for the number of adversaries. The point and the lower end are those of the adversary strongest on
+    the selection fold (returned first; NaN counts as no gap, the first among equals): chosen on rows the test never
+    reads, its point carries no bias from taking a maximum."""
+    fold = np.where(np.isfinite(np.asarray(selection, dtype=float)), selection, -np.inf)
+    chosen = int(np.argmax(fold))
+    return chosen, Interval(gaps[chosen].point, gaps[chosen].low, max(g.high for g in gaps))
+
+
+def judged(adversaries: Sequence[Adversary]) -> tuple[list[Adversary], dict[str, Interval]]:
+    """`adversaries` with the strongest of each label on the selection fold marked `chosen`, and each label's gap
+    (`judge`)."""
+    out, gaps = list(adversaries), {}
+    for label in dict.fromkeys(a.label for a in adversaries):
+        idx = [i for i, a in enumerate(adversaries) if a.label == label]
+        chosen, gaps[label] = judge([adversaries[i].selection for i in idx], [adversaries[i].gap for i in idx])
+        out[idx[chosen]] = replace(adversaries[idx[chosen]], chosen=True)
+    return out, gaps
 
 
 @dataclass(frozen=True)
@@ -112,7 +123,7 @@ class Certificate:
     worst_gap: Interval
     worst_auc: Interval
     strongest: str
-    """'<label> / <probe>' of the chosen adversary (one per label) with the highest upper end of its gap"""
+    """'<label> / <probe>' of the adversary whose upper bound is the certificate's (the worst label's largest)"""
     utility: Interval
     """mean utility AUC of the audit's probe over the utility labels"""
     utility_labels: dict[str, Interval]
@@ -205,8 +216,8 @@ class Certificate:
             "",
             f"Worst privacy gap {self.worst_gap.text()} ({self.strongest}); utility AUC {self.utility.text()}; "
             f"each end of [low, high] a one-sided 95% bootstrap bound over {self.test_rows} test rows "
-            f"({self.bootstrap} resamples). Each label's adversary is chosen by its gap on a selection fold of the "
-            "train rows, never on the test rows; only the chosen one is judged.",
+            f"({self.bootstrap} resamples). A label's upper end is its adversaries' largest; its point is the gap of "
+            "the adversary strongest on a selection fold of the train rows (never the test rows).",
             "",
             "| sensitive label | adversary | selection-fold gap | test AUC [95% bounds] | privacy gap [95% bounds] |",
             "|---|---|---|---|---|",
@@ -337,9 +348,11 @@ def certify(
         gap = one_sided(point, draws)
         auc = Interval(0.5 + gap.point, 0.5 + gap.low, 0.5 + gap.high)
         adversaries.append(Adversary(f.label, f.probe, auc, gap, float(chosen_on[0])))
-    adversaries = choose(adversaries)
-    strongest = max((a for a in adversaries if a.chosen), key=lambda a: (a.gap.high, a.gap.point))
-    worst_gap, worst_auc = strongest.gap, strongest.auc
+    adversaries, gaps = judged(adversaries)
+    worst = max(gaps, key=lambda k: (gaps[k].high, gaps[k].point))
+    worst_gap = gaps[worst]
+    worst_auc = Interval(0.5 + worst_gap.point, 0.5 + worst_gap.low, 0.5 + worst_gap.high)
+    strongest = max((a for a in adversaries if a.label == worst), key=lambda a: (a.gap.high, a.gap.point))
     util_labels: dict[str, Interval] = {}
     util_draws: list[np.ndarray] = []
     for name, y in ds.test.utility.items():

@@ -29,8 +29,8 @@ def resolution(ds_side: Any, num_classes: Any, rows: int, scorers: int, seed: in
 
 def certificate_floor(ds: Dataset, cfg: AuditConfig, metric: str, seed: int) -> tuple[float, str]:
     """The typical upper end the certificate reaches on the test split for a release independent of every sensitive
-    label (its chosen adversary's one-sided 95% bound; the worst label), and that label."""
-    res = resolution(ds.train, ds.num_classes, len(ds.test), 1 + len(cfg.suite), seed)
+    label (the largest of the suite's one-sided 95% bounds; the worst label), and that label."""
+    res = resolution(ds.train, ds.num_classes, len(ds.test), len(cfg.suite), seed)
     worst = max(res, key=lambda r: r.floor if metric == "privacy_gap" else r.auc_floor)
     return (worst.floor if metric == "privacy_gap" else worst.auc_floor), worst.label
 
@@ -59,7 +59,7 @@ def check_resolution(ds: Dataset, target: Target, cfg: AuditConfig, source: str,
             bound.limit,
             f"a bound this data can certify, above {floor:.3f}: {source} holds {len(ds.test)} test rows, and even a "
             f"release independent of '{name}' typically reaches {floor:.3f} at the certificate's one-sided 95% upper "
-            f"bound (the suite's strongest adversary); certifying {bound.limit:g} takes about "
+            f"bound (the largest of its {len(cfg.suite)} adversaries'); certifying {bound.limit:g} takes about "
             f"{need} test rows. {more}, loosen {what} (e.g. --target {bound.metric}={loose:g}), or say "
             "--target none for no certificate",
         )
