@@ -349,10 +349,10 @@ def certify(
         auc = Interval(0.5 + gap.point, 0.5 + gap.low, 0.5 + gap.high)
         adversaries.append(Adversary(f.label, f.probe, auc, gap, float(chosen_on[0])))
     adversaries, gaps = judged(adversaries)
-    worst = max(gaps, key=lambda k: (gaps[k].high, gaps[k].point))
-    worst_gap = gaps[worst]
+    worst_label = max(gaps, key=lambda k: (gaps[k].high, gaps[k].point))
+    worst_gap = gaps[worst_label]
     worst_auc = Interval(0.5 + worst_gap.point, 0.5 + worst_gap.low, 0.5 + worst_gap.high)
-    strongest = max((a for a in adversaries if a.label == worst), key=lambda a: (a.gap.high, a.gap.point))
+    strongest = max((a for a in adversaries if a.label == worst_label), key=lambda a: (a.gap.high, a.gap.point))
     util_labels: dict[str, Interval] = {}
     util_draws: list[np.ndarray] = []
     for name, y in ds.test.utility.items():
