@@ -2,9 +2,10 @@
 benchmarks/coverage.py, whose full table is in docs/certificates.md).
 
 Releases z | s ~ N(delta * s, 1) on one column, 10% minority: the true AUC of a score monotone in z is
-Phi(delta / sqrt 2). The chosen adversary's bound (`one_sided` over `signed_gap_draws`, as `certify` computes it)
-must cover the truth in about 95% of 200 test splits of 1,000 rows, and on a null release sit near one adversary's
-limit, 1.645 Mann-Whitney sigma (0.050 at 100 / 900 rows), where the maximum of several folded gaps read twice that."""
+Phi(delta / sqrt 2). One adversary's bound (`one_sided` over `signed_gap_draws`, as `certify` computes it for each
+adversary before taking the largest) must cover the truth in about 95% of 200 test splits of 1,000 rows, and on a
+null release sit near its limit, 1.645 Mann-Whitney sigma (0.050 at 100 / 900 rows), where the bootstrap of the
+maximum of several folded gaps reads twice that."""
 
 from __future__ import annotations
 
