@@ -260,7 +260,6 @@ def audit_wire(capture: WireCapture, ds: Dataset, target: Target, cfg: AuditConf
             "privacy_gap": cert.worst_gap.to_dict(),
             "adversary_auc_max": cert.worst_auc.to_dict(),
             "strongest_adversary": cert.strongest,
-            "strongest": cert.strongest,
             "utility_auc": cert.utility.to_dict(),
             "checks": [dataclasses.asdict(c) for c in cert.checks],
             "met": cert.met if tgt else None,
