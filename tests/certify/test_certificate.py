@@ -149,3 +149,47 @@ def test_judge_bounds_the_strongest_and_estimates_the_folds_choice() -> None:
     gaps = [Interval(0.01, -0.02, 0.04), Interval(0.03, 0.0, 0.06), Interval(-0.01, -0.04, 0.02)]
     chosen, gap = judge([0.05, 0.01, float("nan")], gaps)
     assert chosen == 0 and gap == Interval(0.01, -0.02, 0.06)
+
+
+EXCESS = Target((Bound("excess_gap", 0.05),))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_release_that_keeps_only_u_meets_the_excess_bound_and_not_the_gap(seed: int) -> None:
+    """u reveals s (rho 0.6: gap ~0.3); z is u plus a little noise, so it reveals s as u does. The excess over u's
+    predictor, paired on the same resamples, sits near 0 with a narrow bound (the two rankings move together),
+    while the absolute gap is u's own. 2,000 test rows."""
+    ds = dataset(4000, 0.6, seed)
+    rng = np.random.default_rng(200 + seed)
+    z_tr = np.c_[ds.train.utility["u"] + rng.normal(0, 0.1, 2000), rng.normal(size=2000)]
+    z_te = np.c_[ds.test.utility["u"] + rng.normal(0, 0.1, 2000), rng.normal(size=2000)]
+    cert = certificate(ds, z_tr, z_te, EXCESS)
+    assert cert.met, cert.to_dict()
+    assert cert.worst_excess.high <= 0.02 and abs(cert.worst_excess.point) <= 0.01  # measured: <= 0.009, <= 0.006
+    assert cert.worst_gap.point == pytest.approx(cert.reference["s"], abs=0.03) and cert.worst_gap.point > 0.2
+    # the same release against the absolute bound: not met, and the certificate reports both figures
+    gap = certificate(ds, z_tr, z_te, GAP)
+    assert not gap.met and gap.metrics()["certificate/excess_gap_high"] == pytest.approx(cert.worst_excess.high)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_release_that_adds_s_to_u_is_not_met_by_the_excess(seed: int) -> None:
+    """z keeps u and adds s under noise of sd 0.5: it reveals more than u does, and the excess says so."""
+    ds = dataset(4000, 0.6, seed)
+    rng = np.random.default_rng(300 + seed)
+    z_tr = np.c_[ds.train.utility["u"] + rng.normal(0, 0.5, 2000), ds.train.sensitive["s"] + rng.normal(0, 0.5, 2000)]
+    z_te = np.c_[ds.test.utility["u"] + rng.normal(0, 0.5, 2000), ds.test.sensitive["s"] + rng.normal(0, 0.5, 2000)]
+    cert = certificate(ds, z_tr, z_te, EXCESS)
+    assert not cert.met and cert.worst_excess.point > 0.08, cert.to_dict()
+
+
+def test_where_u_reveals_nothing_the_excess_is_the_gap() -> None:
+    """rho 0: the baseline is floored at 0, so the excess of an s-carrying release equals its gap within the
+    baseline's own noise (2,000 test rows: about 0.01)."""
+    ds = dataset(4000, 0.0, 5)
+    rng = np.random.default_rng(5)
+    z_tr = np.c_[ds.train.sensitive["s"] + rng.normal(0, 1.5, 2000), rng.normal(size=2000)]
+    z_te = np.c_[ds.test.sensitive["s"] + rng.normal(0, 1.5, 2000), rng.normal(size=2000)]
+    cert = certificate(ds, z_tr, z_te, EXCESS)
+    assert cert.worst_excess.point == pytest.approx(cert.worst_gap.point, abs=0.02)
+    assert cert.worst_excess.point <= cert.worst_gap.point

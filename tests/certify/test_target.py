@@ -18,8 +18,8 @@ def test_a_mapping_of_bounds_and_none() -> None:
     assert t.get("adversary_auc_max") == Bound("adversary_auc_max", 0.55)
     assert parse_target(None) is None
     assert parse_target("none") == Target(()) and not parse_target("NONE")
-    assert default_target() == Target((Bound("privacy_gap", DEFAULT_TARGET["privacy_gap"]),), True)
-    assert default_target().text() == "privacy_gap <= 0.05 (the default target)"
+    assert default_target() == Target((Bound("excess_gap", DEFAULT_TARGET["excess_gap"]),), True)
+    assert default_target().text() == "excess_gap <= 0.05 (the default target)"
 
 
 @pytest.mark.parametrize(
@@ -32,7 +32,7 @@ def test_a_mapping_of_bounds_and_none() -> None:
         ({"adversary_auc_max": 0.4}, "target.adversary_auc_max", "> 0.5 and <= 1"),
         ({"eps": -1}, "target.eps", "> 0"),
         ({"eps": float("inf")}, "target.eps", "> 0"),
-        ({"privacy_gapp": 0.05}, "target", "privacy_gap | adversary_auc_max | eps"),
+        ({"privacy_gapp": 0.05}, "target", "excess_gap | privacy_gap | adversary_auc_max | eps"),
         ({"mi/nosuch/gender": 0.1}, "target.mi/nosuch/gender", "variational"),
         ({"mi/ksg": 0.1}, "target", "mi/<estimator>/<sensitive label>"),
         ("strict", "target", "or 'none'"),

@@ -35,7 +35,7 @@ from veil.certify.intervals import (
     resample_counts,
     signed_gap_draws,
 )
-from veil.certify.target import MI_PREFIX, Target
+from veil.certify.target import INTERVAL_CHECKED, MI_PREFIX, Target
 from veil.datasets.base import Dataset
 
 CONFIDENCE = 0.95
@@ -50,7 +50,7 @@ SCOPE = (
 @dataclass(frozen=True)
 class Adversary:
     """One adversary (probe family) on one sensitive label: its gap AUC - 0.5 on the selection fold of the train
-    rows, and its test AUC and gap with one-sided 95% bounds (`low`, `high`)."""
+    rows, and its test AUC, gap and excess over the utility labels' baseline with one-sided 95% bounds."""
 
     label: str
     probe: str
@@ -60,6 +60,8 @@ class Adversary:
     """its gap on the selection fold: the strongest adversary of each label is chosen by it, never by test rows"""
     chosen: bool = False
     """the strongest of its label on the selection fold: the certificate's point estimate is its test gap"""
+    excess: Interval | None = None
+    """its gap less the utility labels' (floored at 0), paired on the same resamples of the test rows"""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -67,6 +69,7 @@ class Adversary:
             "probe": self.probe,
             "auc": self.auc.to_dict(),
             "privacy_gap": self.gap.to_dict(),
+            "excess_gap": self.excess.to_dict() if self.excess is not None else None,
             "selection_gap": self.selection,
             "chosen": self.chosen,
         }
@@ -84,15 +87,18 @@ def judge(selection: Sequence[float], gaps: Sequence[Interval]) -> tuple[int, In
     return chosen, Interval(gaps[chosen].point, gaps[chosen].low, max(g.high for g in gaps))
 
 
-def judged(adversaries: Sequence[Adversary]) -> tuple[list[Adversary], dict[str, Interval]]:
+def judged(adversaries: Sequence[Adversary]) -> tuple[list[Adversary], dict[str, Interval], dict[str, Interval]]:
     """`adversaries` with the strongest of each label on the selection fold marked `chosen`, and each label's gap
-    (`judge`)."""
-    out, gaps = list(adversaries), {}
+    and excess (`judge`, the same adversary chosen for both)."""
+    out, gaps, excess = list(adversaries), {}, {}
     for label in dict.fromkeys(a.label for a in adversaries):
         idx = [i for i, a in enumerate(adversaries) if a.label == label]
-        chosen, gaps[label] = judge([adversaries[i].selection for i in idx], [adversaries[i].gap for i in idx])
+        selection = [adversaries[i].selection for i in idx]
+        chosen, gaps[label] = judge(selection, [adversaries[i].gap for i in idx])
+        ex = [adversaries[i].excess for i in idx]
+        excess[label] = judge(selection, [e if e is not None else adversaries[i].gap for i, e in zip(idx, ex)])[1]
         out[idx[chosen]] = replace(adversaries[idx[chosen]], chosen=True)
-    return out, gaps
+    return out, gaps, excess
 
 
 @dataclass(frozen=True)
@@ -122,6 +128,8 @@ class Certificate:
     adversaries: list[Adversary]
     worst_gap: Interval
     worst_auc: Interval
+    worst_excess: Interval
+    """the worst label's excess over what the utility labels alone reveal (`excess_draws`)"""
     strongest: str
     """'<label> / <probe>' of the adversary whose upper bound is the certificate's (the worst label's largest)"""
     utility: Interval
@@ -153,6 +161,7 @@ class Certificate:
             "checks": [asdict(c) for c in self.checks],
             "certifies_instead": certified_instead(self.checks),
             "privacy_gap": self.worst_gap.to_dict(),
+            "excess_gap": self.worst_excess.to_dict(),
             "adversary_auc_max": self.worst_auc.to_dict(),
             "strongest_adversary": self.strongest,
             "utility_auc": self.utility.to_dict(),
@@ -177,6 +186,8 @@ class Certificate:
             "certificate/met": float(self.met),
             "certificate/privacy_gap": self.worst_gap.point,
             "certificate/privacy_gap_high": self.worst_gap.high,
+            "certificate/excess_gap": self.worst_excess.point,
+            "certificate/excess_gap_high": self.worst_excess.high,
             "certificate/adversary_auc_max": self.worst_auc.point,
             "certificate/adversary_auc_max_high": self.worst_auc.high,
             "certificate/utility_auc": self.utility.point,
@@ -191,7 +202,7 @@ class Certificate:
         verdict = "MET" if self.met else "NOT MET"
         return (
             f"certificate {verdict}: target {self.target.text()}; worst privacy gap {self.worst_gap.text()} "
-            f"({self.strongest}); utility AUC {self.utility.text()}; one-sided 95% bounds over {self.test_rows} test "
+            f"({self.strongest}), beyond the utility labels' {self.worst_excess.text()}; utility AUC {self.utility.text()}; one-sided 95% bounds over {self.test_rows} test "
             "rows"
         )
 
@@ -214,17 +225,20 @@ class Certificate:
             lines += ["", f"What this release does certify: {' and '.join(instead)} (95% upper end, rounded up)."]
         lines += [
             "",
-            f"Worst privacy gap {self.worst_gap.text()} ({self.strongest}); utility AUC {self.utility.text()}; "
+            f"Worst privacy gap {self.worst_gap.text()} ({self.strongest}); beyond what the utility labels alone "
+            f"reveal (excess gap) {self.worst_excess.text()}; utility AUC {self.utility.text()}; "
             f"each end of [low, high] a one-sided 95% bootstrap bound over {self.test_rows} test rows "
             f"({self.bootstrap} resamples). A label's upper end is its adversaries' largest; its point is the gap of "
             "the adversary strongest on a selection fold of the train rows (never the test rows).",
             "",
-            "| sensitive label | adversary | selection-fold gap | test AUC [95% bounds] | privacy gap [95% bounds] |",
-            "|---|---|---|---|---|",
+            "| sensitive label | adversary | selection-fold gap | test AUC [95% bounds] | privacy gap [95% bounds] | "
+            "excess gap [95% bounds] |",
+            "|---|---|---|---|---|---|",
         ]
         for a in self.adversaries:
             name = f"**{a.probe}** (chosen)" if a.chosen else a.probe
-            lines.append(f"| {a.label} | {name} | {a.selection:.3f} | {a.auc.text()} | {a.gap.text()} |")
+            ex = a.excess.text() if a.excess is not None else "-"
+            lines.append(f"| {a.label} | {name} | {a.selection:.3f} | {a.auc.text()} | {a.gap.text()} | {ex} |")
         for t in self.ldp:
             lines.append(
                 f"\nEmpirical epsilon ({t['pair']} pair, L1 {t['l1']:.3g}): >= {t['lower_bound']:.3f} at "
@@ -232,6 +246,7 @@ class Certificate:
             )
         if self.notes:
             lines += [""] + [f"- {n}" for n in self.notes]
+        lines += front_table(self.calibration)
         if self.wire is not None:
             w = self.wire
             state = {None: "not checked", True: "met", False: "**NOT met**"}[w["met"]]
@@ -249,6 +264,28 @@ class Certificate:
             lines += [f"- {n}" for n in w["notes"]]
         lines += ["", f"Scope: {SCOPE}."]
         return "\n".join(lines)
+
+
+def front_table(calibration: Mapping[str, Any] | None) -> list[str]:
+    """Markdown lines of calibration's front: which target each setting it tried would meet (with the calibration's
+    assurance) and the validation utility it keeps; empty without a calibration or a front."""
+    front = (calibration or {}).get("front") or []
+    if not front:
+        return []
+    metric = next((m for m in (calibration or {}).get("target", {}) if m in INTERVAL_CHECKED), "bound")
+    knob = (calibration or {}).get("knob", "knob")
+    lines = [
+        "",
+        f"#### What each target would keep (calibration's front, validation rows; met with probability "
+        f"{(calibration or {}).get('assurance', 0.9):g})",
+        "",
+        f"| --target {metric}= | validation utility AUC | {knob} |",
+        "|---|---|---|",
+    ]
+    for row in front:
+        limit = math.ceil(round(row["needs"] * 100, 6)) / 100
+        lines.append(f"| {limit:g} | {row['utility']:.3f} | {row['value']:.4g} |")
+    return lines
 
 
 #: share of the released train rows held out of the adversaries' training to choose the strongest one on
@@ -296,28 +333,44 @@ def fit_suite(z_tr: np.ndarray, z_te: np.ndarray, ds: Dataset, cfg: AuditConfig)
     return out
 
 
-def utility_reveals(ds: Dataset) -> dict[str, float]:
-    """For each sensitive label, the privacy gap of predicting it from the utility labels alone (class frequencies
-    of s per utility-label combination on the train rows, scored on the test rows): a release that keeps every
-    utility label cannot hide s below this."""
+def baseline_probas(train: Any, test: Any, num_classes: Mapping[str, int]) -> dict[str, np.ndarray]:
+    """For each sensitive label, the best predictor of it from the utility labels alone: the class frequencies of s
+    per utility-label combination on the `train` rows (+1 smoothing), as class probabilities on the `test` rows.
+    A release that keeps every utility label reveals at least what this predictor does."""
 
     def key(split: Any) -> np.ndarray:
         cols = [np.asarray(v) for v in split.utility.values()]
         return np.stack(cols, axis=1) if cols else np.zeros((len(split), 1), np.int64)
 
-    ktr, kte = key(ds.train), key(ds.test)
+    ktr, kte = key(train), key(test)
     combos, tr_idx = np.unique(ktr, axis=0, return_inverse=True)
     lookup = {tuple(c): i for i, c in enumerate(combos)}
     te_idx = np.array([lookup.get(tuple(r), -1) for r in kte])
     out = {}
-    for name, y_tr in ds.train.sensitive.items():
-        k = int(ds.num_classes[name])
-        table = np.ones((len(combos) + 1, k))  # +1 smoothing; the last row: a combination unseen in train
+    for name, y_tr in train.sensitive.items():
+        k = int(num_classes[name])
+        table = np.ones((len(combos) + 1, k))  # the last row: a combination unseen in train
         np.add.at(table, (tr_idx.ravel(), np.asarray(y_tr)), 1.0)
-        proba = (table / table.sum(axis=1, keepdims=True))[te_idx]
-        aucs = class_auc_draws(np.asarray(ds.test.sensitive[name]), proba, k, None)
+        out[name] = (table / table.sum(axis=1, keepdims=True))[te_idx]
+    return out
+
+
+def utility_reveals(ds: Dataset) -> dict[str, float]:
+    """For each sensitive label, the privacy gap of predicting it from the utility labels alone (`baseline_probas`,
+    scored on the test rows): a release that keeps every utility label cannot hide s below this."""
+    out = {}
+    for name, proba in baseline_probas(ds.train, ds.test, ds.num_classes).items():
+        aucs = class_auc_draws(np.asarray(ds.test.sensitive[name]), proba, int(ds.num_classes[name]), None)
         out[name] = float(gap_draws(aucs)[0])
     return out
+
+
+def excess_draws(gap: np.ndarray, baseline: np.ndarray) -> np.ndarray:
+    """An adversary's signed gap beyond the utility labels' baseline, per draw: gap - max(baseline gap, 0), both
+    read on the same resample of the test rows (paired: where the release keeps u, the two rankings move together
+    and the difference varies far less than either). The baseline is floored at 0 because labels that reveal
+    nothing about s cannot excuse a leak: there the excess is the gap itself."""
+    return gap - np.maximum(baseline, 0.0)
 
 
 def certify(
@@ -338,6 +391,13 @@ def certify(
     n = len(ds.test)
     counts = resample_counts(n, cfg.bootstrap, cfg.seed + 7)
     fold = selection_fold(len(z_tr), cfg.seed + 11)
+    baseline = {}
+    for name, proba in baseline_probas(ds.train, ds.test, ds.num_classes).items():
+        y, k = np.asarray(ds.test.sensitive[name]), int(ds.num_classes[name])
+        baseline[name] = (
+            signed_gap_draws(class_auc_draws(y, proba, k, None))[0],
+            signed_gap_draws(class_auc_draws(y, proba, k, counts)),
+        )
     adversaries: list[Adversary] = []
     for f in fit_suite(z_tr, z_te, ds, cfg):
         y = np.asarray(ds.test.sensitive[f.label])
@@ -346,11 +406,14 @@ def certify(
         draws = signed_gap_draws(class_auc_draws(y, f.test, f.n_classes, counts))
         point = float(signed_gap_draws(class_auc_draws(y, f.test, f.n_classes, None))[0])
         gap = one_sided(point, draws)
+        b_point, b_draws = baseline[f.label]
+        excess = one_sided(float(excess_draws(np.array([point]), np.array([b_point]))[0]), excess_draws(draws, b_draws))
         auc = Interval(0.5 + gap.point, 0.5 + gap.low, 0.5 + gap.high)
-        adversaries.append(Adversary(f.label, f.probe, auc, gap, float(chosen_on[0])))
-    adversaries, gaps = judged(adversaries)
+        adversaries.append(Adversary(f.label, f.probe, auc, gap, float(chosen_on[0]), excess=excess))
+    adversaries, gaps, excesses = judged(adversaries)
     worst_label = max(gaps, key=lambda k: (gaps[k].high, gaps[k].point))
     worst_gap = gaps[worst_label]
+    worst_excess = excesses[max(excesses, key=lambda k: (excesses[k].high, excesses[k].point))]
     worst_auc = Interval(0.5 + worst_gap.point, 0.5 + worst_gap.low, 0.5 + worst_gap.high)
     strongest = max((a for a in adversaries if a.label == worst_label), key=lambda a: (a.gap.high, a.gap.point))
     util_labels: dict[str, Interval] = {}
@@ -369,6 +432,7 @@ def certify(
         adversaries,
         worst_gap,
         worst_auc,
+        worst_excess,
         f"{strongest.label} / {strongest.probe}",
         utility,
         util_labels,
@@ -420,8 +484,8 @@ def check(
     metric: str, limit: float, cert: Certificate, z_train: np.ndarray, z_test: np.ndarray, ds: Dataset, cfg: AuditConfig
 ) -> Check:
     """One bound of the target against the certificate's figures."""
-    if metric == "privacy_gap":
-        iv = cert.worst_gap
+    if metric in ("privacy_gap", "excess_gap"):
+        iv = cert.worst_gap if metric == "privacy_gap" else cert.worst_excess
         return Check(metric, limit, iv.point, iv.high, "95% upper end", bool(iv.high <= limit))
     if metric == "adversary_auc_max":
         iv = cert.worst_auc
@@ -443,9 +507,10 @@ def notes(cert: Certificate) -> list[str]:
     """Plain-language lines a reviewer needs beside the figures."""
     out = []
     for c in cert.checks:
-        if c.metric == "privacy_gap" and not c.met and c.value <= c.limit:
+        if c.metric in ("privacy_gap", "excess_gap") and not c.met and c.value <= c.limit:
+            what = "gap" if c.metric == "privacy_gap" else "excess gap"
             out.append(
-                f"the worst gap's point estimate ({c.value:.3f}) is within the target but its 95% upper bound reaches "
+                f"the worst {what}'s point estimate ({c.value:.3f}) is within the target but its 95% upper bound reaches "
                 f"{c.checked:.3f}: {cert.test_rows} test rows cannot show it below {c.limit:g}"
             )
     if cert.utility.low <= 0.5:
@@ -457,6 +522,7 @@ def notes(cert: Certificate) -> list[str]:
     for name, gap in revealing.items():
         out.append(
             f"the utility labels alone reveal '{name}' with a privacy gap of {gap:.3f} on the test rows: a release "
-            "that keeps them fully cannot hide it further, so meeting a smaller target costs utility"
+            "that keeps them fully cannot hide it further, so a privacy_gap target below it costs utility (an "
+            "excess_gap target bounds only what the release reveals beyond them)"
         )
     return out

@@ -258,6 +258,7 @@ def audit_wire(capture: WireCapture, ds: Dataset, target: Target, cfg: AuditConf
             "train_rows": int(len(view.train_rows)),
             "test_rows": cert.test_rows,
             "privacy_gap": cert.worst_gap.to_dict(),
+            "excess_gap": cert.worst_excess.to_dict(),
             "adversary_auc_max": cert.worst_auc.to_dict(),
             "strongest_adversary": cert.strongest,
             "utility_auc": cert.utility.to_dict(),
