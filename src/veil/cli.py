@@ -274,7 +274,14 @@ def print_certificate(result: Any, out: Any) -> None:
             if knob
             else "no knob"
         )
-        hint = f"; leave {knob.get('field')} unset to let Veil calibrate it" if knob.get("set_by") == "run" else ""
+        hint = ""
+        if knob.get("set_by") == "run":
+            refused = knob.get("calibration_refused")
+            hint = (
+                f"; calibrating {knob.get('field')} would not help here: {refused}"
+                if refused
+                else f"; leave {knob.get('field')} unset to let Veil calibrate it"
+            )
         warn(f"this release does NOT meet its target ({cert.target.text()}; {who}){does}{hint}")
 
 
@@ -455,7 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-t",
         action="append",
         metavar="METRIC=BOUND",
-        help="leakage target the release must meet: privacy_gap=0.05 (the default for privacy methods), "
+        help="leakage target the release must meet: excess_gap=0.05 (the default for privacy methods: at most 0.05 beyond what the utility labels alone reveal), "
         "adversary_auc_max=0.55, eps=4 (eps-LDP methods), mi/ESTIMATOR/LABEL=0.01; repeat for several; "
         "'none' for no certificate. Without the method's knob set, Veil calibrates the knob to it",
     )

@@ -19,6 +19,19 @@ class ConfigError(VeilError, ValueError):
         super().__init__(f"{prefix}invalid value for '{field}': {value!r} (allowed: {allowed})")
 
 
+class UncertifiableTarget(ConfigError):
+    """A target the test split is too small to certify (a ConfigError on `target.<metric>`), worded for a target the
+    user may never have typed: the default one."""
+
+    def __init__(self, field: str, value: Any, allowed: str, default: bool, rows: int) -> None:
+        super().__init__(field, value, allowed)
+        what = f"the default target ({field[len('target.') :]} <= {value:g})" if default else f"{field} <= {value:g}"
+        self.args = (f"{what} cannot be certified on {rows} test rows: {allowed}",)
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
 class UnknownNameError(VeilError, KeyError):
     """A name (method, dataset, parameter, metric) is not registered."""
 

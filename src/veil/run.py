@@ -366,6 +366,7 @@ def track(
             )
         if calibration is not None:
             tracker.log_dict(calibration.to_dict(), "calibration.json")
+            tracker.log_written("calibration.png", calibration.plot)
         metrics["total_seconds"] = time.time() - t0
         tracker.log_metrics(metrics)
         log_outcome(tracker, v, ds, outcome, audited, job, params["code_version"])
@@ -440,7 +441,7 @@ def certify_release(
     knob_info = None
     if knob is not None:
         knob_info = {"field": knob.field, "value": knob.read(v.method_config), "set_by": v.knob_set_by}
-    return certify(
+    cert = certify(
         audited.z_train,
         audited.z_test,
         audited.covered(ds),
@@ -451,6 +452,16 @@ def certify_release(
         knob=knob_info,
         calibration=calibration.to_dict() if calibration is not None else None,
     )
+    if cert.knob is not None and cert.knob["set_by"] == "run" and not cert.met:
+        # whether "leave the knob unset" is advice that works: calibrating it for this target could be refused
+        from veil.certify.resolution import check_resolution
+        from veil.errors import UncertifiableTarget
+
+        try:
+            check_resolution(ds, v.target, v.audit_config, v.spec.dataset, v.spec.seed)
+        except UncertifiableTarget as e:
+            cert.knob["calibration_refused"] = str(e)
+    return cert
 
 
 # -- population trials -----------------------------------------------------------------------------------

@@ -104,7 +104,7 @@ class RunSpec:
     federation: Mapping[str, Any] = field(default_factory=dict)
     """Federated methods: placement, live audit and fault options (see `veil.methods.federated.FederationOptions`)."""
     target: Any = None
-    """Leakage target, e.g. {privacy_gap: 0.05} (`veil.certify.target`); 'none' for no certificate; unset = the
+    """Leakage target, e.g. {excess_gap: 0.05} or {privacy_gap: 0.1} (`veil.certify.target`); 'none' for no certificate; unset = the
     default target for a method with a privacy knob, none for the others."""
     calibrate: bool = True
     """Calibrate the privacy knob to the target when the run does not set it (sweep trials never do)."""

@@ -7,15 +7,19 @@ A run given a target (or the default one) and not its knob calibrates before it 
 2. Stage 1: `grid` knob values spread over the knob's range (`PrivacyKnob`) train on the remaining rows, as one
    vectorised population where the method has a population form (`veil.methods.population`), else one by one.
    Each is scored on the validation rows: the utility AUC of the audit's probe, and the worst leakage of the
-   audit's probe, a logistic regression and gradient boosting over the sensitive labels.
+   audit's probe, a logistic regression and gradient boosting over the sensitive labels (the certificate's
+   statistic: signed gap AUC - 0.5, or its excess over the utility labels' baseline), with its bootstrap spread.
 3. Refinement stages (bracketing): `refine` values between the feasible value nearest the useful end and the
-   infeasible one beyond it, `rounds` times.
-4. Every candidate is judged together (`assess`): leakage grows with the knob, so each figure, with the finite
-   validation split's noise taken out, is fitted by an increasing isotonic regression over the knob from its least
-   leaking candidate on, pooling the noise of neighbouring candidates. A candidate is feasible when the fitted
-   figure leaves `margin` to the bound: what the certificate's interval adds on the test split, plus room for
-   both splits' noise (`margin_for`). The feasible value nearest the knob's useful end wins (utility grows with
-   the knob as leakage does; one candidate's validation utility is too noisy near the private end to rank them).
+   infeasible one beyond it, wherever they lie (the private end included), `rounds` times.
+4. Every candidate is judged together (`assess`): leakage grows with the knob, so each figure is fitted by an
+   increasing isotonic regression over the knob from its least leaking candidate on, pooling the noise of
+   neighbouring candidates. A candidate is feasible when its certificate will be met with probability
+   `assurance` (`margin_of`): the fitted figure, plus what the certificate's one-sided bound adds on the test
+   split, plus `z(assurance)` standard deviations of the difference between the validation figure and the
+   certificate's, all from the candidate's own bootstrap spread (a release that keeps u, judged against an
+   excess bound, varies far less than an independent one). The feasible value nearest the knob's useful end wins
+   (utility grows with the knob as leakage does; one candidate's validation utility is too noisy near the private
+   end to rank them).
 
 A centralized run releases the winning candidate itself (the model that was validated is the model that is
 certified). A federation is trained again on every training row with the winning value: its clients release
@@ -35,9 +39,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from veil.audit.probes import AuditConfig, label_tasks, prepare, probe_metrics
+from veil.audit.probes import AuditConfig, label_tasks, prepare
 from veil.audit.step import stacked_audit
-from veil.certify.resolution import certificate_floor, resolution
+from veil.certify.resolution import Z_CERTIFICATE, margin_of, null_margin
 from veil.certify.search import CalibrationConfig
 from veil.certify.target import MI_PREFIX, Target
 from veil.config import build
@@ -60,6 +64,8 @@ EXIT_NOT_MET = 3
 MIN_BRACKET = 0.005
 #: a validation utility this much above the feasible edge's marks where the trade-off turns (`bracket`)
 UTILITY_STEP = 0.03
+#: bootstrap resamples of the validation rows that give each candidate's spread
+VALIDATION_DRAWS = 200
 
 
 @dataclass
@@ -76,8 +82,19 @@ class Candidate:
     """per bound of the target, the figure on the validation rows (worst over the calibration's adversaries)"""
     feasible: bool = False
     estimate: dict[str, float] = field(default_factory=dict)
-    """per bound, the pooled estimate feasibility is judged on (`assess`): the validation figure with the noise
-    of a finite validation split taken out, made monotone in the knob from the least leaking candidate on"""
+    """per bound, the pooled estimate feasibility is judged on (`assess`): the validation figure made monotone in
+    the knob from the least leaking candidate on"""
+    spread: dict[str, float] = field(default_factory=dict)
+    """per gap, excess or AUC bound, the bootstrap standard deviation of the worst adversary's validation figure"""
+    room: dict[str, float] = field(default_factory=dict)
+    """per gap, excess or AUC bound, how far the certificate's upper end may land above the estimate (`margin_of`)"""
+    upper: dict[str, float] = field(default_factory=dict)
+    """per gap, excess or AUC bound, how far above each other adversary's point its bound would reach, worst first
+    (the certificate takes the largest upper bound of its suite, not the largest point)"""
+
+    def needs(self, metric: str) -> float:
+        """The tightest limit on `metric` this candidate would be feasible under: estimate plus room."""
+        return self.estimate.get(metric, math.nan) + self.room.get(metric, 0.0)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -94,8 +111,7 @@ class Calibration:
     released: Candidate
     """the winner, or the least leaking candidate when none was feasible"""
     margin: float
-    noise: float
-    """the validation split's noise level taken out of every gap (`validation_noise`)"""
+    """the room the released candidate left to its (first gap, excess or AUC) bound (`margin_of`)"""
     fit_rows: int
     validation_rows: int
     seconds: float
@@ -117,11 +133,12 @@ class Calibration:
             "met_on_validation": self.met,
             "value": self.released.value,
             "margin": self.margin,
-            "validation_noise": self.noise,
+            "assurance": self.config.assurance,
             "fit_rows": self.fit_rows,
             "validation_rows": self.validation_rows,
             "seconds": round(self.seconds, 2),
             "trail": [c.to_dict() for c in sorted(self.trail, key=lambda c: c.position)],
+            "front": self.front(),
             "settings": dataclasses.asdict(self.config),
         }
 
@@ -138,16 +155,93 @@ class Calibration:
         }
 
     def table(self) -> str:
-        """The trail as aligned text lines (the console's): each bound's validation figure, then its pooled
-        estimate (`assess`) in brackets."""
+        """The trail as aligned text lines (the console's): each bound's validation figure, its pooled estimate
+        (`assess`) in brackets, and the tightest limit the candidate would be feasible under."""
         names = list(self.trail[0].leakage) if self.trail else []
-        head = f"  {self.knob.field:>10}  {'utility':>7}  " + "  ".join(f"{n + ' [pooled]':>26}" for n in names)
+        head = f"  {self.knob.field:>10}  {'utility':>7}  " + "  ".join(f"{n + ' [pooled] needs':>34}" for n in names)
         rows = [head + "  feasible"]
         for c in sorted(self.trail, key=lambda c: c.position):
             mark = " <- released" if c is self.released else ""
-            leak = "  ".join(f"{c.leakage[n]:>17.4f} [{c.estimate.get(n, math.nan):.4f}]" for n in names)
+            leak = "  ".join(
+                f"{c.leakage[n]:>17.4f} [{c.estimate.get(n, math.nan):.4f}] {c.needs(n):>6.3f}" for n in names
+            )
             rows.append(f"  {c.value:>10.4g}  {c.utility:>7.3f}  {leak}  {'yes' if c.feasible else 'no':>8}{mark}")
         return "\n".join(rows)
+
+    def metric(self) -> str | None:
+        """The bound the front is read on: the target's first gap, excess or AUC bound (None: it has none)."""
+        return next((b.metric for b in self.target.bounds if b.interval_checked), None)
+
+    def front(self) -> list[dict[str, float]]:
+        """What each target would keep, read off the trail: the candidates no other beats on both the limit they
+        need (`Candidate.needs`) and validation utility, from the most private on. A target at a row's `needs` is
+        met with probability `assurance` by that row's setting, with its validation utility."""
+        metric = self.metric()
+        if metric is None:
+            return []
+        rows = sorted(
+            ((c.needs(metric), c.utility, c.value) for c in self.trail if math.isfinite(c.needs(metric))),
+            key=lambda r: (r[0], -r[1]),
+        )
+        out: list[dict[str, float]] = []
+        for need, utility, value in rows:
+            if not out or utility > out[-1]["utility"] + 1e-9:
+                out.append({"needs": need, "utility": utility, "value": value})
+        return out
+
+    def plot(self, path: Any) -> None:
+        """calibration.png: every candidate's validation utility against the limit it needs (`Candidate.needs`),
+        the front, the target's bound and the released candidate."""
+        from matplotlib.figure import Figure
+
+        metric = self.metric()
+        fig = Figure(figsize=(6.4, 4.2))
+        ax = fig.add_subplot()
+        if metric is not None:
+            for feasible in (True, False):
+                pts = [(c.needs(metric), c.utility) for c in self.trail if c.feasible is feasible]
+                if pts:
+                    ax.scatter(
+                        [p[0] for p in pts],
+                        [p[1] for p in pts],
+                        s=28,
+                        facecolors="#3366aa" if feasible else "none",
+                        edgecolors="#3366aa" if feasible else "#999999",
+                        label="feasible" if feasible else "infeasible",
+                    )
+            front = self.front()
+            if front:
+                ax.step([r["needs"] for r in front], [r["utility"] for r in front], where="post", color="#3366aa")
+            bound = self.target.get(metric)
+            if bound is not None:
+                ax.axvline(bound.limit, color="#cc2222", linestyle="--", label=f"target {bound.text()}")
+            r = self.released
+            ax.scatter([r.needs(metric)], [r.utility], marker="*", s=160, color="#cc2222", label="released", zorder=3)
+            ax.set_xlabel(f"{metric} the setting needs (met with probability {self.config.assurance:g})")
+        ax.set_ylabel("validation utility AUC")
+        ax.set_title(f"calibration of {self.knob.field}: what each target keeps", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="lower right")
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+
+    def advice(self) -> list[str]:
+        """'to keep utility AUC >= 0.9, accept excess_gap <= 0.21' lines: the front's rows that keep more utility
+        than the released candidate."""
+        metric = self.metric()
+        if metric is None:
+            return []
+        out: list[str] = []
+        kept = self.released.utility
+        for row in self.front():
+            if row["utility"] > kept + 0.01:
+                kept = row["utility"]
+                limit = math.ceil(round(row["needs"] * 100, 6)) / 100
+                out.append(
+                    f"to keep validation utility AUC {row['utility']:.2f}, accept --target {metric}={limit:g} "
+                    f"({self.knob.field} {row['value']:.4g})"
+                )
+        return out
 
 
 @contextlib.contextmanager
@@ -184,24 +278,6 @@ def validation_split(ds: Dataset, fraction: float, seed: int) -> tuple[Dataset, 
     return cal, fit, val
 
 
-def margin_for(
-    ds: Dataset, ds_cal: Dataset, target: Target, config: CalibrationConfig, cfg: AuditConfig, seed: int
-) -> float:
-    """The room gap and AUC bounds must leave on validation: the configured margin, else the certificate's floor on
-    the test split (`certificate_floor`: what its upper end adds to a release that leaks nothing) plus room for the
-    two splits' noise (the typical worst point gap of an independent release on the validation rows against the
-    calibration's adversaries and on the test rows against the certificate's chosen one, added in quadrature), so that the
-    candidate released passes the certificate most of the time rather than half of it."""
-    if config.margin is not None:
-        return float(config.margin)
-    if not any(b.interval_checked for b in target.bounds):
-        return 0.0
-    floor = certificate_floor(ds, cfg, "privacy_gap", seed)[0]
-    # the certificate's point is one adversary's, chosen on other rows: it carries one adversary's noise
-    test_noise = max(r.noise for r in resolution(ds.train, ds.num_classes, len(ds.test), 1, seed))
-    return floor + math.hypot(validation_noise(ds_cal, seed), test_noise)
-
-
 def leakage(
     z_fit: np.ndarray,
     z_val: np.ndarray,
@@ -211,43 +287,59 @@ def leakage(
     cfg: AuditConfig,
     knob_value: float,
     knob: PrivacyKnob,
-) -> dict[str, float]:
-    """Each bound's figure on the validation rows: the worst gap / AUC over the audit's probe and the calibration
-    adversaries, an MI estimate, or the knob's eps."""
+    seed: int = 0,
+) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """Each bound's figure on the validation rows, with (for gap, excess and AUC bounds) its bootstrap standard
+    deviation and how far the adversaries' one-sided bounds reach above the worst point (`margin_of`'s `upper`).
+    Gap and AUC figures are the certificate's: the worst signed gap AUC - 0.5 over the audit's probe and the
+    calibration adversaries; excess figures pair each with the utility labels' baseline on the same resamples."""
     from veil.audit.capacity import CapacityConfig, fit_predict
+    from veil.certify.certificate import baseline_probas, excess_draws
+    from veil.certify.intervals import class_auc_draws, resample_counts, signed_gap_draws
 
-    gaps, aucs = [], []
-    z_tr, z_te = prepare(z_fit, z_val, cfg.standardize)
-    ccfg = CapacityConfig.from_audit(cfg)
-    for s in report.scores:
-        if s.role == "adversary":
-            gaps.append(s.privacy_gap)
-            aucs.append(s.auc)
-    if any(b.interval_checked for b in target.bounds):
+    figures: dict[str, float] = {}
+    spreads: dict[str, float] = {}
+    uppers: dict[str, float] = {}
+    checked = [b.metric for b in target.bounds if b.interval_checked]
+    if checked:
+        z_tr, z_te = prepare(z_fit, z_val, cfg.standardize)
+        ccfg = CapacityConfig.from_audit(cfg)
+        counts = resample_counts(len(z_val), VALIDATION_DRAWS, seed + 13)
+        base = baseline_probas(ds_cal.train, ds_cal.test, ds_cal.num_classes)
+        # per adversary and label: (point, draws) of the signed gap and of its excess
+        gaps: list[tuple[float, np.ndarray]] = []
+        excess: list[tuple[float, np.ndarray]] = []
         for t in label_tasks(ds_cal.train, ds_cal.test, ds_cal.num_classes):
             if t.role != "adversary":
                 continue
-            for probe in CALIBRATION_PROBES:
-                m = probe_metrics(
-                    t.y_test,
-                    fit_predict(probe, z_tr, t.y_train, z_te, t.n_classes, ccfg, cfg.seed + 500 + t.offset),
-                    t.n_classes,
-                )
-                gaps.append(m.gap)
-                aucs.append(m.auc)
-    out: dict[str, float] = {}
+            b_point = signed_gap_draws(class_auc_draws(t.y_test, base[t.name], t.n_classes, None))
+            b_draws = signed_gap_draws(class_auc_draws(t.y_test, base[t.name], t.n_classes, counts))
+            probas = [report.probas[t.name]] + [
+                fit_predict(probe, z_tr, t.y_train, z_te, t.n_classes, ccfg, cfg.seed + 500 + t.offset)
+                for probe in CALIBRATION_PROBES
+            ]
+            for proba in probas:
+                point = float(signed_gap_draws(class_auc_draws(t.y_test, proba, t.n_classes, None))[0])
+                draws = signed_gap_draws(class_auc_draws(t.y_test, proba, t.n_classes, counts))
+                gaps.append((point, draws))
+                excess.append((float(excess_draws(np.array([point]), b_point)[0]), excess_draws(draws, b_draws)))
+        for metric in checked:
+            pairs = excess if metric == "excess_gap" else gaps
+            worst = max(range(len(pairs)), key=lambda i: pairs[i][0])
+            point = pairs[worst][0]
+            sds = [float(np.nanstd(d)) for _, d in pairs]
+            figures[metric] = point + (0.5 if metric == "adversary_auc_max" else 0.0)
+            spreads[metric] = sds[worst]
+            # how far the suite's largest one-sided bound reaches above the worst point, on these rows
+            uppers[metric] = max(p + Z_CERTIFICATE * sd for (p, _), sd in zip(pairs, sds)) - point
     for b in target.bounds:
-        if b.metric == "privacy_gap":
-            out[b.metric] = float(np.nanmax(gaps))
-        elif b.metric == "adversary_auc_max":
-            out[b.metric] = float(np.nanmax(aucs))
-        elif b.metric == "eps":
-            out[b.metric] = knob_value if knob.field == "eps" else math.nan
+        if b.metric == "eps":
+            figures[b.metric] = knob_value if knob.field == "eps" else math.nan
         elif b.metric.startswith(MI_PREFIX):
             from veil.audit.mi import estimate_mi
 
             _, est, label = b.metric.split("/")
-            out[b.metric] = estimate_mi(
+            figures[b.metric] = estimate_mi(
                 z_fit,
                 np.asarray(ds_cal.train.sensitive[label]),
                 z_val,
@@ -255,47 +347,27 @@ def leakage(
                 est,
                 seed=cfg.seed,
             ).value
-    return out
+    return figures, spreads, uppers
 
 
-def validation_noise(ds_cal: Dataset, seed: int = 0) -> float:
-    """The worst point gap an independent release typically shows on the validation rows against the calibration's
-    adversaries (the largest over the sensitive labels): what a finite split adds to every measured gap."""
-    res = resolution(ds_cal.train, ds_cal.num_classes, len(ds_cal.test), 1 + len(CALIBRATION_PROBES), seed)
-    return max(r.noise for r in res)
-
-
-def debiased(metric: str, value: float, noise: float) -> float:
-    """A validation gap (or AUC) with the finite split's noise taken out in quadrature: an independent release
-    (gap ~ noise) maps to ~0, a clear leak (gap >> noise) stays nearly as measured."""
-    if math.isnan(value):
-        return value
-    if metric == "privacy_gap":
-        return math.sqrt(max(value * value - noise * noise, 0.0))
-    if metric == "adversary_auc_max":
-        excess = value - 0.5
-        return 0.5 + math.copysign(math.sqrt(max(excess * excess - noise * noise, 0.0)), excess)
-    return value
-
-
-def assess(trail: Sequence[Candidate], target: Target, margin: float, noise: float) -> None:
+def assess(trail: Sequence[Candidate], target: Target, rooms: Callable[[Candidate, str], float]) -> None:
     """Judge every candidate tried so far together. Leakage grows with the knob's position (a more useful
-    setting hides less), so each bound's validation figures, debiased (`debiased`), are fitted by an increasing
-    isotonic regression over positions: the noise of one candidate's small validation split is pooled with its
-    neighbours'. The fit starts at the least leaking candidate (`monotone_from_least`): where a method leaks more
-    at its private end than further on, those candidates keep their own figures. A candidate is feasible when every
-    fitted figure is within its bound, gap and AUC bounds with `margin` to spare; an eps bound on a knob that is not
-    eps is left to the certificate's test (infeasible here)."""
+    setting hides less), so each bound's validation figures are fitted by an increasing isotonic regression over
+    positions: the noise of one candidate's small validation split is pooled with its neighbours'. The fit starts
+    at the least leaking candidate (`monotone_from_least`): where a method leaks more at its private end than
+    further on, those candidates keep their own figures. A candidate is feasible when every fitted figure plus the
+    room its certificate needs (`rooms(candidate, metric)`: `margin_of` for gap, excess and AUC bounds) is within
+    its bound; an eps bound on a knob that is not eps is left to the certificate's test (infeasible here)."""
     order = sorted(trail, key=lambda c: c.position)
     positions = np.array([c.position for c in order])
     for c in order:
-        c.estimate, c.feasible = {}, True
+        c.estimate, c.room, c.feasible = {}, {}, True
     for b in target.bounds:
-        raw = np.array([debiased(b.metric, c.leakage.get(b.metric, math.nan), noise) for c in order])
+        raw = np.array([c.leakage.get(b.metric, math.nan) for c in order])
         fitted = raw if np.isnan(raw).any() else monotone_from_least(positions, raw)
-        room = margin if b.interval_checked else 0.0
         for c, v in zip(order, fitted):
-            c.estimate[b.metric] = float(v)
+            room = rooms(c, b.metric) if b.interval_checked else 0.0
+            c.estimate[b.metric], c.room[b.metric] = float(v), room
             c.feasible = c.feasible and bool(v + room <= b.limit)
 
 
@@ -331,16 +403,15 @@ class Trainer:
         v: ValidatedRun,
         ds_cal: Dataset,
         target: Target,
-        margin: float,
+        rooms: Callable[[Candidate, str], float],
         note: Note,
         on_epoch: EpochHook | None,
         runner: Runner,
     ) -> None:
-        self.v, self.ds_cal, self.target, self.margin, self.note = v, ds_cal, target, margin, note
+        self.v, self.ds_cal, self.target, self.rooms, self.note = v, ds_cal, target, rooms, note
         self.runner = runner
         self.on_epoch = on_epoch
         self.trail: list[Candidate] = []
-        self.noise = validation_noise(ds_cal)
         self.knob = knob_of(v.spec.method)
         assert self.knob is not None
         self.cfg = dataclasses.replace(v.audit_config, mi="none", capacity=False)
@@ -404,12 +475,14 @@ class Trainer:
         trained = self.train(values)
         out = []
         for p, value, (m, h, z_fit, z_val, report) in zip(positions, values, trained):
-            leak = leakage(z_fit, z_val, self.ds_cal, report, self.target, self.cfg, value, knob)
+            leak, spread, upper = leakage(
+                z_fit, z_val, self.ds_cal, report, self.target, self.cfg, value, knob, self.v.spec.seed
+            )
             utility = float(np.mean([s.auc for s in report.scores if s.role == "utility"]))
-            c = Candidate(value, float(p), stage, utility, leak)
+            c = Candidate(value, float(p), stage, utility, leak, spread=spread, upper=upper)
             self.methods[c.value] = (m, h)
             out.append(c)
-        assess([*self.trail, *out], self.target, self.margin, self.noise)
+        assess([*self.trail, *out], self.target, self.rooms)
         self.trail += out
         self.note(
             f"calibration stage {stage}: {len(values)} values of {knob.field} ({min(values):.4g} .. {max(values):.4g}) "
@@ -447,26 +520,30 @@ def calibrate(
     t0 = time.time()
     seed = v.spec.seed if config.seed is None else config.seed
     ds_cal, fit, val = validation_split(ds, config.validation, seed + 7919)
-    margin = margin_for(ds, ds_cal, target, config, v.audit_config, seed)
+
+    def rooms(c: Candidate, metric: str) -> float:
+        if config.margin is not None:
+            return float(config.margin)
+        return margin_of(c.spread.get(metric, 0.0), c.upper.get(metric, 0.0), len(val), len(ds.test), config.assurance)
+
     say(
         f"calibrating {knob.field} for {target.text()} on {len(val)} validation rows held out of the "
-        f"{len(ds.train)} training rows (the test split is read once, for the certificate); margin {margin:.3f}"
+        f"{len(ds.train)} training rows (the test split is read once, for the certificate); a candidate is "
+        f"feasible when its certificate is met with probability {config.assurance:g} or more"
     )
-    tight = [
-        b
-        for b in target.bounds
-        if b.interval_checked and margin >= (b.limit - (0.5 if b.metric != "privacy_gap" else 0.0))
-    ]
-    for b in tight:
-        room = b.limit - (0.5 if b.metric != "privacy_gap" else 0.0)
-        need = math.ceil(len(ds.test) * (margin / (0.5 * room)) ** 2)
-        say(
-            f"calibration has no room: on {len(ds.test)} test rows the certificate's interval and the two splits' "
-            f"noise take {margin:.3f} of the {b.text()} budget, so only a setting that leaks nothing can be judged "
-            f"safe: calibration will release the most private one it finds (its utility near chance). With about "
-            f"{need} test rows half the budget would be left for a useful release; or loosen the target"
-        )
-    trainer = Trainer(v, ds_cal, target, margin, say, on_epoch, runner)
+    absolute = [b for b in target.bounds if b.metric in ("privacy_gap", "adversary_auc_max")]
+    if absolute and config.margin is None:
+        room0 = null_margin(ds, len(val), v.audit_config, config.assurance, seed)
+        for b in absolute:
+            budget = b.limit - (0.5 if b.metric == "adversary_auc_max" else 0.0)
+            if room0 >= 0.5 * budget:
+                say(
+                    f"calibration has little room: on {len(ds.test)} test rows even a release that reveals nothing "
+                    f"about s needs {room0:.3f} of the {b.text()} budget to be met with probability "
+                    f"{config.assurance:g}, so only settings that leak almost nothing can be feasible; an excess_gap "
+                    "target (what the release reveals beyond the utility labels) or more test rows leave more"
+                )
+    trainer = Trainer(v, ds_cal, target, rooms, say, on_epoch, runner)
     lo, hi = search_range(knob, target)
     sizes = config.resolved(v.executor == "federated")
     grid, refine, rounds = int(sizes.grid or 0), int(sizes.refine or 0), int(sizes.rounds or 0)
@@ -490,8 +567,7 @@ def calibrate(
         trail,
         chosen,
         released,
-        margin,
-        trainer.noise,
+        max(released.room.values(), default=0.0),
         len(fit),
         len(val),
         time.time() - t0,
@@ -508,6 +584,8 @@ def calibrate(
             f"calibration found no value of {knob.field} in [{knob.low:g}, {knob.high:g}] that meets {target.text()} "
             f"on validation; releasing the least leaking one ({released.value:.4g}) for the certificate to judge"
         )
+    for line in cal.advice():
+        say(line)
     return cal
 
 

@@ -14,7 +14,7 @@ from veil.audit.settings import AuditConfig
 from veil.certify.intervals import Resolution, null_resolution
 from veil.certify.target import Target
 from veil.datasets.base import Dataset
-from veil.errors import ConfigError
+from veil.errors import UncertifiableTarget
 
 
 def resolution(ds_side: Any, num_classes: Any, rows: int, scorers: int, seed: int) -> list[Resolution]:
@@ -35,26 +35,96 @@ def certificate_floor(ds: Dataset, cfg: AuditConfig, metric: str, seed: int) -> 
     return (worst.floor if metric == "privacy_gap" else worst.auc_floor), worst.label
 
 
+#: the certificate's one-sided 95% bound: its upper end lies this many standard deviations above its point
+Z_CERTIFICATE = 1.6449
+#: the share of the training rows calibration scores candidates on by default (`CalibrationConfig.validation`)
+VALIDATION_SHARE = 0.3
+#: the probability with which calibration wants a feasible candidate's certificate met (`CalibrationConfig`)
+ASSURANCE = 0.9
+
+
+def z_of(assurance: float) -> float:
+    """The standard normal quantile at `assurance` (0.9 -> 1.2816)."""
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(assurance)
+
+
+def margin_of(spread: float, upper: float, validation_rows: int, test_rows: int, assurance: float) -> float:
+    """How far above a candidate's validation estimate the certificate's upper end may land, with probability
+    `assurance`: what its one-sided bound adds on the test rows (`upper`: the suite's largest bound above the worst
+    point, read on validation, shrunk to the test split's size; at least Z_CERTIFICATE test standard deviations),
+    plus z(assurance) standard deviations of the difference between the validation estimate and the certificate's
+    point. `spread` is the candidate's own bootstrap standard deviation on the validation rows; the test split's
+    is that scaled by sqrt(validation rows / test rows)."""
+    test_spread = spread * math.sqrt(validation_rows / max(test_rows, 1))
+    above = max(Z_CERTIFICATE * test_spread, upper * math.sqrt(validation_rows / max(test_rows, 1)))
+    return above + z_of(assurance) * math.hypot(spread, test_spread)
+
+
+def null_margin(ds: Dataset, validation_rows: int, cfg: AuditConfig, assurance: float, seed: int) -> float:
+    """`margin_of` for a release independent of every sensitive label, scored on `validation_rows` of the training
+    rows (Mann-Whitney spread of the worst label at their class shares; the suite's largest bound from
+    `certificate_floor`): the room an absolute gap bound must leave before any candidate can be feasible."""
+    worst = 0.0
+    for y in ds.train.sensitive.values():
+        shares = np.bincount(np.asarray(y)) / len(y)
+        minority = max(float(shares[shares > 0].min()), 1.0 / validation_rows)
+        n1 = minority * validation_rows
+        worst = max(worst, math.sqrt((validation_rows + 1) / (12.0 * n1 * (validation_rows - n1))))
+    floor = certificate_floor(ds, cfg, "privacy_gap", seed)[0]
+    scale = math.sqrt(validation_rows / max(len(ds.test), 1))
+    return margin_of(worst, floor / scale, validation_rows, len(ds.test), assurance)
+
+
+def utility_reveal_on_train(ds: Dataset) -> dict[str, float]:
+    """Per sensitive label, the signed gap of the utility labels' baseline (`baseline_probas`) fitted on one half of
+    the training rows and read on the other: how much a release that keeps u reveals on its own. No test row is
+    read."""
+    from veil.certify.certificate import baseline_probas
+    from veil.certify.intervals import class_auc_draws, signed_gap_draws
+
+    half = np.random.default_rng(0).permutation(len(ds.train)) < len(ds.train) // 2
+    a, b = ds.train.take(np.flatnonzero(half)), ds.train.take(np.flatnonzero(~half))
+    out = {}
+    for name, proba in baseline_probas(a, b, ds.num_classes).items():
+        y = np.asarray(b.sensitive[name])
+        out[name] = float(signed_gap_draws(class_auc_draws(y, proba, int(ds.num_classes[name]), None))[0])
+    return out
+
+
 def check_resolution(ds: Dataset, target: Target, cfg: AuditConfig, source: str, seed: int = 0) -> None:
-    """Refuse, before anything trains, a gap or AUC bound the test split is too small to certify: even a release
-    independent of a sensitive label typically reaches a higher upper end of its 95% interval, against the
-    certificate's adversaries."""
-    for bound in (target.get("privacy_gap"), target.get("adversary_auc_max")):
+    """Refuse, before anything trains, a gap, excess or AUC bound the test split is too small to certify: even a
+    release independent of a sensitive label typically reaches a higher upper end of its 95% bound, against the
+    certificate's adversaries. An excess bound is refused only where the utility labels reveal less of the label
+    than that floor on the training rows: where they reveal more, a release that keeps u is judged against them,
+    paired on the same rows, and its excess varies far less than an independent release's gap."""
+    for bound in (target.get("privacy_gap"), target.get("excess_gap"), target.get("adversary_auc_max")):
         if bound is None:
             continue
-        gap = bound.metric == "privacy_gap"
-        floor, name = certificate_floor(ds, cfg, bound.metric, seed)
+        gap = bound.metric != "adversary_auc_max"
+        res = resolution(ds.train, ds.num_classes, len(ds.test), len(cfg.suite), seed)
+        if bound.metric == "excess_gap":
+            reveal = utility_reveal_on_train(ds)
+            res = [r for r in res if reveal.get(r.label, 0.0) < r.floor]
+        if not res:
+            continue
+        worst = max(res, key=lambda r: r.floor if gap else r.auc_floor)
+        floor, name = (worst.floor if gap else worst.auc_floor), worst.label
         if floor <= bound.limit:
             continue
         base = 0.0 if gap else 0.5
         need = math.ceil(len(ds.test) * ((floor - base) / (bound.limit - base)) ** 2)
         what = "the default target" if target.default else "the target"
-        loose = math.ceil(((floor - base) * 1.5 + base) * 100) / 100
+        # a bound calibration can use: room for a release independent of s with its validation noise, and a quarter
+        # more for one that keeps something
+        usable = null_margin(ds, max(2, round(len(ds.train) * VALIDATION_SHARE)), cfg, ASSURANCE, seed)
+        loose = math.ceil((max(floor * 1.5, usable * 1.25) + base) * 100) / 100
         more = "Give more rows"
         n = ds.params.get("n")
         if isinstance(n, int) and not isinstance(n, bool):  # a generated dataset: say what size certifies it
             more += f" (-p n={math.ceil(n * need / len(ds.test) / 100) * 100})"
-        raise ConfigError(
+        raise UncertifiableTarget(
             f"target.{bound.metric}",
             bound.limit,
             f"a bound this data can certify, above {floor:.3f}: {source} holds {len(ds.test)} test rows, and even a "
@@ -62,4 +132,6 @@ def check_resolution(ds: Dataset, target: Target, cfg: AuditConfig, source: str,
             f"bound (the largest of its {len(cfg.suite)} adversaries'); certifying {bound.limit:g} takes about "
             f"{need} test rows. {more}, loosen {what} (e.g. --target {bound.metric}={loose:g}), or say "
             "--target none for no certificate",
+            target.default,
+            len(ds.test),
         )

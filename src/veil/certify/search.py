@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from veil.certify.resolution import ASSURANCE, VALIDATION_SHARE
 from veil.config import param
 
 
@@ -14,7 +15,7 @@ class CalibrationConfig:
     """How a run searches its privacy knob for the most useful value that meets the target."""
 
     validation: float = param(
-        0.3,
+        VALIDATION_SHARE,
         "fraction of the training rows held out to score the candidates (the test split is never read)",
         gt=0,
         lt=0.9,
@@ -38,10 +39,17 @@ class CalibrationConfig:
         ge=0,
         le=8,
     )
+    assurance: float = param(
+        ASSURANCE,
+        "probability with which a feasible candidate's certificate is to be met: its margin follows from its own "
+        "validation spread (`veil.certify.calibrate.margin_of`)",
+        ge=0.5,
+        lt=1,
+    )
     margin: float | None = param(
         None,
-        "room a gap or AUC bound must leave on validation; unset = what the certificate's interval adds on the test "
-        "split plus the two splits' noise (`veil.certify.calibrate.margin_for`)",
+        "fixed room every gap, excess or AUC bound must leave on validation instead (unset: from each candidate's "
+        "spread and `assurance`)",
         ge=0,
     )
     seed: int | None = param(None, "seed of the validation split (unset: the run's seed)", ge=0)

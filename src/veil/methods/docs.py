@@ -18,7 +18,7 @@ PRESETS = [
     "",
     "Each privacy method names its **privacy knob**, the field that trades utility for privacy (below, with the",
     "range calibration searches). A run that does not set it calibrates it to its leakage target (the default",
-    "target is privacy_gap <= 0.05) on a validation split of the training rows and certifies the release",
+    "target is excess_gap <= 0.05) on a validation split of the training rows and certifies the release",
     "(README, 'A leakage target, not a knob'; measured in [targets.md](targets.md)); a run that sets it, a sweep",
     "trial and `preset: paper` are certified, not calibrated. The other defaults are chosen because they help a",
     "release hide: on each paper's own synthetic task (s independent of u) the knob's default hides s, where s",

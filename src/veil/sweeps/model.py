@@ -89,7 +89,7 @@ class SweepSpec:
     target: Any = param(
         None,
         "The leakage target every trial's release is certified against ({privacy_gap: 0.1}, adversary_auc_max, "
-        "eps, mi/EST/LABEL, or 'none': no certificate; below); left out: the default target (privacy_gap <= 0.05) "
+        "eps, mi/EST/LABEL, or 'none': no certificate; below); left out: the default target (excess_gap <= 0.05) "
         "for a method with a privacy knob, none otherwise",
     )
     name: str | None = param(None, "Default sweep-name prefix (else the file name): letters, digits, '_', '-', '.'")
@@ -132,7 +132,7 @@ class SweepSpec:
         return bool(given) if given is not None else method_card(self.method).privacy_knob is not None
 
     def target_text(self) -> str:
-        """The target trials are certified against, as text ('privacy_gap <= 0.05 (the default target)')."""
+        """The target trials are certified against, as text ('excess_gap <= 0.05 (the default target)')."""
         from veil.certify.target import default_target, parse_target
 
         return (parse_target(self.target) or default_target()).text()

@@ -554,7 +554,7 @@ class TrackedRun:
         """RUNNING again (a resumed sweep's parent run)."""
         self._record({"op": "reopen"})
 
-    def _log_written(self, artifact_file: str, write: Callable[[Path], Any]) -> None:
+    def log_written(self, artifact_file: str, write: Callable[[Path], Any]) -> None:
         """An artifact that `write` puts into a temporary folder of the call's own (removed once it is sent)."""
         folder = Path(tempfile.mkdtemp(prefix="veil-mlflow-"))
         p = folder / Path(artifact_file).name
@@ -566,7 +566,7 @@ class TrackedRun:
         self._record({"op": "artifact", "dir": _artifact_dir(artifact_file)}, {p.name: p}, owned=folder)
 
     def log_text(self, text: str, artifact_file: str) -> None:
-        self._log_written(artifact_file, lambda p: p.write_text(text, encoding="utf-8"))
+        self.log_written(artifact_file, lambda p: p.write_text(text, encoding="utf-8"))
 
     def log_dict(self, obj: Any, artifact_file: str) -> None:
         self.log_text(json.dumps(obj, indent=2, default=str), artifact_file)
@@ -577,7 +577,7 @@ class TrackedRun:
     def log_torch_state(self, state: Mapping[str, Any], artifact_file: str) -> None:
         import torch
 
-        self._log_written(artifact_file, lambda p: torch.save(dict(state), p))
+        self.log_written(artifact_file, lambda p: torch.save(dict(state), p))
 
     def finish(self, status: str = "FINISHED") -> None:
         """End the run; with a writer of its own, wait for every call it queued (raising a failed call's error)."""
