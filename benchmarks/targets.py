@@ -2,12 +2,15 @@
 
     python benchmarks/targets.py cases               # methods x datasets, no options: met, refused or exit 3
     python benchmarks/targets.py cost                # calibration's wall time against one plain run (quickstart data)
+    python benchmarks/targets.py cost --dataset adult --repeats 1   # the same on Adult at the default target
     python benchmarks/targets.py sweep               # a calibrated GPP case against a 32-trial sweep's best feasible trial
     python benchmarks/targets.py recheck             # that sweep's best feasible beta run again with new seeds
     python benchmarks/targets.py schedule            # EIGAN with 1 and with 5 adversary steps per encoder step
     python benchmarks/targets.py noise               # EIGAN and D-EIGAN per release_noise level and seed (--levels, --seeds)
     python benchmarks/targets.py reruns --only gpp/applicants.csv --seeds 0 1 2 3 4 5 6 7 8 9
                                                      # one case again per run seed: is its outcome a coin flip?
+    python benchmarks/targets.py grid --only gpp/applicants.csv --points 10 --seeds 0 1 2
+                                                     # brute force: the knob on a grid, per seed, certified
     python benchmarks/targets.py render              # docs/targets.md from benchmarks/results/targets.json
 
 Every case is a real `veil run` process (its own MLflow store in a temporary directory) with the environment's
@@ -177,6 +180,68 @@ def reruns(only: list[str], seeds: list[int]) -> None:
             print(f"{key} seed {seed}: exit {raw['exit']} in {raw['seconds']} s met {rec.get('met')}", flush=True)
 
 
+def grid(only: list[str], points: int, seeds: list[int]) -> None:
+    """Brute force: each case of `only` with its knob set to `points` values spread over the knob's range (as
+    calibration spreads them) and each run seed, certified against the default target; recorded under
+    data['grid'][case]. The best met utility per seed is what calibration should come within 0.03 of."""
+    from veil.methods.cards import method_card
+
+    minority_table()
+    data = load()
+    for key in only:
+        method, label = key.split("/", 1)
+        knob = method_card(method).privacy_knob
+        assert knob is not None, method
+        for value in [knob.value_at(p) for p in np.linspace(0, 1, points)]:
+            for seed in seeds:
+                extra = ["--set", f"{knob.field}={value:.6g}", "--set", f"seed={seed}"]
+                args = ["run", "-m", method, *DATASETS[label], *extra, "--json", "--quiet"]
+                with tempfile.TemporaryDirectory() as tmp:
+                    raw = veil(args, Path(tmp))
+                rec = {"command": "veil " + shlex.join(args), "value": value, "seed": seed, **summary(raw)}
+                data.setdefault("grid", {}).setdefault(key, {})[f"{value:.6g}@{seed}"] = rec
+                save(data)
+                print(f"{key} {knob.field}={value:.4g} seed {seed}: met {rec.get('met')}", flush=True)
+
+
+def grid_lines(data: dict[str, Any]) -> list[str]:
+    """Per case: the best met utility on the grid per seed, against the calibrated reruns' utility."""
+    lines = [
+        "",
+        "## Calibration against a brute-force grid",
+        "",
+        "Each case with its knob set to each value of a grid spread over the knob's range, per run seed, certified",
+        "against the default target (`python benchmarks/targets.py grid --only CASE --points N --seeds ...`). The",
+        "best met utility on the grid is read after seeing each run's test split; calibration never does.",
+        "",
+        "| case | grid values | seeds | best met utility on the grid, per seed | calibrated utility, per seed (reruns) "
+        "| within 0.03 |",
+        "|---|---|---|---|---|---|",
+    ]
+    for key, runs in sorted(data["grid"].items()):
+        seeds = sorted({r["seed"] for r in runs.values()})
+        values = sorted({r["value"] for r in runs.values()})
+        best = {
+            s: max((r["utility_auc"]["value"] for r in runs.values() if r["seed"] == s and r.get("met")), default=None)
+            for s in seeds
+        }
+        cal = {
+            int(k): r["utility_auc"]["value"]
+            for k, r in (data.get("reruns", {}).get(key) or {}).items()
+            if r.get("utility_auc")
+        }
+        pairs = [(best[s], cal[s]) for s in seeds if best[s] is not None and s in cal]
+        within = sum(c >= b - 0.03 for b, c in pairs)
+        lines.append(
+            f"| {key} | {len(values)} ({values[0]:.3g}..{values[-1]:.3g}) | {', '.join(map(str, seeds))} | "
+            + ", ".join("-" if best[s] is None else f"{best[s]:.3f}" for s in seeds)
+            + " | "
+            + ", ".join(f"{cal[s]:.3f}" if s in cal else "-" for s in seeds)
+            + f" | {within} of {len(pairs)} |"
+        )
+    return lines
+
+
 def rerun_lines(data: dict[str, Any]) -> list[str]:
     """The reruns section: per case, how often each outcome came out, and the utility's spread."""
     lines = [
@@ -208,16 +273,18 @@ def rerun_lines(data: dict[str, Any]) -> list[str]:
 COST_REPEATS = 3  # commands per side, the sides alternating: a first process pays cold caches (measured 2x)
 
 
-def cost() -> None:
-    """Calibration against one plain run (its knob set, certified) on the quickstart data, same target: the median
-    wall time of COST_REPEATS commands a side, the sides taking turns; the certificate of each side's last run."""
+def cost(label: str | None = None, repeats: int = COST_REPEATS) -> None:
+    """Calibration against one plain run (its knob set, certified) on the quickstart data (or the case data
+    `label`, at the default target), same target: the median wall time of `repeats` commands a side, the sides
+    taking turns; the certificate of each side's last run."""
     data = load()
     runs: dict[str, Any] = {}
     walls: dict[str, list[float]] = {"plain": [], "calibrated": []}
+    where = [*QUICK, "--target", QUICK_TARGET] if label is None else DATASETS[label]
     with tempfile.TemporaryDirectory() as tmp:
-        for _ in range(COST_REPEATS):
+        for _ in range(repeats):
             for name, extra in (("plain", ["--set", "beta=1"]), ("calibrated", [])):
-                args = ["run", "-m", "gpp", *QUICK, "--target", QUICK_TARGET, *extra, "--json", "--quiet"]
+                args = ["run", "-m", "gpp", *where, *extra, "--json", "--quiet"]
                 raw = veil(args, Path(tmp))
                 walls[name].append(raw["seconds"])
                 runs[name] = {"command": "veil " + shlex.join(args), **summary(raw)}
@@ -225,7 +292,7 @@ def cost() -> None:
     for name, w in walls.items():
         runs[name].update(seconds=float(np.median(w)), walls=w)
     runs["ratio"] = round(runs["calibrated"]["seconds"] / runs["plain"]["seconds"], 2)
-    data["cost"] = runs
+    data["cost" if label is None else f"cost {label}"] = runs
     save(data)
 
 
@@ -636,6 +703,23 @@ def render_text(data: dict[str, Any]) -> str:
                 + f" | {'met' if r.get('met') else 'not met'} |"
             )
         lines.append(f"\nCalibration costs **{cost_['ratio']:.2f}x** one plain run (target: at most 4x).")
+    for key in sorted(k for k in data if k.startswith("cost ")):
+        c = data[key]
+        lines += [
+            "",
+            f"On {key[5:]} at the default target (`python benchmarks/targets.py cost --dataset {key[5:]}`):",
+            "",
+            "| run | command | wall time | certificate | utility AUC |",
+            "|---|---|---|---|---|",
+        ]
+        for name in ("plain", "calibrated"):
+            r = c[name]
+            util = (r.get("utility_auc") or {}).get("value", float("nan"))
+            lines.append(
+                f"| {name} | `{r['command']}` | {r['seconds']:.1f} s | {'met' if r.get('met') else 'not met'} "
+                f"| {util:.3f} |"
+            )
+        lines.append(f"\nCalibration plus certificate cost **{c['ratio']:.2f}x** one plain certified run (target: 3x).")
     sw = data.get("sweep")
     if sw:
         best = sw.get("best_feasible") or {}
@@ -662,6 +746,8 @@ def render_text(data: dict[str, Any]) -> str:
         ]
     if data.get("reruns"):
         lines += rerun_lines(data)
+    if data.get("grid"):
+        lines += grid_lines(data)
     if data.get("schedule"):
         lines += schedule_lines(data["schedule"])
     if data.get("noise"):
@@ -704,16 +790,22 @@ def best_rerun(sw: dict[str, Any], calibrated: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("part", choices=("cases", "reruns", "cost", "sweep", "recheck", "schedule", "noise", "render"))
+    p.add_argument(
+        "part", choices=("cases", "reruns", "grid", "cost", "sweep", "recheck", "schedule", "noise", "render")
+    )
     p.add_argument("--only", nargs="*", default=[], help="METHOD or METHOD/DATASET (cases)")
     p.add_argument("--redo", action="store_true", help="run cases (or schedule runs) already recorded again")
     p.add_argument("--levels", nargs="*", type=float, default=[], help="release_noise levels (noise)")
+    p.add_argument("--dataset", choices=list(DATASETS), help="cost: a case's data at the default target")
+    p.add_argument("--points", type=int, default=10, help="grid: knob values spread over its range")
+    p.add_argument("--repeats", type=int, default=COST_REPEATS, help="cost: commands per side")
     p.add_argument("--seeds", nargs="*", type=int, default=[], help="training seeds (noise) or run seeds (reruns)")
     args = p.parse_args(argv)
     parts = {
         "cases": lambda: cases(args.only, args.redo),
         "reruns": lambda: reruns(args.only, args.seeds or list(range(10))),
-        "cost": cost,
+        "grid": lambda: grid(args.only, args.points, args.seeds or [0, 1, 2]),
+        "cost": lambda: cost(args.dataset, args.repeats),
         "sweep": sweep,
         "recheck": recheck,
         "schedule": lambda: schedule(args.redo),

@@ -216,9 +216,7 @@ def test_example_run_files_run(example, monkeypatch, tmp_path, capsys):
     assert result["params"]["method"] == spec["method"] and result["params"]["dataset"] == spec["dataset"]
     assert 0 <= result["metrics"]["privacy_gap"] <= 0.5 and 0 <= result["metrics"]["utility_auc"] <= 1
     cert = result["certificate"]
-    assert cert["target"] == {"privacy_gap": 0.05} and cert["knob"]["set_by"] == (
-        "calibration" if calibrated else "run"
-    )
+    assert cert["target"] == {"excess_gap": 0.05} and cert["knob"]["set_by"] == ("calibration" if calibrated else "run")
     if calibrated:
         assert cert["met"] == (result["metrics"]["certificate/met"] == 1.0)
 
