@@ -193,6 +193,14 @@ def test_a_calibrated_release_meets_the_default_target_and_the_target_binds(cali
     feasible = [c for c in cal.trail if c.feasible]
     assert cal.released.position == max(c.position for c in feasible)
     assert any(not c.feasible and c.utility > cal.released.utility for c in cal.trail)
+    # the front (what each target keeps) is logged as a table in the certificate and as calibration.png
+    from mlflow.tracking import MlflowClient
+
+    names = {a.path for a in MlflowClient(calibrated.tracking_uri).list_artifacts(calibrated.run_id)}
+    assert {"calibration.png", "calibration.json", "certificate.md"} <= names
+    front = cal.front()
+    assert front and [r["needs"] for r in front] == sorted(r["needs"] for r in front)
+    assert "What each target would keep" in cert.to_markdown()
     # the eps-LDP mechanism passed its empirical epsilon test at the released eps
     assert cert.ldp and all(t["consistent"] and t["claimed"] == pytest.approx(cal.released.value) for t in cert.ldp)
 
