@@ -204,20 +204,20 @@ def grid(only: list[str], points: int, seeds: list[int]) -> None:
                 print(f"{key} {knob.field}={value:.4g} seed {seed}: met {rec.get('met')}", flush=True)
 
 
+def section(title: str, intro: str, columns: str) -> list[str]:
+    """A Markdown section's head: its title, what it shows, and a table header ('a | b | c')."""
+    return ["", f"## {title}", "", intro, "", f"| {columns} |", "|" + "---|" * (columns.count("|") + 1)]
+
+
 def grid_lines(data: dict[str, Any]) -> list[str]:
     """Per case: the best met utility on the grid per seed, against the calibrated reruns' utility."""
-    lines = [
-        "",
-        "## Calibration against a brute-force grid",
-        "",
-        "Each case with its knob set to each value of a grid spread over the knob's range, per run seed, certified",
-        "against the default target (`python benchmarks/targets.py grid --only CASE --points N --seeds ...`). The",
-        "best met utility on the grid is read after seeing each run's test split; calibration never does.",
-        "",
-        "| case | grid values | seeds | best met utility on the grid, per seed | calibrated utility, per seed (reruns) "
-        "| within 0.03 |",
-        "|---|---|---|---|---|---|",
-    ]
+    intro = (
+        "Each case with its knob set to each value of a grid spread over the knob's range, per run seed, certified "
+        "against the default target (`python benchmarks/targets.py grid --only CASE --points N --seeds ...`). The "
+        "best met utility on the grid is read after seeing each run's test split; calibration never does."
+    )
+    columns = "case | grid values | seeds | best met utility on the grid, per seed | calibrated utility, per seed"
+    lines = section("Calibration against a brute-force grid", intro, columns + " (reruns) | within 0.03")
     for key, runs in sorted(data["grid"].items()):
         seeds = sorted({r["seed"] for r in runs.values()})
         values = sorted({r["value"] for r in runs.values()})
@@ -244,16 +244,12 @@ def grid_lines(data: dict[str, Any]) -> list[str]:
 
 def rerun_lines(data: dict[str, Any]) -> list[str]:
     """The reruns section: per case, how often each outcome came out, and the utility's spread."""
-    lines = [
-        "",
-        "## Reruns: is the outcome a coin flip?",
-        "",
-        "Each case again with the run seeds shown (`python benchmarks/targets.py reruns --only CASE --seeds ...`):",
-        "the outcome (met / not met / refused) and the test utility AUC per seed.",
-        "",
-        "| case | seeds | met | not met | refused | same outcome | utility AUC (min-max) | excess upper end (max) |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+    intro = (
+        "Each case again with the run seeds shown (`python benchmarks/targets.py reruns --only CASE --seeds ...`): "
+        "the outcome (met / not met / refused) and the test utility AUC per seed."
+    )
+    head = "case | seeds | met | not met | refused | same outcome | utility AUC (min-max) | excess upper end (max)"
+    lines = section("Reruns: is the outcome a coin flip?", intro, head)
     for key, runs in sorted(data["reruns"].items()):
         outs = [("refused" if r.get("exit") == 2 else "met" if r.get("met") else "not met") for r in runs.values()]
         utils = [r["utility_auc"]["value"] for r in runs.values() if r.get("utility_auc")]
