@@ -260,7 +260,7 @@ def test_the_default_targets_refusal_says_so_and_its_advice_leaves_calibration_r
     v = validate(dataclasses.replace(spec, target={"excess_gap": limit}))
     ds = load_dataset("gaussian-correlated", v.dataset_config)
     check_target(v, ds)
-    assert null_margin(ds, round(len(ds.train) * 0.3), v.audit_config, 0.9, 0) < limit * 0.85
+    assert null_margin(ds, round(len(ds.train) * 0.3), v.audit_config, 0.95, 0) < limit * 0.85
 
 
 def test_the_default_target_is_not_refused_where_u_reveals_s(in_tmp) -> None:

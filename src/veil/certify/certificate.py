@@ -35,6 +35,7 @@ from veil.certify.intervals import (
     resample_counts,
     signed_gap_draws,
 )
+from veil.certify.resolution import ASSURANCE
 from veil.certify.target import INTERVAL_CHECKED, MI_PREFIX, Target
 from veil.datasets.base import Dataset
 
@@ -277,7 +278,7 @@ def front_table(calibration: Mapping[str, Any] | None) -> list[str]:
     lines = [
         "",
         f"#### What each target would keep (calibration's front, validation rows; met with probability "
-        f"{(calibration or {}).get('assurance', 0.9):g})",
+        f"{(calibration or {}).get('assurance', ASSURANCE):g})",
         "",
         f"| --target {metric}= | validation utility AUC | {knob} |",
         "|---|---|---|",

@@ -40,7 +40,7 @@ Z_CERTIFICATE = 1.6449
 #: the share of the training rows calibration scores candidates on by default (`CalibrationConfig.validation`)
 VALIDATION_SHARE = 0.3
 #: the probability with which calibration wants a feasible candidate's certificate met (`CalibrationConfig`)
-ASSURANCE = 0.9
+ASSURANCE = 0.95
 
 
 def z_of(assurance: float) -> float:
