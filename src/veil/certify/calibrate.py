@@ -294,7 +294,7 @@ def leakage(
     Gap and AUC figures are the certificate's: the worst signed gap AUC - 0.5 over the audit's probe and the
     calibration adversaries; excess figures pair each with the utility labels' baseline on the same resamples."""
     from veil.audit.capacity import CapacityConfig, fit_predict
-    from veil.certify.certificate import baseline_probas, excess_draws
+    from veil.certify.baseline import baseline_probas, excess_draws
     from veil.certify.intervals import class_auc_draws, resample_counts, signed_gap_draws
 
     figures: dict[str, float] = {}

@@ -25,6 +25,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from veil.audit.probes import AuditConfig, AuditReport, label_tasks, prepare
+from veil.certify.baseline import baseline_probas, excess_draws
 from veil.certify.intervals import (
     Interval,
     auc_draws,
@@ -334,28 +335,6 @@ def fit_suite(z_tr: np.ndarray, z_te: np.ndarray, ds: Dataset, cfg: AuditConfig)
     return out
 
 
-def baseline_probas(train: Any, test: Any, num_classes: Mapping[str, int]) -> dict[str, np.ndarray]:
-    """For each sensitive label, the best predictor of it from the utility labels alone: the class frequencies of s
-    per utility-label combination on the `train` rows (+1 smoothing), as class probabilities on the `test` rows.
-    A release that keeps every utility label reveals at least what this predictor does."""
-
-    def key(split: Any) -> np.ndarray:
-        cols = [np.asarray(v) for v in split.utility.values()]
-        return np.stack(cols, axis=1) if cols else np.zeros((len(split), 1), np.int64)
-
-    ktr, kte = key(train), key(test)
-    combos, tr_idx = np.unique(ktr, axis=0, return_inverse=True)
-    lookup = {tuple(c): i for i, c in enumerate(combos)}
-    te_idx = np.array([lookup.get(tuple(r), -1) for r in kte])
-    out = {}
-    for name, y_tr in train.sensitive.items():
-        k = int(num_classes[name])
-        table = np.ones((len(combos) + 1, k))  # the last row: a combination unseen in train
-        np.add.at(table, (tr_idx.ravel(), np.asarray(y_tr)), 1.0)
-        out[name] = (table / table.sum(axis=1, keepdims=True))[te_idx]
-    return out
-
-
 def utility_reveals(ds: Dataset) -> dict[str, float]:
     """For each sensitive label, the privacy gap of predicting it from the utility labels alone (`baseline_probas`,
     scored on the test rows): a release that keeps every utility label cannot hide s below this."""
@@ -364,14 +343,6 @@ def utility_reveals(ds: Dataset) -> dict[str, float]:
         aucs = class_auc_draws(np.asarray(ds.test.sensitive[name]), proba, int(ds.num_classes[name]), None)
         out[name] = float(gap_draws(aucs)[0])
     return out
-
-
-def excess_draws(gap: np.ndarray, baseline: np.ndarray) -> np.ndarray:
-    """An adversary's signed gap beyond the utility labels' baseline, per draw: gap - max(baseline gap, 0), both
-    read on the same resample of the test rows (paired: where the release keeps u, the two rankings move together
-    and the difference varies far less than either). The baseline is floored at 0 because labels that reveal
-    nothing about s cannot excuse a leak: there the excess is the gap itself."""
-    return gap - np.maximum(baseline, 0.0)
 
 
 def certify(

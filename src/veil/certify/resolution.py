@@ -81,7 +81,7 @@ def utility_reveal_on_train(ds: Dataset) -> dict[str, float]:
     """Per sensitive label, the signed gap of the utility labels' baseline (`baseline_probas`) fitted on one half of
     the training rows and read on the other: how much a release that keeps u reveals on its own. No test row is
     read."""
-    from veil.certify.certificate import baseline_probas
+    from veil.certify.baseline import baseline_probas
     from veil.certify.intervals import class_auc_draws, signed_gap_draws
 
     half = np.random.default_rng(0).permutation(len(ds.train)) < len(ds.train) // 2
