@@ -119,7 +119,7 @@ def check_resolution(ds: Dataset, target: Target, cfg: AuditConfig, source: str,
         # a bound calibration can use: room for a release independent of s with its validation noise, and a quarter
         # more for one that keeps something
         usable = null_margin(ds, max(2, round(len(ds.train) * VALIDATION_SHARE)), cfg, ASSURANCE, seed)
-        loose = math.ceil((max(floor * 1.5, usable * 1.25) + base) * 100) / 100
+        loose = math.ceil((max((floor - base) * 1.5, usable * 1.25) + base) * 100) / 100
         more = "Give more rows"
         n = ds.params.get("n")
         if isinstance(n, int) and not isinstance(n, bool):  # a generated dataset: say what size certifies it
