@@ -25,7 +25,8 @@ class UncertifiableTarget(ConfigError):
 
     def __init__(self, field: str, value: Any, allowed: str, default: bool, rows: int) -> None:
         super().__init__(field, value, allowed)
-        what = f"the default target ({field[len('target.') :]} <= {value:g})" if default else f"{field} <= {value:g}"
+        bound = f"{field.removeprefix('target.')} <= {value:g}"
+        what = f"the default target ({bound})" if default else f"the target {bound}"
         self.args = (f"{what} cannot be certified on {rows} test rows: {allowed}",)
 
     def __str__(self) -> str:
