@@ -180,9 +180,10 @@ def reruns(only: list[str], seeds: list[int]) -> None:
             print(f"{key} seed {seed}: exit {raw['exit']} in {raw['seconds']} s met {rec.get('met')}", flush=True)
 
 
-def grid(only: list[str], points: int, seeds: list[int]) -> None:
+def grid(only: list[str], points: int, seeds: list[int], span: list[float] | None = None) -> None:
     """Brute force: each case of `only` with its knob set to `points` values spread over the knob's range (as
-    calibration spreads them) and each run seed, certified against the default target; recorded under
+    calibration spreads them, or over `span` = [low, high] of it) and each run seed, certified against the default
+    target; recorded under
     data['grid'][case]. The best met utility per seed is what calibration should come within 0.03 of."""
     from veil.methods.cards import method_card
 
@@ -192,7 +193,8 @@ def grid(only: list[str], points: int, seeds: list[int]) -> None:
         method, label = key.split("/", 1)
         knob = method_card(method).privacy_knob
         assert knob is not None, method
-        for value in [knob.value_at(p) for p in np.linspace(0, 1, points)]:
+        ends = (0.0, 1.0) if not span else (knob.position_of(span[0]), knob.position_of(span[1]))
+        for value in [knob.value_at(p) for p in np.linspace(*ends, points)]:
             for seed in seeds:
                 extra = ["--set", f"{knob.field}={value:.6g}", "--set", f"seed={seed}"]
                 args = ["run", "-m", method, *DATASETS[label], *extra, "--json", "--quiet"]
@@ -794,13 +796,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--levels", nargs="*", type=float, default=[], help="release_noise levels (noise)")
     p.add_argument("--dataset", choices=list(DATASETS), help="cost: a case's data at the default target")
     p.add_argument("--points", type=int, default=10, help="grid: knob values spread over its range")
+    p.add_argument("--span", nargs=2, type=float, metavar=("LOW", "HIGH"), help="grid: only this part of the range")
     p.add_argument("--repeats", type=int, default=COST_REPEATS, help="cost: commands per side")
     p.add_argument("--seeds", nargs="*", type=int, default=[], help="training seeds (noise) or run seeds (reruns)")
     args = p.parse_args(argv)
     parts = {
         "cases": lambda: cases(args.only, args.redo),
         "reruns": lambda: reruns(args.only, args.seeds or list(range(10))),
-        "grid": lambda: grid(args.only, args.points, args.seeds or [0, 1, 2]),
+        "grid": lambda: grid(args.only, args.points, args.seeds or [0, 1, 2], args.span),
         "cost": lambda: cost(args.dataset, args.repeats),
         "sweep": sweep,
         "recheck": recheck,
