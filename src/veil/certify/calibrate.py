@@ -278,6 +278,30 @@ def validation_split(ds: Dataset, fraction: float, seed: int) -> tuple[Dataset, 
     return cal, fit, val
 
 
+@dataclass(frozen=True)
+class Baseline:
+    """What every candidate of one calibration is read against, the same for all of them: the resamples of the
+    validation rows and, per sensitive label, the utility labels' baseline (point, draws) on them."""
+
+    counts: np.ndarray
+    labels: dict[str, tuple[np.ndarray, np.ndarray]]
+
+    @classmethod
+    def of(cls, ds_cal: Dataset, seed: int) -> Baseline:
+        from veil.certify.baseline import baseline_probas
+        from veil.certify.intervals import class_auc_draws, resample_counts, signed_gap_draws
+
+        counts = resample_counts(len(ds_cal.test), VALIDATION_DRAWS, seed + 13)
+        labels = {}
+        for name, proba in baseline_probas(ds_cal.train, ds_cal.test, ds_cal.num_classes).items():
+            y, k = np.asarray(ds_cal.test.sensitive[name]), int(ds_cal.num_classes[name])
+            labels[name] = (
+                signed_gap_draws(class_auc_draws(y, proba, k, None)),
+                signed_gap_draws(class_auc_draws(y, proba, k, counts)),
+            )
+        return cls(counts, labels)
+
+
 def leakage(
     z_fit: np.ndarray,
     z_val: np.ndarray,
@@ -287,15 +311,15 @@ def leakage(
     cfg: AuditConfig,
     knob_value: float,
     knob: PrivacyKnob,
-    seed: int = 0,
+    base: Baseline,
 ) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
     """Each bound's figure on the validation rows, with (for gap, excess and AUC bounds) its bootstrap standard
     deviation and how far the adversaries' one-sided bounds reach above the worst point (`margin_of`'s `upper`).
     Gap and AUC figures are the certificate's: the worst signed gap AUC - 0.5 over the audit's probe and the
     calibration adversaries; excess figures pair each with the utility labels' baseline on the same resamples."""
     from veil.audit.capacity import CapacityConfig, fit_predict
-    from veil.certify.baseline import baseline_probas, excess_draws
-    from veil.certify.intervals import class_auc_draws, resample_counts, signed_gap_draws
+    from veil.certify.baseline import excess_draws
+    from veil.certify.intervals import class_auc_draws, signed_gap_draws
 
     figures: dict[str, float] = {}
     spreads: dict[str, float] = {}
@@ -304,16 +328,14 @@ def leakage(
     if checked:
         z_tr, z_te = prepare(z_fit, z_val, cfg.standardize)
         ccfg = CapacityConfig.from_audit(cfg)
-        counts = resample_counts(len(z_val), VALIDATION_DRAWS, seed + 13)
-        base = baseline_probas(ds_cal.train, ds_cal.test, ds_cal.num_classes)
+        counts = base.counts
         # per adversary and label: (point, draws) of the signed gap and of its excess
         gaps: list[tuple[float, np.ndarray]] = []
         excess: list[tuple[float, np.ndarray]] = []
         for t in label_tasks(ds_cal.train, ds_cal.test, ds_cal.num_classes):
             if t.role != "adversary":
                 continue
-            b_point = signed_gap_draws(class_auc_draws(t.y_test, base[t.name], t.n_classes, None))
-            b_draws = signed_gap_draws(class_auc_draws(t.y_test, base[t.name], t.n_classes, counts))
+            b_point, b_draws = base.labels[t.name]
             probas = [report.probas[t.name]] + [
                 fit_predict(probe, z_tr, t.y_train, z_te, t.n_classes, ccfg, cfg.seed + 500 + t.offset)
                 for probe in CALIBRATION_PROBES
@@ -412,6 +434,7 @@ class Trainer:
         self.runner = runner
         self.on_epoch = on_epoch
         self.trail: list[Candidate] = []
+        self.base = Baseline.of(ds_cal, v.spec.seed)
         self.knob = knob_of(v.spec.method)
         assert self.knob is not None
         self.cfg = dataclasses.replace(v.audit_config, mi="none", capacity=False)
@@ -476,7 +499,7 @@ class Trainer:
         out = []
         for p, value, (m, h, z_fit, z_val, report) in zip(positions, values, trained):
             leak, spread, upper = leakage(
-                z_fit, z_val, self.ds_cal, report, self.target, self.cfg, value, knob, self.v.spec.seed
+                z_fit, z_val, self.ds_cal, report, self.target, self.cfg, value, knob, self.base
             )
             utility = float(np.mean([s.auc for s in report.scores if s.role == "utility"]))
             c = Candidate(value, float(p), stage, utility, leak, spread=spread, upper=upper)
