@@ -143,6 +143,21 @@ def save(data: dict[str, Any]) -> None:
     RESULTS.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
+def record(keys: tuple[str, ...], value: Any) -> dict[str, Any]:
+    """Set data[keys[0]][keys[1]]... = value in the results file, re-read under a lock: parts run side by side
+    (one per core) each add their own records without losing the others'."""
+    from filelock import FileLock
+
+    with FileLock(str(RESULTS) + ".lock"):
+        data = load()
+        node = data
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+        node[keys[-1]] = value
+        save(data)
+    return data
+
+
 def cases(only: list[str], redo: bool) -> None:
     minority_table()
     data = load()
@@ -156,8 +171,7 @@ def cases(only: list[str], redo: bool) -> None:
             args = ["run", "-m", method, *dargs, "--json", "--quiet"]
             with tempfile.TemporaryDirectory() as tmp:
                 raw = veil(args, Path(tmp))
-            data["cases"][key] = {"command": "veil " + shlex.join(args), **summary(raw)}
-            save(data)
+            data = record(("cases", key), {"command": "veil " + shlex.join(args), **summary(raw)})
             print(f"{key}: exit {raw['exit']} in {raw['seconds']} s {data['cases'][key].get('met', '')}", flush=True)
 
 
@@ -171,11 +185,7 @@ def reruns(only: list[str], seeds: list[int]) -> None:
             args = ["run", "-m", method, *DATASETS[label], "--set", f"seed={seed}", "--json", "--quiet"]
             with tempfile.TemporaryDirectory() as tmp:
                 raw = veil(args, Path(tmp))
-            data.setdefault("reruns", {}).setdefault(key, {})[str(seed)] = {
-                "command": "veil " + shlex.join(args),
-                **summary(raw),
-            }
-            save(data)
+            data = record(("reruns", key, str(seed)), {"command": "veil " + shlex.join(args), **summary(raw)})
             rec = data["reruns"][key][str(seed)]
             print(f"{key} seed {seed}: exit {raw['exit']} in {raw['seconds']} s met {rec.get('met')}", flush=True)
 
@@ -188,7 +198,6 @@ def grid(only: list[str], points: int, seeds: list[int], span: list[float] | Non
     from veil.methods.cards import method_card
 
     minority_table()
-    data = load()
     for key in only:
         method, label = key.split("/", 1)
         knob = method_card(method).privacy_knob
@@ -201,8 +210,7 @@ def grid(only: list[str], points: int, seeds: list[int], span: list[float] | Non
                 with tempfile.TemporaryDirectory() as tmp:
                     raw = veil(args, Path(tmp))
                 rec = {"command": "veil " + shlex.join(args), "value": value, "seed": seed, **summary(raw)}
-                data.setdefault("grid", {}).setdefault(key, {})[f"{value:.6g}@{seed}"] = rec
-                save(data)
+                record(("grid", key, f"{value:.6g}@{seed}"), rec)
                 print(f"{key} {knob.field}={value:.4g} seed {seed}: met {rec.get('met')}", flush=True)
 
 
@@ -275,7 +283,6 @@ def cost(label: str | None = None, repeats: int = COST_REPEATS) -> None:
     """Calibration against one plain run (its knob set, certified) on the quickstart data (or the case data
     `label`, at the default target), same target: the median wall time of `repeats` commands a side, the sides
     taking turns; the certificate of each side's last run."""
-    data = load()
     runs: dict[str, Any] = {}
     walls: dict[str, list[float]] = {"plain": [], "calibrated": []}
     where = [*QUICK, "--target", QUICK_TARGET] if label is None else DATASETS[label]
@@ -290,8 +297,7 @@ def cost(label: str | None = None, repeats: int = COST_REPEATS) -> None:
     for name, w in walls.items():
         runs[name].update(seconds=float(np.median(w)), walls=w)
     runs["ratio"] = round(runs["calibrated"]["seconds"] / runs["plain"]["seconds"], 2)
-    data["cost" if label is None else f"cost {label}"] = runs
-    save(data)
+    record(("cost" if label is None else f"cost {label}",), runs)
 
 
 #: the reference sweep: GPP's beta on the data of the "gaussian-correlated n=12000" case, every trial certified

@@ -21,16 +21,20 @@ from veil.certify.calibrate import (
     EXIT_NOT_MET,
     Calibration,
     Candidate,
+    FoldScore,
     Runner,
     assess,
     bracket,
     calibrate,
+    expected_gain,
+    fold_splits,
     least_leaking,
+    pooled,
 )
 from veil.certify.resolution import margin_of, null_margin
 from veil.certify.search import CalibrationConfig
 from veil.certify.target import parse_target
-from veil.datasets.base import Dataset
+from veil.datasets.base import Dataset, make_dataset
 from veil.datasets.registry import load_dataset
 from veil.errors import ConfigError
 from veil.methods.base import PrivacyKnob
@@ -132,6 +136,83 @@ def test_the_margin_grows_with_the_spread_and_shrinks_with_more_test_rows() -> N
     assert margin_of(s, 0.05, 1000, 1000, 0.5) == pytest.approx(0.05)
 
 
+def test_the_margin_of_a_cross_fitted_estimate_uses_its_own_error() -> None:
+    """Cross-fitted, the estimate's error (not one fold's spread) is compared with the certificate's: three folds
+    of spread s with models that agree give an error of s / sqrt(3), and a smaller margin than one split's."""
+    s = 0.02
+    one = margin_of(s, 0.0, 1000, 1000, 0.95)
+    three = margin_of(s, 0.0, 1000, 1000, 0.95, s / math.sqrt(3))
+    assert three == pytest.approx(1.6449 * s + 1.6449 * math.hypot(s / math.sqrt(3), s), rel=1e-3)
+    assert three < one
+
+
+def test_folds_score_every_training_row_once_and_share_the_minority() -> None:
+    """Three folds of a 2,000-row table with a 10% minority: every row is scored by exactly one fold and trains
+    the other two, and every fold holds a third of the minority (within one row)."""
+    rng = np.random.default_rng(0)
+    s_all = (rng.random(4000) < 0.1).astype(int)
+    ds = make_dataset(
+        "minority",
+        rng.standard_normal((4000, 3)),
+        {"u": rng.integers(0, 2, 4000)},
+        {"s": s_all},
+        test_fraction=0.5,
+        seed=0,
+    )
+    splits = fold_splits(ds, 3, seed=4)
+    scored = np.concatenate([val for _, _, val in splits])
+    assert sorted(scored.tolist()) == list(range(len(ds.train)))
+    s = np.asarray(ds.train.sensitive["s"])
+    minority = int(np.bincount(s).argmin())
+    counts = [int((s[val] == minority).sum()) for _, _, val in splits]
+    assert max(counts) - min(counts) <= 1
+    for cal, fit, val in splits:
+        assert not set(fit.tolist()) & set(val.tolist()) and len(fit) + len(val) == len(ds.train)
+        assert len(cal.train) == len(fit) and len(cal.test) == len(val)
+
+
+def test_pooling_folds_averages_figures_and_adds_the_models_differences() -> None:
+    """`pooled`: figures and utility are fold means; one split's error is its spread; folds that agree have the
+    error of a mean (spread / sqrt(k)); folds whose figures differ more than their spreads explain add that
+    variance, since fold 0's model is the one released."""
+
+    def score(g: float, sd: float = 0.01) -> FoldScore:
+        return FoldScore(0.8, {"excess_gap": g}, {"excess_gap": sd}, {"excess_gap": 0.0})
+
+    one = pooled(1.0, 0.5, 1, [score(0.03)])
+    assert one.error["excess_gap"] == pytest.approx(0.01) and one.spread["excess_gap"] == pytest.approx(0.01)
+    agree = pooled(1.0, 0.5, 1, [score(0.03), score(0.03), score(0.03)])
+    assert agree.leakage["excess_gap"] == pytest.approx(0.03)
+    assert agree.error["excess_gap"] == pytest.approx(0.01 / math.sqrt(3))
+    differ = pooled(1.0, 0.5, 1, [score(0.0), score(0.03), score(0.06)])
+    assert differ.leakage["excess_gap"] == pytest.approx(0.03)
+    # variance between the folds 0.03^2 = 9e-4, of which the spread explains 1e-4
+    assert differ.error["excess_gap"] == pytest.approx(math.sqrt(1e-4 / 3 + 8e-4))
+
+
+def test_a_bracket_is_refined_only_where_it_is_expected_to_keep_more_utility() -> None:
+    """`expected_gain`: between a feasible edge needing 0.04 (utility 0.75) and its neighbour needing 0.11
+    (utility 0.88), a 0.05 bound is crossed a seventh of the way: about 0.019 more utility, under REFINE_GAIN; a
+    neighbour needing 0.06 is crossed half way (0.065). A bracket with candidates inside may hide a feasible
+    pocket anywhere: it is worth what its most useful candidate keeps beyond the edge."""
+    target = parse_target({"excess_gap": 0.05})
+    assert target is not None
+
+    def trail(needs: list[float], utilities: list[float]) -> list[Candidate]:
+        out = [Candidate(float(i), i / 4, 1, u, {"excess_gap": n}) for i, (n, u) in enumerate(zip(needs, utilities))]
+        assess(out, target, room(0.0))
+        return out
+
+    far = trail([0.0, 0.04, 0.11], [0.5, 0.75, 0.88])
+    assert expected_gain(far, (0.25, 0.5), target) == pytest.approx(0.13 / 7)
+    near = trail([0.0, 0.04, 0.06], [0.5, 0.75, 0.88])
+    assert expected_gain(near, (0.25, 0.5), target) == pytest.approx(0.065)
+    pocket = trail([0.04, 0.09, 0.11], [0.5, 0.51, 0.88])
+    assert expected_gain(pocket, (0.0, 0.5), target) == pytest.approx(0.38)
+    flat = trail([0.04, 0.09, 0.11], [0.87, 0.88, 0.885])
+    assert expected_gain(flat, (0.0, 0.5), target) == pytest.approx(0.015)  # under REFINE_GAIN: not refined
+
+
 def test_the_front_says_what_each_target_keeps() -> None:
     """The front keeps the candidates no other beats on both the limit needed and utility, and the advice names
     the target that keeps each utility above the released one's."""
@@ -189,6 +270,8 @@ def test_a_calibrated_release_meets_the_default_target_and_the_target_binds(cali
     assert cert.knob == {"field": "eps", "value": cal.released.value, "set_by": "calibration"}
     assert calibrated.params["method.eps"] == pytest.approx(cal.released.value)
     assert calibrated.params["calibration.met_on_validation"] is True
+    # 8,000 training rows: every one of them scored each candidate, over three cross-fitting folds
+    assert cal.config.folds == 3 and cal.validation_rows == 8000 and calibrated.params["calibration.folds"] == 3
     # the released value is the feasible one nearest the useful end; more useful ones were tried and failed
     feasible = [c for c in cal.trail if c.feasible]
     assert cal.released.position == max(c.position for c in feasible)

@@ -2,15 +2,20 @@
 
 A run given a target (or the default one) and not its knob calibrates before it releases anything:
 
-1. A validation split is carved from the TRAINING rows (`CalibrationConfig.validation`); the test split is not
-   read (the certificate reads it once, afterwards).
-2. Stage 1: `grid` knob values spread over the knob's range (`PrivacyKnob`) train on the remaining rows, as one
+1. Candidates are scored on TRAINING rows they did not train on; the test split is not read (the certificate reads
+   it once, afterwards). On fewer than 10,000 training rows each candidate is cross-fitted (`CalibrationConfig.
+   folds`, 3 by default): it trains once per fold and is scored on the fold it did not see, so every training row
+   scores it and the figures are averaged over folds; fold 0's model is the one released. On more rows one
+   validation split (`CalibrationConfig.validation`) holds enough rows and costs one training per candidate.
+2. Stage 1: `grid` knob values spread over the knob's range (`PrivacyKnob`) train on the fit rows, as one
    vectorised population where the method has a population form (`veil.methods.population`), else one by one.
-   Each is scored on the validation rows: the utility AUC of the audit's probe, and the worst leakage of the
+   Each is scored on the scored rows: the utility AUC of the audit's probe, and the worst leakage of the
    audit's probe, a logistic regression and gradient boosting over the sensitive labels (the certificate's
    statistic: signed gap AUC - 0.5, or its excess over the utility labels' baseline), with its bootstrap spread.
 3. Refinement stages (bracketing): `refine` values between the feasible value nearest the useful end and the
-   infeasible one beyond it, wherever they lie (the private end included), `rounds` times.
+   infeasible one beyond it, wherever they lie (the private end included), at most `rounds` times, and only while
+   the bracket is expected to keep `REFINE_GAIN` more utility than its feasible edge (`expected_gain`): each stage
+   trains a population, about as long as a plain run.
 4. Every candidate is judged together (`assess`): leakage grows with the knob, so each figure is fitted by an
    increasing isotonic regression over the knob from its least leaking candidate on, pooling the noise of
    neighbouring candidates. A candidate is feasible when its certificate will be met with probability
@@ -66,6 +71,9 @@ MIN_BRACKET = 0.005
 UTILITY_STEP = 0.03
 #: bootstrap resamples of the validation rows that give each candidate's spread
 VALIDATION_DRAWS = 200
+#: a refinement stage is trained only where it is expected to keep at least this much more validation utility AUC
+#: than the feasible edge (`expected_gain`)
+REFINE_GAIN = 0.02
 
 
 @dataclass
@@ -91,6 +99,9 @@ class Candidate:
     upper: dict[str, float] = field(default_factory=dict)
     """per gap, excess or AUC bound, how far above each other adversary's point its bound would reach, worst first
     (the certificate takes the largest upper bound of its suite, not the largest point)"""
+    error: dict[str, float] = field(default_factory=dict)
+    """per gap, excess or AUC bound, the standard deviation of the validation figure as an estimate of the released
+    model's: `spread` on one split; cross-fitted, the folds' pooled spread plus how much the fold models differ"""
 
     def needs(self, metric: str) -> float:
         """The tightest limit on `metric` this candidate would be feasible under: estimate plus room."""
@@ -113,7 +124,9 @@ class Calibration:
     margin: float
     """the room the released candidate left to its (first gap, excess or AUC) bound (`margin_of`)"""
     fit_rows: int
+    """the rows the released candidate trained on"""
     validation_rows: int
+    """the rows that scored each candidate (every training row when cross-fitted)"""
     seconds: float
     config: CalibrationConfig
     method: Method | None = None
@@ -152,6 +165,7 @@ class Calibration:
             "calibration.margin": round(self.margin, 5),
             "calibration.fit_rows": self.fit_rows,
             "calibration.validation_rows": self.validation_rows,
+            "calibration.folds": self.config.folds,
         }
 
     def table(self) -> str:
@@ -266,16 +280,49 @@ def validation_split(ds: Dataset, fraction: float, seed: int) -> tuple[Dataset, 
     """(the dataset whose train is the fit rows and whose test is the validation rows, fit rows, validation rows);
     every label keeps two classes on both sides, else a DataError says what to change."""
     fit, val = split_indices(len(ds.train), fraction, seed)
+    return carve(ds, fit, val, f"calibration.validation={fraction:g}"), fit, val
+
+
+def fold_splits(ds: Dataset, folds: int, seed: int) -> list[tuple[Dataset, np.ndarray, np.ndarray]]:
+    """`folds` (dataset, fit rows, scored rows) that score every training row once, stratified by the sensitive
+    labels together so that every fold holds its share of a minority."""
+    n = len(ds.train)
+    rng = np.random.default_rng(seed)
+    key = np.zeros(n, dtype=np.int64)
+    for name, y in ds.train.sensitive.items():
+        key = key * int(ds.num_classes[name]) + np.asarray(y)
+    fold = np.empty(n, dtype=np.int64)
+    for k in np.unique(key):
+        rows = rng.permutation(np.flatnonzero(key == k))
+        fold[rows] = (np.arange(len(rows)) + rng.integers(folds)) % folds
+    out = []
+    for f in range(folds):
+        fit, val = np.flatnonzero(fold != f), np.flatnonzero(fold == f)
+        out.append((carve(ds, fit, val, f"calibration.folds={folds}"), fit, val))
+    return out
+
+
+def carve(ds: Dataset, fit: np.ndarray, val: np.ndarray, setting: str) -> Dataset:
+    """The dataset whose train is the `fit` training rows and whose test is the `val` ones; every label keeps two
+    classes on both sides, else a DataError names `setting` as one thing to change."""
     for side, rows in (("fit", fit), ("validation", val)):
         for name, y in ds.train.labels().items():
             if len(np.unique(np.asarray(y)[rows])) < 2:
                 raise DataError(
                     f"calibration: the {side} rows ({len(rows)} of the {len(ds.train)} training rows, "
-                    f"calibration.validation={fraction:g}) hold one class of label '{name}'; give more rows, "
-                    "another calibration.validation, or set the knob yourself"
+                    f"{setting}) hold one class of label '{name}'; give more rows, another {setting.split('=')[0]}, "
+                    "or set the knob yourself"
                 )
-    cal = dataclasses.replace(ds, train=ds.train.take(fit), test=ds.train.take(val), transform=None)
-    return cal, fit, val
+    return dataclasses.replace(ds, train=ds.train.take(fit), test=ds.train.take(val), transform=None)
+
+
+def calibration_splits(
+    ds: Dataset, config: CalibrationConfig, seed: int
+) -> list[tuple[Dataset, np.ndarray, np.ndarray]]:
+    """Where candidates train and are scored: one validation split, or `config.folds` cross-fitting folds."""
+    if (config.folds or 1) > 1:
+        return fold_splits(ds, int(config.folds or 1), seed)
+    return [validation_split(ds, config.validation, seed)]
 
 
 @dataclass(frozen=True)
@@ -417,24 +464,34 @@ class Runner:
     executor: Callable[[str], Any]
 
 
+@dataclass(frozen=True)
+class Fold:
+    """One split candidates are scored on: the dataset whose train is the fit rows and whose test is the scored
+    rows, and the utility labels' baseline on them."""
+
+    ds: Dataset
+    base: Baseline
+
+
 class Trainer:
-    """Trains and scores candidates of one run on the calibration split."""
+    """Trains and scores candidates of one run on its calibration folds (one validation split, or cross-fitting
+    folds: each candidate then trains once per fold, and fold 0's model is the one released)."""
 
     def __init__(
         self,
         v: ValidatedRun,
-        ds_cal: Dataset,
+        folds: Sequence[Dataset],
         target: Target,
         rooms: Callable[[Candidate, str], float],
         note: Note,
         on_epoch: EpochHook | None,
         runner: Runner,
     ) -> None:
-        self.v, self.ds_cal, self.target, self.rooms, self.note = v, ds_cal, target, rooms, note
+        self.v, self.target, self.rooms, self.note = v, target, rooms, note
         self.runner = runner
         self.on_epoch = on_epoch
         self.trail: list[Candidate] = []
-        self.base = Baseline.of(ds_cal, v.spec.seed)
+        self.folds = [Fold(ds, Baseline.of(ds, v.spec.seed + f)) for f, ds in enumerate(folds)]
         self.knob = knob_of(v.spec.method)
         assert self.knob is not None
         self.cfg = dataclasses.replace(v.audit_config, mi="none", capacity=False)
@@ -445,17 +502,18 @@ class Trainer:
         return [self.knob.apply(self.v.method_config, v) for v in values]  # type: ignore[union-attr]
 
     def train(
-        self, values: Sequence[float]
+        self, values: Sequence[float], ds: Dataset
     ) -> list[tuple[Method, list[dict[str, float]], np.ndarray, np.ndarray, Any]]:
-        """Each value's trained method, history, release of the fit and validation rows, and audit report."""
+        """Each value's method trained on `ds`'s train rows, its history, release of the fit and scored rows, and
+        audit report."""
         from veil.methods.base import TrainContext
         from veil.methods.population import plan_population, population_form
         from veil.methods.registry import create_method
 
         configs = self.configs(values)
-        name, ds = self.v.spec.method, self.ds_cal
+        name = self.v.spec.method
         if self.v.executor == "federated":
-            return [self._federated(c) for c in configs]
+            return [self._federated(c, ds) for c in configs]
         fitted: list[tuple[Method, list[dict[str, float]]]]
         if population_form(name) is not None and len(plan_population(configs, name).groups) == 1:
             from veil.methods.population import fit_population
@@ -476,7 +534,9 @@ class Trainer:
         reports = stacked_audit(released, ds, self.cfg)
         return [(m, h, a, b, r) for (m, h), (a, b), r in zip(fitted, released, reports)]
 
-    def _federated(self, config: Any) -> tuple[Method, list[dict[str, float]], np.ndarray, np.ndarray, Any]:
+    def _federated(
+        self, config: Any, ds: Dataset
+    ) -> tuple[Method, list[dict[str, float]], np.ndarray, np.ndarray, Any]:
         """One federation of the candidate on the fit rows, in process, scored on the validation rows."""
         from pathlib import Path
 
@@ -485,9 +545,9 @@ class Trainer:
         assert self.v.federation is not None
         fed = dataclasses.replace(self.v.federation, per_node_audit=False, audit_every=0)
         vc = dataclasses.replace(self.v, method_config=config, runtime="in-process", federation=fed)
-        job = self.runner.executor("federated")(vc, self.ds_cal, Path(".veil") / "ray")
+        job = self.runner.executor("federated")(vc, ds, Path(".veil") / "ray")
         outcome = job.train(self.on_epoch, None, None)
-        out = audit_release(outcome.method, self.ds_cal, self.cfg, federation=job.federation)
+        out = audit_release(outcome.method, ds, self.cfg, federation=job.federation)
         return outcome.method, outcome.history, out.z_train, out.z_test, out.report
 
     def stage(self, positions: Sequence[float], stage: int) -> list[Candidate]:
@@ -495,23 +555,53 @@ class Trainer:
         assert knob is not None
         values = [knob.value_at(p) for p in positions]
         t0 = time.time()
-        trained = self.train(values)
+        trained = [self.train(values, f.ds) for f in self.folds]
         out = []
-        for p, value, (m, h, z_fit, z_val, report) in zip(positions, values, trained):
-            leak, spread, upper = leakage(
-                z_fit, z_val, self.ds_cal, report, self.target, self.cfg, value, knob, self.base
-            )
-            utility = float(np.mean([s.auc for s in report.scores if s.role == "utility"]))
-            c = Candidate(value, float(p), stage, utility, leak, spread=spread, upper=upper)
-            self.methods[c.value] = (m, h)
+        for i, (p, value) in enumerate(zip(positions, values)):
+            scores = []
+            for f, fold in zip(self.folds, trained):
+                _, _, z_fit, z_val, report = fold[i]
+                leak, spread, upper = leakage(z_fit, z_val, f.ds, report, self.target, self.cfg, value, knob, f.base)
+                utility = float(np.mean([s.auc for s in report.scores if s.role == "utility"]))
+                scores.append(FoldScore(utility, leak, spread, upper))
+            c = pooled(value, float(p), stage, scores)
+            self.methods[c.value] = trained[0][i][:2]
             out.append(c)
         assess([*self.trail, *out], self.target, self.rooms)
         self.trail += out
         self.note(
             f"calibration stage {stage}: {len(values)} values of {knob.field} ({min(values):.4g} .. {max(values):.4g}) "
-            f"trained and scored in {time.time() - t0:.1f} s; feasible: {sum(c.feasible for c in out)}"
+            f"trained{f' on each of {len(self.folds)} folds' if len(self.folds) > 1 else ''} and scored in "
+            f"{time.time() - t0:.1f} s; feasible: {sum(c.feasible for c in out)}"
         )
         return out
+
+
+@dataclass(frozen=True)
+class FoldScore:
+    """A candidate's scores on one fold (`leakage`'s figures, spreads and uppers, and the utility AUC)."""
+
+    utility: float
+    leakage: dict[str, float]
+    spread: dict[str, float]
+    upper: dict[str, float]
+
+
+def pooled(value: float, position: float, stage: int, scores: Sequence[FoldScore]) -> Candidate:
+    """One candidate from its scores on every fold: figures, utility and uppers averaged; the spread of one fold
+    (root mean square, what scales to the test split); and the error of the average as an estimate of fold 0's
+    model (released): the folds' spread over sqrt(folds) plus the variance between the fold models, the part of
+    the folds' differences their own spreads do not explain."""
+    k = len(scores)
+    leak = {m: float(np.mean([s.leakage[m] for s in scores])) for m in scores[0].leakage}
+    spread, upper, error = {}, {}, {}
+    for m in scores[0].spread:
+        sd = math.sqrt(float(np.mean([s.spread[m] ** 2 for s in scores])))
+        between = max(0.0, float(np.var([s.leakage[m] for s in scores], ddof=1)) - sd**2) if k > 1 else 0.0
+        spread[m], upper[m] = sd, float(np.mean([s.upper[m] for s in scores]))
+        error[m] = math.sqrt(sd**2 / k + between)
+    utility = float(np.mean([s.utility for s in scores]))
+    return Candidate(value, position, stage, utility, leak, spread=spread, upper=upper, error=error)
 
 
 def search_range(knob: PrivacyKnob, target: Target) -> tuple[float, float]:
@@ -542,21 +632,37 @@ def calibrate(
         raise ConfigError("method", v.spec.method, "a method with a privacy knob to calibrate (see `veil methods`)")
     t0 = time.time()
     seed = v.spec.seed if config.seed is None else config.seed
-    ds_cal, fit, val = validation_split(ds, config.validation, seed + 7919)
+    config = config.resolved(v.executor == "federated", len(ds.train))
+    splits = calibration_splits(ds, config, seed + 7919)
+    per_fold = len(splits[0][2])
+    folds = len(splits)
 
     def rooms(c: Candidate, metric: str) -> float:
         if config.margin is not None:
             return float(config.margin)
-        return margin_of(c.spread.get(metric, 0.0), c.upper.get(metric, 0.0), len(val), len(ds.test), config.assurance)
+        return margin_of(
+            c.spread.get(metric, 0.0),
+            c.upper.get(metric, 0.0),
+            per_fold,
+            len(ds.test),
+            config.assurance,
+            c.error.get(metric),
+        )
 
+    scored = (
+        f"on {per_fold} validation rows held out of the {len(ds.train)} training rows"
+        if folds == 1
+        else f"cross-fitted over {folds} folds of the {len(ds.train)} training rows (each candidate trains on "
+        f"{len(splits[0][1])} and is scored on the other {per_fold}, once per fold)"
+    )
     say(
-        f"calibrating {knob.field} for {target.text()} on {len(val)} validation rows held out of the "
-        f"{len(ds.train)} training rows (the test split is read once, for the certificate); a candidate is "
-        f"feasible when its certificate is met with probability {config.assurance:g} or more"
+        f"calibrating {knob.field} for {target.text()} {scored} (the test split is read once, for the "
+        f"certificate); a candidate is feasible when its certificate is met with probability {config.assurance:g} "
+        "or more"
     )
     absolute = [b for b in target.bounds if b.metric in ("privacy_gap", "adversary_auc_max")]
     if absolute and config.margin is None:
-        room0 = null_margin(ds, len(val), v.audit_config, config.assurance, seed)
+        room0 = null_margin(ds, per_fold, v.audit_config, config.assurance, seed, folds)
         for b in absolute:
             budget = b.limit - (0.5 if b.metric == "adversary_auc_max" else 0.0)
             if room0 >= 0.5 * budget:
@@ -566,14 +672,21 @@ def calibrate(
                     f"{config.assurance:g}, so only settings that leak almost nothing can be feasible; an excess_gap "
                     "target (what the release reveals beyond the utility labels) or more test rows leave more"
                 )
-    trainer = Trainer(v, ds_cal, target, rooms, say, on_epoch, runner)
+    trainer = Trainer(v, [cal for cal, _, _ in splits], target, rooms, say, on_epoch, runner)
     lo, hi = search_range(knob, target)
-    sizes = config.resolved(v.executor == "federated")
-    grid, refine, rounds = int(sizes.grid or 0), int(sizes.refine or 0), int(sizes.rounds or 0)
+    grid, refine, rounds = int(config.grid or 0), int(config.refine or 0), int(config.rounds or 0)
     trainer.stage(list(np.linspace(lo, hi, grid)), 1)
     for stage in range(2, rounds + 2):
         upper = bracket(trainer.trail)
         if upper is None or not refine or upper[1] - upper[0] < MIN_BRACKET:
+            break
+        gain = expected_gain(trainer.trail, upper, target)
+        if gain < REFINE_GAIN:
+            say(
+                f"calibration stops refining: between {knob.field} {knob.value_at(upper[0]):.4g} and "
+                f"{knob.value_at(upper[1]):.4g} the target is expected to admit {gain:.3f} more validation "
+                f"utility AUC at most (under {REFINE_GAIN:g})"
+            )
             break
         trainer.stage(list(np.linspace(upper[0], upper[1], refine + 2)[1:-1]), stage)
     trail = trainer.trail
@@ -591,8 +704,8 @@ def calibrate(
         chosen,
         released,
         max(released.room.values(), default=0.0),
-        len(fit),
-        len(val),
+        len(splits[0][1]),
+        sum(len(val) for _, _, val in splits),
         time.time() - t0,
         config,
         method if v.executor != "federated" else None,
@@ -629,6 +742,30 @@ def bracket(trail: Sequence[Candidate]) -> tuple[float, float] | None:
     # bracket to the first candidate that keeps clearly more utility, where the trade-off is
     upper = next((c for c in above if c.utility > edge.utility + UTILITY_STEP), above[-1])
     return edge.position, upper.position
+
+
+def expected_gain(trail: Sequence[Candidate], bracket_: tuple[float, float], target: Target) -> float:
+    """How much more validation utility refining `bracket_` is expected to find than its feasible edge keeps. With
+    candidates inside the bracket, the most any of them (or its far end) keeps beyond the edge: the limit an excess
+    bound needs does not always grow with the knob, and a feasible pocket may lie anywhere between them. With none,
+    where the limit each end needs (`Candidate.needs`), interpolated linearly in position, crosses each bound: the
+    utility interpolated there minus the edge's. Infinite for a bound that is not interval-checked (eps, MI)."""
+    lo, hi = bracket_
+    if any(not b.interval_checked for b in target.bounds):
+        return math.inf
+    edge = next(c for c in trail if c.position == lo)
+    inside = [c for c in trail if lo < c.position <= hi]
+    if len(inside) > 1:
+        return max(c.utility for c in inside) - edge.utility
+    far = next(c for c in trail if c.position == hi)
+    share = 1.0
+    for b in target.bounds:
+        below, above = edge.needs(b.metric), far.needs(b.metric)
+        if not (math.isfinite(below) and math.isfinite(above)):
+            return math.inf
+        if above > b.limit:
+            share = min(share, max(0.0, (b.limit - below) / max(above - below, 1e-12)))
+    return share * (far.utility - edge.utility)
 
 
 def worst_excess(c: Candidate, target: Target) -> float:

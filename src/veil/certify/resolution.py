@@ -50,22 +50,30 @@ def z_of(assurance: float) -> float:
     return NormalDist().inv_cdf(assurance)
 
 
-def margin_of(spread: float, upper: float, validation_rows: int, test_rows: int, assurance: float) -> float:
+def margin_of(
+    spread: float, upper: float, validation_rows: int, test_rows: int, assurance: float, error: float | None = None
+) -> float:
     """How far above a candidate's validation estimate the certificate's upper end may land, with probability
     `assurance`: what its one-sided bound adds on the test rows (`upper`: the suite's largest bound above the worst
     point, read on validation, shrunk to the test split's size; at least Z_CERTIFICATE test standard deviations),
     plus z(assurance) standard deviations of the difference between the validation estimate and the certificate's
-    point. `spread` is the candidate's own bootstrap standard deviation on the validation rows; the test split's
-    is that scaled by sqrt(validation rows / test rows)."""
-    test_spread = spread * math.sqrt(validation_rows / max(test_rows, 1))
-    above = max(Z_CERTIFICATE * test_spread, upper * math.sqrt(validation_rows / max(test_rows, 1)))
-    return above + z_of(assurance) * math.hypot(spread, test_spread)
+    point. `spread` is the candidate's own bootstrap standard deviation on `validation_rows` rows; the test split's
+    is that scaled by sqrt(validation rows / test rows). `error` is the standard deviation of the estimate itself
+    where it is not `spread`: cross-fitted over folds, it pools every fold's rows and adds how much the fold models
+    differ."""
+    scale = math.sqrt(validation_rows / max(test_rows, 1))
+    test_spread = spread * scale
+    above = max(Z_CERTIFICATE * test_spread, upper * scale)
+    return above + z_of(assurance) * math.hypot(spread if error is None else error, test_spread)
 
 
-def null_margin(ds: Dataset, validation_rows: int, cfg: AuditConfig, assurance: float, seed: int) -> float:
+def null_margin(
+    ds: Dataset, validation_rows: int, cfg: AuditConfig, assurance: float, seed: int, folds: int = 1
+) -> float:
     """`margin_of` for a release independent of every sensitive label, scored on `validation_rows` of the training
-    rows (Mann-Whitney spread of the worst label at their class shares; the suite's largest bound from
-    `certificate_floor`): the room an absolute gap bound must leave before any candidate can be feasible."""
+    rows per fold (Mann-Whitney spread of the worst label at their class shares; the suite's largest bound from
+    `certificate_floor`; `folds` such splits pooled): the room an absolute gap bound must leave before any
+    candidate can be feasible."""
     worst = 0.0
     for y in ds.train.sensitive.values():
         shares = np.bincount(np.asarray(y)) / len(y)
@@ -74,7 +82,7 @@ def null_margin(ds: Dataset, validation_rows: int, cfg: AuditConfig, assurance: 
         worst = max(worst, math.sqrt((validation_rows + 1) / (12.0 * n1 * (validation_rows - n1))))
     floor = certificate_floor(ds, cfg, "privacy_gap", seed)[0]
     scale = math.sqrt(validation_rows / max(len(ds.test), 1))
-    return margin_of(worst, floor / scale, validation_rows, len(ds.test), assurance)
+    return margin_of(worst, floor / scale, validation_rows, len(ds.test), assurance, worst / math.sqrt(folds))
 
 
 def utility_reveal_on_train(ds: Dataset) -> dict[str, float]:

@@ -9,6 +9,11 @@ from dataclasses import dataclass
 from veil.certify.resolution import ASSURANCE, VALIDATION_SHARE
 from veil.config import param
 
+#: below this many training rows a centralized run cross-fits its candidates by default (`CalibrationConfig.folds`)
+CROSS_FIT_BELOW = 10_000
+#: the folds of that default
+CROSS_FIT_FOLDS = 3
+
 
 @dataclass(frozen=True)
 class CalibrationConfig:
@@ -16,9 +21,17 @@ class CalibrationConfig:
 
     validation: float = param(
         VALIDATION_SHARE,
-        "fraction of the training rows held out to score the candidates (the test split is never read)",
+        "fraction of the training rows held out to score the candidates when folds is 1 (the test split is never read)",
         gt=0,
         lt=0.9,
+    )
+    folds: int | None = param(
+        None,
+        "cross-fitting: each candidate trains once per fold of the training rows and is scored on the fold it did not "
+        f"see, so every training row scores it (unset: {CROSS_FIT_FOLDS} for a centralized run on fewer than "
+        f"{CROSS_FIT_BELOW:,} training rows, else 1, a single validation split)",
+        ge=1,
+        le=10,
     )
     grid: int | None = param(
         None,
@@ -54,9 +67,14 @@ class CalibrationConfig:
     )
     seed: int | None = param(None, "seed of the validation split (unset: the run's seed)", ge=0)
 
-    def resolved(self, federated: bool) -> CalibrationConfig:
-        """The search with its unset sizes filled: fewer values for a federation, where each is a whole run."""
+    def resolved(self, federated: bool, training_rows: int | None = None) -> CalibrationConfig:
+        """The search with its unset sizes filled: fewer values for a federation, where each is a whole run, and
+        (once `training_rows` is known) cross-fitting where one validation split would hold too few rows to tell
+        candidates apart."""
         sizes = (4, 2, 1) if federated else (6, 4, 2)
         given = (self.grid, self.refine, self.rounds)
         grid, refine, rounds = (g if g is not None else d for g, d in zip(given, sizes))
-        return dataclasses.replace(self, grid=grid, refine=refine, rounds=rounds)
+        folds = self.folds
+        if folds is None and training_rows is not None:
+            folds = CROSS_FIT_FOLDS if not federated and training_rows < CROSS_FIT_BELOW else 1
+        return dataclasses.replace(self, grid=grid, refine=refine, rounds=rounds, folds=folds)
