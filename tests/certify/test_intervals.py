@@ -14,6 +14,7 @@ from veil.certify.intervals import (
     class_auc_draws,
     gap_draws,
     interval,
+    Resamples,
     null_resolution,
     resample_counts,
     weighted_aucs,
@@ -55,6 +56,32 @@ def test_resample_counts_draw_n_rows_each() -> None:
     c = resample_counts(37, 300, 5)
     assert c.shape == (300, 37) and (c.sum(axis=1) == 37).all()
     assert c.mean() == pytest.approx(1.0, abs=0.05)
+
+
+def test_resamples_streamed_in_small_blocks_hold_little_and_keep_their_pairing() -> None:
+    """A million-row split's resamples never live at once: blocks hold at most `cells` counts (here 50,000 rows x 4
+    resamples, against 250 x 50,000 in full), every block draws n rows per resample, and reading them twice gives
+    the same draws (so every adversary and the baseline are paired on them). On small splits the blocks are exactly
+    `resample_counts`."""
+    import tracemalloc
+
+    n, draws = 50_000, 40
+    r = Resamples(n, draws, seed=3, cells=200_000)
+    assert r.block == 4
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, n)
+    score = rng.normal(size=n) + 0.5 * y
+    tracemalloc.start()
+    a = weighted_aucs(score, y == 1, r)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert len(a) == draws and np.array_equal(a, weighted_aucs(score, y == 1, r))
+    # at most 16 float64 arrays of one block (measured about 9), not the 100 MB of 250 x 50,000 float64 counts
+    assert peak < 16 * 8 * 200_000, peak
+    assert all(block.shape[0] <= 4 and (block.sum(axis=1) == n).all() for block in r.blocks())
+    assert float(np.std(a)) == pytest.approx(np.sqrt((n + 1) / (12 * (n / 2) ** 2)), rel=0.35)
+    small = Resamples(300, 600, seed=8)
+    assert np.array_equal(np.concatenate(list(small.blocks())), resample_counts(300, 600, 8))
 
 
 def test_interval_covers_the_true_auc_about_95_percent_of_the_time() -> None:

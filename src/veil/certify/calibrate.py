@@ -57,6 +57,7 @@ from veil.methods.registry import get_method
 from veil.randomness import derive_seed
 
 if TYPE_CHECKING:
+    from veil.certify.intervals import Resamples
     from veil.runspec import ValidatedRun
 
 Note = Callable[[str], None]
@@ -330,15 +331,15 @@ class Baseline:
     """What every candidate of one calibration is read against, the same for all of them: the resamples of the
     validation rows and, per sensitive label, the utility labels' baseline (point, draws) on them."""
 
-    counts: np.ndarray
+    counts: Resamples
     labels: dict[str, tuple[np.ndarray, np.ndarray]]
 
     @classmethod
     def of(cls, ds_cal: Dataset, seed: int) -> Baseline:
         from veil.certify.baseline import baseline_probas
-        from veil.certify.intervals import class_auc_draws, resample_counts, signed_gap_draws
+        from veil.certify.intervals import Resamples, class_auc_draws, signed_gap_draws
 
-        counts = resample_counts(len(ds_cal.test), VALIDATION_DRAWS, seed + 13)
+        counts = Resamples(len(ds_cal.test), VALIDATION_DRAWS, seed + 13)
         labels = {}
         for name, proba in baseline_probas(ds_cal.train, ds_cal.test, ds_cal.num_classes).items():
             y, k = np.asarray(ds_cal.test.sensitive[name]), int(ds_cal.num_classes[name])

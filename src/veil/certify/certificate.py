@@ -28,12 +28,12 @@ from veil.audit.probes import AuditConfig, AuditReport, label_tasks, prepare
 from veil.certify.baseline import baseline_probas, excess_draws
 from veil.certify.intervals import (
     Interval,
+    Resamples,
     auc_draws,
     class_auc_draws,
     gap_draws,
     interval,
     one_sided,
-    resample_counts,
     signed_gap_draws,
 )
 from veil.certify.resolution import ASSURANCE
@@ -361,7 +361,7 @@ def certify(
     probes' test probabilities are reused); `ldp` a `veil.methods.base.LDPRelease` for eps-LDP releases."""
     z_tr, z_te = prepare(z_train, z_test, cfg.standardize)
     n = len(ds.test)
-    counts = resample_counts(n, cfg.bootstrap, cfg.seed + 7)
+    counts = Resamples(n, cfg.bootstrap, cfg.seed + 7)
     fold = selection_fold(len(z_tr), cfg.seed + 11)
     baseline = {}
     for name, proba in baseline_probas(ds.train, ds.test, ds.num_classes).items():

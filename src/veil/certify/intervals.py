@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterator, Sequence, Union
 
 import numpy as np
 
 #: resamples processed at once (memory: CHUNK x rows x 8 bytes per array)
 CHUNK = 250
+#: at most this many (resample, row) cells in one block: on a million test rows a block holds 20 resamples, so the
+#: bootstrap's memory stays near 0.6 GB however many resamples or rows there are
+BLOCK_CELLS = 20_000_000
 
 
 @dataclass(frozen=True)
@@ -34,37 +37,73 @@ class Interval:
 
 
 def resample_counts(n: int, draws: int, seed: int) -> np.ndarray:
-    """(draws, n) int32 counts: how often each of n rows is drawn in each of `draws` bootstrap resamples."""
-    rng = np.random.default_rng(seed)
-    out = np.empty((draws, n), dtype=np.int32)
-    for start in range(0, draws, CHUNK):
-        b = min(CHUNK, draws - start)
-        idx = rng.integers(0, n, size=(b, n))
-        flat = idx + (np.arange(b)[:, None] * n)
-        out[start : start + b] = np.bincount(flat.ravel(), minlength=b * n).reshape(b, n)
-    return out
+    """(draws, n) int32 counts: how often each of n rows is drawn in each of `draws` bootstrap resamples (all of
+    `Resamples(n, draws, seed)` at once: only for splits small enough to hold them)."""
+    return np.concatenate(list(Resamples(n, draws, seed).blocks()))
 
 
-def weighted_aucs(score: np.ndarray, positive: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """ROC-AUC of `score` for boolean labels `positive` under each row of `counts` (weights per row): (draws,)
+@dataclass(frozen=True)
+class Resamples:
+    """`draws` bootstrap resamples of `n` rows, generated block by block from `seed` whenever they are read (the
+    same blocks every time): every statistic read on one `Resamples` is paired on the same resamples, and no more
+    than `cells` counts are held at once."""
+
+    n: int
+    draws: int
+    seed: int
+    cells: int = BLOCK_CELLS
+
+    def __len__(self) -> int:
+        return self.draws
+
+    @property
+    def block(self) -> int:
+        """Resamples per block: CHUNK, fewer where CHUNK x n would exceed `cells`."""
+        return max(1, min(CHUNK, self.cells // max(self.n, 1)))
+
+    def blocks(self) -> Iterator[np.ndarray]:
+        """(b, n) int32 counts per block, in order."""
+        rng = np.random.default_rng(self.seed)
+        for start in range(0, self.draws, self.block):
+            b = min(self.block, self.draws - start)
+            idx = rng.integers(0, self.n, size=(b, self.n))
+            idx += np.arange(b)[:, None] * self.n
+            yield np.bincount(idx.ravel(), minlength=b * self.n).reshape(b, self.n).astype(np.int32)
+
+
+#: row weights of resamples: an array of counts (draws x rows), or resamples generated as they are read
+Counts = Union[np.ndarray, Resamples]
+
+
+def count_blocks(counts: Counts) -> Iterator[np.ndarray]:
+    """`counts` a block of resamples at a time."""
+    if isinstance(counts, Resamples):
+        yield from counts.blocks()
+        return
+    for start in range(0, len(counts), CHUNK):
+        yield counts[start : start + CHUNK]
+
+
+def weighted_aucs(score: np.ndarray, positive: np.ndarray, counts: Counts) -> np.ndarray:
+    """ROC-AUC of `score` for boolean labels `positive` under each resample of `counts` (weights per row): (draws,)
     values, NaN for a resample without a positive or a negative row."""
     order = np.argsort(score, kind="mergesort")
     s, pos = score[order], positive[order]
     starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])  # tie groups of the sorted scores
-    out = np.empty(len(counts))
-    for start in range(0, len(counts), CHUNK):
-        w = counts[start : start + CHUNK][:, order].astype(np.float64)
+    out = []
+    for block in count_blocks(counts):
+        w = block[:, order].astype(np.float64)
         neg = np.add.reduceat(np.where(pos, 0.0, w), starts, axis=1)
         posw = np.add.reduceat(np.where(pos, w, 0.0), starts, axis=1)
         below = np.cumsum(neg, axis=1) - neg
         num = (posw * (below + 0.5 * neg)).sum(axis=1)
         den = posw.sum(axis=1) * neg.sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
-            out[start : start + CHUNK] = np.where(den > 0, num / den, np.nan)
-    return out
+            out.append(np.where(den > 0, num / den, np.nan))
+    return np.concatenate(out) if out else np.empty(0)
 
 
-def class_auc_draws(y: np.ndarray, proba: np.ndarray, n_classes: int, counts: np.ndarray | None) -> list[np.ndarray]:
+def class_auc_draws(y: np.ndarray, proba: np.ndarray, n_classes: int, counts: Counts | None) -> list[np.ndarray]:
     """Per class (as `veil.audit.probes.class_aucs`: P(class 1) for binary, one-vs-rest per class present in y for
     multi-class) the AUC on the rows themselves (counts None: arrays of one value) or under each resample."""
     present = np.unique(y)
