@@ -160,15 +160,12 @@ def one_sided(point: float, draws: np.ndarray, confidence: float = 0.95) -> Inte
 class Resolution:
     """What a split of this size can show for one sensitive label, found for a release independent of it: the
     typical upper end of the certificate's bound when `scorers` adversaries attack it (the largest of their one-sided
-    95% bounds; `floor`: no smaller gap bound can be certified; `auc_floor`: the same on the AUC), and the typical
-    largest point gap |AUC - 0.5| of the `scorers` (`noise`: what a finite split adds to the worst of several
-    folded gaps, as calibration reads its validation split)."""
+    95% bounds; `floor`: no smaller gap bound can be certified; `auc_floor`: the same on the AUC)."""
 
     label: str
     rows: int
     floor: float
     auc_floor: float
-    noise: float
     scorers: int = 1
 
 
@@ -193,9 +190,9 @@ def null_resolution(
     1/sqrt(rows). Reads only the sizes, never test labels."""
     shares = tuple(round(float(x), 3) for x in np.asarray(class_shares, dtype=np.float64) / np.sum(class_shares))
     sim = min(int(rows), SIMULATED_ROWS)
-    floor, auc_floor, noise = _simulate(shares, sim, scorers, draws, repeats, seed)
+    floor, auc_floor = _simulate(shares, sim, scorers, draws, repeats, seed)
     scale = float(np.sqrt(sim / rows))
-    return Resolution(label, int(rows), floor * scale, 0.5 + (auc_floor - 0.5) * scale, noise * scale, scorers)
+    return Resolution(label, int(rows), floor * scale, 0.5 + (auc_floor - 0.5) * scale, scorers)
 
 
 #: the largest split `null_resolution` simulates; larger ones are scaled from it
@@ -205,29 +202,27 @@ SIMULATED_ROWS = 3000
 @functools.lru_cache(maxsize=256)
 def _simulate(
     shares: tuple[float, ...], rows: int, scorers: int, draws: int, repeats: int, seed: int
-) -> tuple[float, float, float]:
-    """(median of the largest one-sided upper end of `scorers` adversaries' gaps, of their AUCs, median largest folded
-    point gap) over `repeats` splits."""
+) -> tuple[float, float]:
+    """(median of the largest one-sided upper end of `scorers` adversaries' gaps, of their AUCs) over `repeats`
+    splits."""
     k = len(shares)
     counts = np.maximum(np.round(np.asarray(shares) * rows).astype(int), 1)
     y = np.repeat(np.arange(k), counts)
     rng = np.random.default_rng(seed)
-    uppers, points = [], []
+    uppers = []
     a, b = np.sqrt(SCORER_CORRELATION), np.sqrt(1 - SCORER_CORRELATION)
     for r in range(repeats):
         counts_r = resample_counts(len(y), draws, seed + 1 + r)
         common = rng.standard_normal((len(y), k))
-        gap_pts, highs, signs = [], [], []
+        highs, signs = [], []
         for _ in range(scorers):
             logits = a * common + b * rng.standard_normal((len(y), k))
             proba = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
             point = class_auc_draws(y, proba, k, None)
-            gap_pts.append(float(gap_draws(point)[0]))
             signed = float(signed_gap_draws(point)[0])
             signs.append(signed)
             highs.append(one_sided(signed, signed_gap_draws(class_auc_draws(y, proba, k, counts_r))).high)
         # less the split's mean point, whose expectation is 0: the noise the adversaries share would otherwise move
         # the median, while what the maximum adds above their mean is kept
         uppers.append(max(highs) - float(np.mean(signs)))
-        points.append(max(gap_pts))
-    return float(np.median(uppers)), 0.5 + float(np.median(uppers)), float(np.median(points))
+    return float(np.median(uppers)), 0.5 + float(np.median(uppers))
