@@ -171,6 +171,17 @@ def test_folds_score_every_training_row_once_and_share_the_minority() -> None:
         assert len(cal.train) == len(fit) and len(cal.test) == len(val)
 
 
+def test_calibration_cross_fits_where_a_validation_split_holds_few_minority_rows() -> None:
+    """Unset folds resolve from the rows of the smallest sensitive class a validation split would hold: 90 (a 10%
+    minority of 3,000 training rows, 30% held out) cross-fits over 3 folds, 810 does not; a federation, where every
+    candidate is a whole federation, never does by default; a set value is kept."""
+    assert CalibrationConfig().resolved(False, 90).folds == 3
+    assert CalibrationConfig().resolved(False, 810).folds == 1
+    assert CalibrationConfig().resolved(True, 90).folds == 1
+    assert CalibrationConfig(folds=5).resolved(False, 810).folds == 5
+    assert CalibrationConfig().resolved(False).folds is None  # before the data are loaded
+
+
 def test_pooling_folds_averages_figures_and_adds_the_models_differences() -> None:
     """`pooled`: figures and utility are fold means; one split's error is its spread; folds that agree have the
     error of a mean (spread / sqrt(k)); folds whose figures differ more than their spreads explain add that
@@ -270,8 +281,8 @@ def test_a_calibrated_release_meets_the_default_target_and_the_target_binds(cali
     assert cert.knob == {"field": "eps", "value": cal.released.value, "set_by": "calibration"}
     assert calibrated.params["method.eps"] == pytest.approx(cal.released.value)
     assert calibrated.params["calibration.met_on_validation"] is True
-    # 8,000 training rows: every one of them scored each candidate, over three cross-fitting folds
-    assert cal.config.folds == 3 and cal.validation_rows == 8000 and calibrated.params["calibration.folds"] == 3
+    # 8,000 balanced training rows: a 30% validation split holds 1,200 of each class of s, enough not to cross-fit
+    assert cal.config.folds == 1 and cal.validation_rows == 2400 and calibrated.params["calibration.folds"] == 1
     # the released value is the feasible one nearest the useful end; more useful ones were tried and failed
     feasible = [c for c in cal.trail if c.feasible]
     assert cal.released.position == max(c.position for c in feasible)

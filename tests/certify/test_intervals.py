@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 
 from veil.audit.probes import auc_gap, auc_score, roc_auc
 from veil.certify.intervals import (
+    Resamples,
     auc_draws,
     class_auc_draws,
     gap_draws,
     interval,
-    Resamples,
     null_resolution,
     resample_counts,
     weighted_aucs,

@@ -3,10 +3,10 @@
 A run given a target (or the default one) and not its knob calibrates before it releases anything:
 
 1. Candidates are scored on TRAINING rows they did not train on; the test split is not read (the certificate reads
-   it once, afterwards). On fewer than 10,000 training rows each candidate is cross-fitted (`CalibrationConfig.
-   folds`, 3 by default): it trains once per fold and is scored on the fold it did not see, so every training row
-   scores it and the figures are averaged over folds; fold 0's model is the one released. On more rows one
-   validation split (`CalibrationConfig.validation`) holds enough rows and costs one training per candidate.
+   it once, afterwards). One validation split (`CalibrationConfig.validation`) costs one training per candidate.
+   Where it would hold fewer than 300 rows of a sensitive label's smallest class, each candidate is cross-fitted
+   instead (`CalibrationConfig.folds`, 3 by default): it trains once per fold and is scored on the fold it did not
+   see, so every training row scores it and the figures are averaged over folds; fold 0's model is released.
 2. Stage 1: `grid` knob values spread over the knob's range (`PrivacyKnob`) train on the fit rows, as one
    vectorised population where the method has a population form (`veil.methods.population`), else one by one.
    Each is scored on the scored rows: the utility AUC of the audit's probe, and the worst leakage of the
@@ -282,6 +282,13 @@ def validation_split(ds: Dataset, fraction: float, seed: int) -> tuple[Dataset, 
     every label keeps two classes on both sides, else a DataError says what to change."""
     fit, val = split_indices(len(ds.train), fraction, seed)
     return carve(ds, fit, val, f"calibration.validation={fraction:g}"), fit, val
+
+
+def smallest_class(ds: Dataset, share: float) -> int:
+    """How many rows of the smallest class of any sensitive label a validation split of `share` of the training
+    rows holds (in expectation)."""
+    counts = [np.bincount(np.asarray(y)) for y in ds.train.sensitive.values()]
+    return int(min((c[c > 0].min() for c in counts), default=len(ds.train)) * share)
 
 
 def fold_splits(ds: Dataset, folds: int, seed: int) -> list[tuple[Dataset, np.ndarray, np.ndarray]]:
@@ -633,7 +640,7 @@ def calibrate(
         raise ConfigError("method", v.spec.method, "a method with a privacy knob to calibrate (see `veil methods`)")
     t0 = time.time()
     seed = v.spec.seed if config.seed is None else config.seed
-    config = config.resolved(v.executor == "federated", len(ds.train))
+    config = config.resolved(v.executor == "federated", smallest_class(ds, config.validation))
     splits = calibration_splits(ds, config, seed + 7919)
     per_fold = len(splits[0][2])
     folds = len(splits)
