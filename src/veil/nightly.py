@@ -226,15 +226,13 @@ def nightly_history(uri: str, experiment: str, digest: str, limit: int = 60) -> 
 
 def trend_png(history: list[tuple[str, dict[str, float]]], checks: list[Check], path: Path) -> Path:
     """One small panel per checked figure across the nightlies (the latest last; a regression in red)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     shown = [c for c in checks if c.checked]
     cols = min(3, max(1, len(shown)))
     rows = max(1, -(-len(shown) // cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.6 * rows), squeeze=False)
+    fig = Figure(figsize=(4.2 * cols, 2.6 * rows))
+    axes = fig.subplots(rows, cols, squeeze=False)
     for ax, check in zip(axes.flat, shown):
         points = [(d, f[check.name]) for d, f in history if check.name in f]
         xs = list(range(len(points)))
@@ -249,7 +247,6 @@ def trend_png(history: list[tuple[str, dict[str, float]]], checks: list[Check], 
     fig.suptitle(f"nightly trend ({len(history)} nightlies of this suite)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 

@@ -108,11 +108,14 @@ def test_two_objectives_one_panel_better_corner_title_and_labels(tmp_path):
     assert all(axes_box.x0 <= b.x0 and b.x1 <= axes_box.x1 for b in boxes)
     assert not box.overlaps(ax.get_tightbbox(r))
 
-    path = front_png(res, tmp_path / "front.png")
+    import matplotlib
     import matplotlib.image
 
+    backend = matplotlib.get_backend()
+    path = front_png(res, tmp_path / "front.png")
     img = matplotlib.image.imread(path)
     assert img.shape[:2] == (round(5.8 * 120), round(8.0 * 120))
+    assert matplotlib.get_backend() == backend  # a notebook user's backend is left as it was
 
 
 def test_three_objectives_pairwise_panels_each_with_its_better_corner():

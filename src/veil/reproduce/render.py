@@ -491,12 +491,10 @@ def fronts_png(
     suite: ReproSuite, row: Row, records: Mapping[tuple[str, str, str], Measured], path: Path
 ) -> Path | None:
     """Each entry variant's trials of one row on its first two objectives' axes, the paper's figures as stars."""
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.0, 4.4))
+    fig = Figure(figsize=(6.0, 4.4))
+    ax = fig.subplots()
     shown = False
     axes_names: tuple[str, str] | None = None
     lines: dict[float, list[str]] = {}  # the paper's utility-only figures: value -> entries
@@ -531,7 +529,6 @@ def fronts_png(
             elif isinstance(py, (int, float)):  # the paper gives only the utility axis: a line at its value
                 lines.setdefault(float(py), []).append(entry.label)
     if not shown or axes_names is None:
-        plt.close(fig)
         return None
     for y, labels in lines.items():
         ax.axhline(y, color="black", linestyle="--", linewidth=0.8)
@@ -546,7 +543,6 @@ def fronts_png(
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 

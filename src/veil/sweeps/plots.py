@@ -243,17 +243,18 @@ def front_figure(results: SweepResults) -> Any:
     """The trade-off as a matplotlib Figure (Agg): one panel for one or two objectives, one panel per pair of
     objectives (front over all of them) for three or more; a 'better' arrow in every panel; the sweep as the
     title, the hypervolume with its reference point under it, the legend below the panels."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+    # a Figure of its own with an Agg canvas, not pyplot: a library must not switch a notebook user's backend
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
     t = _finished(results)
     panels = panel_axes(results)
     cols = min(len(panels), 3)
     rows = math.ceil(len(panels) / cols)
     size = (8.0, 5.8) if len(panels) == 1 else (4.4 * cols, 4.0 * rows + 1.3)
-    fig, axs = plt.subplots(rows, cols, figsize=size, dpi=120, layout="constrained", squeeze=False)
+    fig = Figure(figsize=size, dpi=120, layout="constrained")
+    FigureCanvasAgg(fig)
+    axs = fig.subplots(rows, cols, squeeze=False)
     for ax, (xm, ym) in zip(axs.flat, panels):
         _draw_panel(ax, t, xm, ym, results, labels=len(results.spec.metrics) <= 2)
     for ax in list(axs.flat)[len(panels) :]:
@@ -272,12 +273,8 @@ def front_figure(results: SweepResults) -> Any:
 
 def front_png(results: SweepResults, path: str | Path) -> Path:
     """The trade-off as a PNG (see `front_figure`)."""
-    import matplotlib.pyplot as plt
-
-    fig = front_figure(results)
     path = Path(path)
-    fig.savefig(path)
-    plt.close(fig)
+    front_figure(results).savefig(path)
     return path
 
 
