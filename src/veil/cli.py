@@ -532,23 +532,18 @@ def build_parser() -> argparse.ArgumentParser:
     from veil.datasets import commands as dataset_commands
 
     dataset_commands.add_parser(sub)
-    for module in _optional_command_modules():
+    for module in _command_modules():
         module.add_parser(sub)
     return parser
 
 
-def _optional_command_modules() -> list[Any]:
-    """Command groups that live beside their subsystem (sweeps, nightly)."""
-    import importlib
+def _command_modules() -> list[Any]:
+    """Command groups that live beside their subsystem (sweeps, nightly, tracking sync, release)."""
+    from veil import nightly, release
+    from veil.sweeps import commands as sweep_commands
+    from veil.tracking import sync
 
-    mods = []
-    for name in ("veil.sweeps.commands", "veil.nightly", "veil.tracking.sync", "veil.release"):
-        try:
-            mods.append(importlib.import_module(name))
-        except ModuleNotFoundError as e:
-            if e.name != name:
-                raise
-    return mods
+    return [sweep_commands, nightly, sync, release]
 
 
 def add_verbose_flag(parser: argparse.ArgumentParser) -> None:
