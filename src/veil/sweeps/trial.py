@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
@@ -95,11 +94,12 @@ def when_tracking_answers(call: Callable[[], T], uri: str) -> T:
     instead of failing. Other errors, and a server still away after that, propagate."""
     from tenacity import retry, retry_if_exception, stop_after_delay, wait_fixed
 
+    from veil.console import warn
     from veil.tracking.journal import unavailable
 
     def note(state: Any) -> None:
         if state.attempt_number == 1:
-            print(f"[veil] the tracking server {uri} does not answer; waiting for it", file=sys.stderr, flush=True)
+            warn(f"the tracking server {uri} does not answer; waiting for it")
 
     waiting = retry(
         retry=retry_if_exception(unavailable),
