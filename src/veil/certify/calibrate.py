@@ -10,7 +10,7 @@ A run given a target (or the default one) and not its knob calibrates before it 
 2. Stage 1: `grid` knob values spread over the knob's range (`PrivacyKnob`) train on the fit rows, as one
    vectorised population where the method has a population form (`veil.methods.population`), else one by one.
    Each is scored on the scored rows: the utility AUC of the audit's probe, and the worst leakage of the
-   audit's probe, a logistic regression and gradient boosting over the sensitive labels (the certificate's
+   audit's probe and the certificate's suite less its widest MLP over the sensitive labels (the certificate's
    statistic: signed gap AUC - 0.5, or its excess over the utility labels' baseline), with its bootstrap spread.
 3. Refinement stages (bracketing): `refine` values between the feasible value nearest the useful end and the
    infeasible one beyond it, wherever they lie (the private end included), at most `rounds` times, and only while
@@ -62,8 +62,17 @@ if TYPE_CHECKING:
 
 Note = Callable[[str], None]
 EpochHook = Callable[[int, dict[str, float]], None]
-#: adversaries that score candidates besides the audit's own probe (cheap, and strong on tabular z)
-CALIBRATION_PROBES = ("logistic", "hist-gradient-boosting")
+#: the certificate's adversaries calibration leaves out: the audit's own MLP probe stands in for the widest MLP,
+#: whose training per candidate and fold would dominate calibration's scoring
+CALIBRATION_SKIPS = ("mlp-512-256-128",)
+
+
+def calibration_probes(cfg: AuditConfig) -> tuple[str, ...]:
+    """The adversaries that score candidates besides the audit's own probe: the certificate's suite (so that a
+    candidate's spread is the spread its certificate will see) less `CALIBRATION_SKIPS`."""
+    return tuple(p for p in cfg.suite if p not in CALIBRATION_SKIPS)
+
+
 #: exit code of a run whose calibration could not meet its target (documented in README, `veil run --help`)
 EXIT_NOT_MET = 3
 #: a bracket narrower than this (in knob positions) is not refined further
@@ -393,7 +402,7 @@ def leakage(
             b_point, b_draws = base.labels[t.name]
             probas = [report.probas[t.name]] + [
                 fit_predict(probe, z_tr, t.y_train, z_te, t.n_classes, ccfg, cfg.seed + 500 + t.offset)
-                for probe in CALIBRATION_PROBES
+                for probe in calibration_probes(cfg)
             ]
             for proba in probas:
                 point = float(signed_gap_draws(class_auc_draws(t.y_test, proba, t.n_classes, None))[0])
