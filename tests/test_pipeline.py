@@ -22,7 +22,7 @@ from mlflow.tracking import MlflowClient
 import veil.config
 from veil.audit.probes import AuditConfig
 from veil.cli import main
-from veil.methods.deviations import REPRODUCIBLE_RELEASE
+from veil.methods.configs.deviations import REPRODUCIBLE_RELEASE
 from veil.methods.federated.simulation import FederationOptions
 from veil.run import RunSpec, execute
 

@@ -23,7 +23,7 @@ from veil.audit.step import audit_release
 from veil.datasets import load_dataset
 from veil.methods import create_method
 from veil.methods.base import Method
-from veil.methods.deviations import REPRODUCIBLE_RELEASE
+from veil.methods.configs.deviations import REPRODUCIBLE_RELEASE
 from veil.methods.federated.core import NodeData, NodeObjective, dumps, loads
 from veil.methods.federated.host import NodeHost
 from veil.methods.federated.simulation import FederationOptions, run_in_process
