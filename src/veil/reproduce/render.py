@@ -252,7 +252,7 @@ def _accuracy_at_majority(row: Row, measured: Mapping[str, Cell], trial: Mapping
         known = {x: (_num(accs[x]), majority[x]) for x in labels}
         pairs = [(a, b) for a, b in known.values() if a is not None and b is not None]
         if not labels or len(pairs) < len(labels):
-            continue  # the majority rate was not recorded (records older than this rule)
+            continue  # the majority rate was not recorded
         if any(abs(a - b) > row.tolerance for a, b in pairs):
             continue
         gap, auc = trial.get(gap_m), trial.get(auc_m)

@@ -190,14 +190,14 @@ class SweepMonitor(Callback, Stopper):
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         # the last trials can end between two probes: an outage the console announced is closed before the report
-        if getattr(self, "outage_since", None) is not None:  # a monitor pickled by an older Veil has none
+        if self.outage_since is not None:
             self._watch_tracking(now=True)
 
     def _watch_tracking(self, now: bool = False) -> None:
         """Say when the tracking server stops answering and when it answers again (probed every PROBE_EVERY_S
         from the driver's loop, or `now`): trials go on into local journals meanwhile, and the console says so as
         it happens, not only in the final report."""
-        uri = getattr(self, "tracking_uri", None)  # a monitor pickled by an older Veil has none
+        uri = self.tracking_uri
         due = now or time.time() - self.last_probe >= PROBE_EVERY_S
         if not uri or not uri.startswith(("http://", "https://")) or not due:
             return

@@ -62,9 +62,8 @@ class StudySearch(Searcher):
         """How many trials the next Tune trial holds: up to a population while the sampler's draws are
         independent of results, then one (0 once every trial is asked)."""
         left = self._total - self._asked
-        independent_left = getattr(self, "_independent", self._total) - self._asked  # older pickles: populations
-        size = getattr(self, "_size", self._population)
-        return min(left, size, independent_left) if independent_left > 0 else min(left, 1)
+        independent_left = self._independent - self._asked
+        return min(left, self._size, independent_left) if independent_left > 0 else min(left, 1)
 
     def plan(self) -> str:
         """How a population sweep asks its trials, in words (for the sweep's first lines)."""
