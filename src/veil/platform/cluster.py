@@ -17,11 +17,8 @@ THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THRE
 def busy_threads(load: float, cpus: int, env: Mapping[str, str]) -> int | None:
     """Torch intra-op threads for a run in this process: 1 when the CPU is already busy (the 1-minute load average
     is at least the core count) and the user chose no thread count ($OMP_NUM_THREADS), else None (torch's default).
-
-    Measured on 2 shared cores (benchmarks/README.md): under other jobs' load, small models on torch's default 2
-    threads ran 15-40x slower than on one (threads that wait for each other at every operation lose their time
-    slices); on a quiet machine one thread was 1.15x faster for the quickstart's run and 1.2x slower for an Adult
-    run, so the default stays torch's when the cores are free."""
+    Threads that wait for each other at every operation lose their time slices on busy cores; on free ones torch's
+    own choice is kept (the figures: benchmarks/README.md)."""
     if "OMP_NUM_THREADS" in env or cpus < 2:
         return None
     return 1 if load >= cpus else None

@@ -167,8 +167,7 @@ def _tpe(spec: SamplerSpec) -> BaseSampler:
     opts = dict(spec.sampler_options)
     # Concurrent trials and a population's members are asked for before the others report: TPE then counts the
     # trials still running as if they had done badly (a constant liar), so their points spread out instead of
-    # piling up. Measured on the quickstart (concurrency 2, 3 sweeps each, 2026-11-26): mean hypervolume 0.152
-    # without it, 0.161 with it, 0.161 for the sequential plain Optuna loop (benchmarks/README.md).
+    # piling up (its effect on the quickstart's hypervolume: benchmarks/README.md).
     opts.setdefault("constant_liar", spec.population > 1 or spec.concurrency > 1)
     return optuna.samplers.TPESampler(seed=spec.sampler_seed, **opts)
 

@@ -362,7 +362,7 @@ class Writer:
 def writes_in_background(uri: str) -> bool:
     """Whether a run's calls to `uri` go out on a background `Writer`: for a tracking server, whose cost is mostly
     waiting on round trips. An embedded store (sqlite, files) costs CPU in this very process, which a second
-    thread cannot overlap; there it only contended for the GIL (a K=1000 D-EIGAN run 3.6% slower, measured)."""
+    thread cannot overlap; there it would only contend for the GIL."""
     return journal.remote(uri)
 
 
