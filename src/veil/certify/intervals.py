@@ -16,8 +16,8 @@ import numpy as np
 
 #: resamples processed at once (memory: CHUNK x rows x 8 bytes per array)
 CHUNK = 250
-#: at most this many (resample, row) cells in one block: on a million test rows a block holds 20 resamples, so the
-#: bootstrap's memory stays near 0.6 GB however many resamples or rows there are
+#: at most this many (resample, row) cells in one block (a million test rows: 20 resamples a block), so the bootstrap
+#: holds a few float64 arrays of this size at once however many resamples or rows there are
 BLOCK_CELLS = 20_000_000
 
 
