@@ -658,11 +658,10 @@ def tally(cases_: dict[str, dict[str, Any]]) -> str:
         f"{len(refused)} refused up front (exit 2)" + (f", {other} other" if other else "") + ". "
         f"{len(near_chance)} of the met releases keep a utility AUC under 0.6 at the upper end of its interval. "
         f"Under the current default (excess_gap <= 0.05) {len(kept)} of {len(relative)} met releases keep a utility "
-        "AUC of 0.6 or more. Under the earlier absolute default, calibration's margin (a sum of interval widths) "
-        "exceeded the 0.05 budget on these test splits, so only settings that leaked nothing were judged feasible: "
-        "that, not the utility labels, is why those releases sat at chance. The not-met cases released the least "
-        f"leaking setting calibration found ({', '.join(sorted({knob_text(cases_[k]) for k in unmet}))}), worst gaps "
-        f"{gap_span(cases_, unmet)}, and the run says so instead of releasing a leak as safe."
+        "AUC of 0.6 or more. The not-met cases "
+        f"({', '.join(sorted(f'{knob_text(cases_[k])} on {k.split(chr(47), 1)[1]}' for k in unmet))}; worst gaps "
+        f"{gap_span(cases_, unmet)}) are recorded with met: false and exit 3: the run says so instead of releasing a "
+        "leak as safe."
     )
 
 
