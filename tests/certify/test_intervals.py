@@ -82,6 +82,7 @@ def test_resamples_streamed_in_small_blocks_hold_little_and_keep_their_pairing()
     assert float(np.std(a)) == pytest.approx(np.sqrt((n + 1) / (12 * (n / 2) ** 2)), rel=0.35)
     small = Resamples(300, 600, seed=8)
     assert np.array_equal(np.concatenate(list(small.blocks())), resample_counts(300, 600, 8))
+    assert next(small.blocks()).base is small.held  # drawn once and held: every adversary reads the same array
 
 
 def test_interval_covers_the_true_auc_about_95_percent_of_the_time() -> None:

@@ -16,6 +16,9 @@ import numpy as np
 
 #: resamples processed at once (memory: CHUNK x rows x 8 bytes per array)
 CHUNK = 250
+#: resamples whose AUCs are computed together hold about this many (resample, row) cells: the arrays of one such
+#: group are read several times over, and kept small they stay in the CPU's cache
+COMPUTE_CELLS = 131_072
 #: at most this many (resample, row) cells in one block (a million test rows: 20 resamples a block), so the bootstrap
 #: holds a few float64 arrays of this size at once however many resamples or rows there are
 BLOCK_CELLS = 20_000_000
@@ -39,14 +42,15 @@ class Interval:
 def resample_counts(n: int, draws: int, seed: int) -> np.ndarray:
     """(draws, n) int32 counts: how often each of n rows is drawn in each of `draws` bootstrap resamples (all of
     `Resamples(n, draws, seed)` at once: only for splits small enough to hold them)."""
-    return np.concatenate(list(Resamples(n, draws, seed).blocks()))
+    return np.concatenate(list(Resamples(n, draws, seed).generate()))
 
 
 @dataclass(frozen=True)
 class Resamples:
-    """`draws` bootstrap resamples of `n` rows, generated block by block from `seed` whenever they are read (the
-    same blocks every time): every statistic read on one `Resamples` is paired on the same resamples, and no more
-    than `cells` counts are held at once."""
+    """`draws` bootstrap resamples of `n` rows from `seed`, the same blocks every time they are read: every
+    statistic read on one `Resamples` is paired on the same resamples. Up to `cells` counts in all they are drawn
+    once and held (a certificate or a calibration reads them for every adversary and label); beyond that they are
+    generated again at each read, a block at a time, so that no more than `cells` counts are held at once."""
 
     n: int
     draws: int
@@ -61,8 +65,21 @@ class Resamples:
         """Resamples per block: CHUNK, fewer where CHUNK x n would exceed `cells`."""
         return max(1, min(CHUNK, self.cells // max(self.n, 1)))
 
+    @functools.cached_property
+    def held(self) -> np.ndarray:
+        """Every resample's counts at once, drawn on first use (only read where they fit in `cells`)."""
+        return np.concatenate(list(self.generate()))
+
     def blocks(self) -> Iterator[np.ndarray]:
         """(b, n) int32 counts per block, in order."""
+        if self.n * self.draws <= self.cells:
+            for start in range(0, self.draws, CHUNK):
+                yield self.held[start : start + CHUNK]
+            return
+        yield from self.generate()
+
+    def generate(self) -> Iterator[np.ndarray]:
+        """The blocks drawn afresh from `seed`."""
         rng = np.random.default_rng(self.seed)
         for start in range(0, self.draws, self.block):
             b = min(self.block, self.draws - start)
@@ -90,16 +107,18 @@ def weighted_aucs(score: np.ndarray, positive: np.ndarray, counts: Counts) -> np
     order = np.argsort(score, kind="mergesort")
     s, pos = score[order], positive[order]
     starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])  # tie groups of the sorted scores
+    step = max(1, COMPUTE_CELLS // max(len(score), 1))
     out = []
     for block in count_blocks(counts):
-        w = block[:, order].astype(np.float64)
-        neg = np.add.reduceat(np.where(pos, 0.0, w), starts, axis=1)
-        posw = np.add.reduceat(np.where(pos, w, 0.0), starts, axis=1)
-        below = np.cumsum(neg, axis=1) - neg
-        num = (posw * (below + 0.5 * neg)).sum(axis=1)
-        den = posw.sum(axis=1) * neg.sum(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out.append(np.where(den > 0, num / den, np.nan))
+        for start in range(0, len(block), step):
+            w = block[start : start + step][:, order].astype(np.float64)
+            neg = np.add.reduceat(np.where(pos, 0.0, w), starts, axis=1)
+            posw = np.add.reduceat(np.where(pos, w, 0.0), starts, axis=1)
+            below = np.cumsum(neg, axis=1) - neg
+            num = (posw * (below + 0.5 * neg)).sum(axis=1)
+            den = posw.sum(axis=1) * neg.sum(axis=1)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out.append(np.where(den > 0, num / den, np.nan))
     return np.concatenate(out) if out else np.empty(0)
 
 
