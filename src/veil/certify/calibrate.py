@@ -337,9 +337,8 @@ def calibration_splits(
     ds: Dataset, config: CalibrationConfig, seed: int
 ) -> list[tuple[Dataset, np.ndarray, np.ndarray]]:
     """Where candidates train and are scored: one validation split, or `config.folds` cross-fitting folds."""
-    if (config.folds or 1) > 1:
-        return fold_splits(ds, int(config.folds or 1), seed)
-    return [validation_split(ds, config.validation, seed)]
+    folds = config.folds or 1
+    return fold_splits(ds, folds, seed) if folds > 1 else [validation_split(ds, config.validation, seed)]
 
 
 @dataclass(frozen=True)
