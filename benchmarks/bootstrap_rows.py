@@ -1,7 +1,9 @@
 """The certificate's bootstrap against the test split's size: wall time and peak RSS of one adversary's 1,000
-resampled AUCs at 10k, 100k and 1M test rows, each point a fresh process, side by side with
+resampled AUCs at 10k, 100k and 1M test rows, each point a fresh process:
 
-- `full`: the whole (resamples x rows) count matrix held at once (what the certificate did before `Resamples`);
+- `streamed`: the certificate's `Resamples` (drawn once and held where they fit in `BLOCK_CELLS` counts, as at 10k
+  rows; beyond that drawn again a block at a time at each read);
+- `full`: the whole (resamples x rows) count matrix held at once, as the certificate held it before `Resamples`;
 - `loop`: what a user would write instead, a loop of index resamples scored by scikit-learn's `roc_auc_score`.
 
     python benchmarks/bootstrap_rows.py                       # all points; results/bootstrap_rows.{json,png}
