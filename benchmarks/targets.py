@@ -653,13 +653,14 @@ def tally(cases_: dict[str, dict[str, Any]]) -> str:
     near_chance = [k for k in met if cases_[k]["utility_auc"]["high"] < 0.6]
     relative = [k for k in met if "excess_gap" in (cases_[k].get("target") or {})]
     kept = [k for k in relative if cases_[k]["utility_auc"]["value"] >= 0.6]
+    unmet_text = sorted(f"{knob_text(cases_[k])} on {k.partition('/')[2]}" for k in unmet)
     return (
         f"Of {len(cases_)} cases: {len(met)} met, {len(unmet)} not met (exit 3, recorded with met: false), "
         f"{len(refused)} refused up front (exit 2)" + (f", {other} other" if other else "") + ". "
         f"{len(near_chance)} of the met releases keep a utility AUC under 0.6 at the upper end of its interval. "
         f"Under the current default (excess_gap <= 0.05) {len(kept)} of {len(relative)} met releases keep a utility "
         "AUC of 0.6 or more. The not-met cases "
-        f"({', '.join(sorted(f'{knob_text(cases_[k])} on {k.split(chr(47), 1)[1]}' for k in unmet))}; worst gaps "
+        f"({', '.join(unmet_text)}; worst gaps "
         f"{gap_span(cases_, unmet)}) are recorded with met: false and exit 3: the run says so instead of releasing a "
         "leak as safe."
     )
