@@ -36,7 +36,6 @@ BASE = [
         (["--set", "node_sensitive=[adversary_1, nope]"], "unknown: ['nope']"),
         (["--set", "node_utility=[ally+adversary_1]", "--set", "node_sensitive=[adversary_1]"], "disjoint"),
         (["--partition", "zipf:2"], "unknown partition scheme 'zipf'"),
-        (["--set", "fed.faults=[7@1]"], "'faults'"),
         (["--set", "fed.hostz=2"], "unknown fed parameter 'hostz'"),
     ],
 )

@@ -15,9 +15,12 @@ Standard library only: every layer's registry may ask for it."""
 
 from __future__ import annotations
 
+import importlib
+import os
 from importlib.metadata import entry_points
+from typing import Any, Mapping
 
-from veil.errors import VeilError
+from veil.errors import ConfigError, VeilError
 
 GROUPS: dict[str, str] = {
     "veil.methods": "methods (veil.methods.register_method)",
@@ -56,3 +59,19 @@ def load_plugins() -> list[str]:
                 ) from e
             _loaded.append(f"{group}:{ep.name}")
     return _loaded
+
+
+def instrumentation(env: str, context: Mapping[str, Any]) -> Any:
+    """The callback of the instrumentation hook named by the environment variable `env` ('package.module:factory':
+    `factory(context)` returns a callback or None), or None while `env` is unset. A profiler or a test harness plugs
+    in here in every process of a run (Ray workers started by the driver inherit its environment) without code of
+    its own in Veil. A name that does not load is a ConfigError on `env`."""
+    target = os.environ.get(env)
+    if not target:
+        return None
+    module, _, attr = target.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError, ValueError) as e:
+        raise ConfigError(env, target, f"'package.module:factory' importable here ({e})") from None
+    return factory(context)

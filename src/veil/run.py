@@ -7,8 +7,6 @@ A RunSpec is validated completely (method, dataset, audit and federation paramet
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import os
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -24,7 +22,6 @@ from veil.config import as_params
 from veil.datasets.base import Dataset
 from veil.datasets.registry import NOTHING, Preloaded
 from veil.datasets.transform import FeatureTransform
-from veil.errors import ConfigError
 from veil.methods.registry import get_method
 from veil.runspec import (
     RUN_KEYS,
@@ -44,24 +41,17 @@ if TYPE_CHECKING:
 
 
 HOOK_ENV = "VEIL_EPOCH_HOOK"
-"""Instrumentation every run loads, unset in normal use: 'package.module:factory', where `factory(context)` returns
-an on-epoch callback (or None) for one run; `context` holds the run's MLflow `tags` and `flush` (writes the epochs
-logged so far to the store). A profiler or a harness (the fault tests' pauses) plugs in here, in every process
-that runs a run (Ray workers and cluster nodes included, through the environment), without code of its own in
-Veil."""
+"""Instrumentation every run loads, unset in normal use (`veil.plugins.instrumentation`): its factory gets the run's
+MLflow `tags` and `flush` (writes the epochs logged so far to the store) and returns an on-epoch callback or None
+(the fault tests' pauses plug in here)."""
 
 
 def epoch_hook(context: Mapping[str, Any]) -> Callable[[int, dict[str, float]], None] | None:
     """The $VEIL_EPOCH_HOOK callback for one run, or None; a name that does not load is a ConfigError."""
-    target = os.environ.get(HOOK_ENV)
-    if not target:
-        return None
-    module, _, attr = target.partition(":")
-    try:
-        factory = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError, ValueError) as e:
-        raise ConfigError(HOOK_ENV, target, f"'package.module:factory' importable here ({e})") from None
-    return factory(context)
+    from veil.plugins import instrumentation
+
+    hook: Callable[[int, dict[str, float]], None] | None = instrumentation(HOOK_ENV, context)
+    return hook
 
 
 @dataclass
@@ -339,9 +329,12 @@ def track(
             curves.flush()  # a crash keeps the curves up to it
         tracker.set_tags({"veil.device": outcome.device, **job.tags})
         say = note or (lambda _: None)
+        stages: dict[str, float] = {}  # where the run's time went, by stage (a population's audit is shared)
         if audited is None:
             say(audit_note(v, ds))
+            t_audit = time.time()
             audited = audit_release(outcome.method, ds, v.audit_config, federation=job.federation)
+            stages["audit_seconds"] = time.time() - t_audit
         keep_release_key(outcome.method, tracker.run_id, tracker.tracking_uri)
         if audited.tags:
             tracker.set_tags(audited.tags)
@@ -353,10 +346,18 @@ def track(
             metrics["train_rows"] = len(ds.train)
         if v.target:
             say(f"certifying the release against {v.target.text()}: adversary suite {', '.join(v.audit_config.suite)}")
+        t_cert = time.time()
         cert = certify_release(v, ds, outcome.method, audited, calibration)
+        if cert is not None:
+            stages["certificate_seconds"] = time.time() - t_cert
         if cert is not None and capture is not None:
             say(f"certifying the coordinator's view: {len(capture.views)} sampled rounds")
+            t_wire = time.time()
             metrics.update(certify_wire(v, ds, outcome.method, cert, capture))
+            stages["wire_seconds"] = time.time() - t_wire
+        if calibration is not None:
+            stages["calibration_seconds"] = calibration.seconds
+        metrics.update(stages)
         if cert is not None:
             metrics.update(cert.metrics())
             tracker.log_dict(cert.to_dict(), "certificate.json")

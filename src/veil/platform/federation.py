@@ -155,7 +155,6 @@ class HostLayout:
     pg: Any
     cpus_per_actor: float
     max_restarts: int
-    faults: Mapping[int, int] | None
     first_bundle: int = 0
     """The coordinator's bundle in `pg`; host h runs in bundle first_bundle + 1 + h."""
 
@@ -262,8 +261,7 @@ def start_hosts(layout: HostLayout) -> list[Any]:
                 layout.task,
                 ref,
                 host_id=h,
-                faults=layout.faults,
-                hard_faults=True,
+                own_process=True,
                 threads=threads,
             )
         )
@@ -367,7 +365,6 @@ class RayFederation:
         plan: ResourcePlan,
         *,
         max_restarts: int,
-        faults: Mapping[int, int] | None,
         seed: int,
         ready_timeout_s: float,
         tap: Tap | None = None,
@@ -408,7 +405,6 @@ class RayFederation:
             self.pg,
             plan.cpus_per_actor,
             max_restarts,
-            faults,
             first,
         )
         self.hosts: list[Any] = []
@@ -616,7 +612,6 @@ def _start_on_ray(plan: FederationPlan, tap: Tap | None) -> Federation:
         plan.node_blocks,
         plan.resources,
         max_restarts=opts.max_restarts,
-        faults=plan.faults,
         seed=plan.seed,
         ready_timeout_s=opts.ready_timeout_s,
         tap=tap,

@@ -18,6 +18,7 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 import pytest
 import torch
+from veil_test_hooks import fault_env
 from wire_support import contains_window
 
 from veil.audit.nodes import audit_final, live_auditor
@@ -314,13 +315,15 @@ def test_a_node_releases_only_its_own_rows(ds: Dataset) -> None:
         node.rows_to_release({"train": np.array([4])})
 
 
-def test_live_audits_and_a_restarted_client_release_only_what_is_asked(ds: Dataset) -> None:
+def test_live_audits_and_a_restarted_client_release_only_what_is_asked(ds: Dataset, monkeypatch) -> None:
     """A live audit every 2 rounds on at most 60 rows per split, and client 1's host dies at the start of round 3
     (it rejoins with the current psi and a fresh encoder): after rounds 2, 4 and 6 each client releases exactly
     its own rows among the live audit's, and at the end all its own rows; every message is one the table lists
     and every byte is counted (bytes_release_up: every release)."""
+    for k, v in fault_env("1@3").items():
+        monkeypatch.setenv(k, v)
     plan, out, coord, _ = recorded_run(
-        "d-gpp", ds, RUNS["d-gpp"], live=True, audit_every=2, live_rows=60, nodes_per_host=1, faults=("1@3",)
+        "d-gpp", ds, RUNS["d-gpp"], live=True, audit_every=2, live_rows=60, nodes_per_host=1
     )
     assert plan.rounds == 6 and plan.test_parts is not None
     assert [f.node for f in out.records[2].failures] == [1] and any(1 in r.joined for r in out.records[3:])

@@ -44,8 +44,3 @@ class FederationOptions:
     ready_timeout_s: float = param(
         60.0, "seconds the placement group may take to be placed before the run is refused", gt=0
     )
-    faults: tuple[str, ...] = param(
-        (),
-        "chaos testing: 'NODE@ROUND' entries; that node's host process exits at the "
-        "start of that round (in-process: raises)",
-    )

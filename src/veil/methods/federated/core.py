@@ -56,7 +56,8 @@ class EncodersStayHome(VeilError, RuntimeError):
 
 
 class InjectedFault(RuntimeError):
-    """Raised by a node host when its fault plan says so (in-process stand-in for a process death)."""
+    """A node host's death in process: raised by instrumentation (`host.ROUND_HOOK_ENV`), the in-process pool
+    rebuilds the host as Ray restarts a dead actor."""
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
@@ -23,13 +22,19 @@ from veil.datasets.base import TaskSpec
 from veil.methods.federated.core import (
     NOT_JOINED,
     FederatedRoles,
-    InjectedFault,
     Node,
     NodeData,
     dumps,
     loads,
     release_message,
 )
+from veil.plugins import instrumentation
+
+ROUND_HOOK_ENV = "VEIL_ROUND_HOOK"
+"""Instrumentation every node host loads, unset in normal use (`veil.plugins.instrumentation`): its factory gets the
+host's `host` id, its `nodes` and `own_process` (True in a Ray actor, False in process) and returns a callback
+`(round, node_ids)` called as each round starts on the host, or None. The chaos tests' node deaths plug in here: a
+callback that raises `InjectedFault` stands for the host's death in process."""
 
 
 class NodeHost:
@@ -45,8 +50,7 @@ class NodeHost:
         shards: Sequence[NodeData],
         *,
         host_id: int = 0,
-        faults: Mapping[int, int] | None = None,
-        hard_faults: bool = False,
+        own_process: bool = False,
         threads: int | None = None,
     ) -> None:
         if threads:
@@ -58,8 +62,8 @@ class NodeHost:
         seed = int(config.seed)
         self.nodes = {d.node: Node(d, seed, config.release_seed) for d in shards}
         self.method.init_nodes(list(self.nodes.values()))
-        self.faults = {int(k): int(v) for k, v in (faults or {}).items()}
-        self.hard_faults = hard_faults
+        context = {"host": host_id, "nodes": sorted(self.nodes), "own_process": own_process}
+        self._on_round: Callable[[int, list[int]], None] | None = instrumentation(ROUND_HOOK_ENV, context)
         self.pid = os.getpid()
         self._local: dict[int, dict[str, float]] = {}  # each node's own metrics of its last round
         # per node, its last answer: (round, digest of the downlink, reply, own metrics)
@@ -75,26 +79,14 @@ class NodeHost:
             "joined": sorted(k for k, n in self.nodes.items() if n.joined),
         }
 
-    def _maybe_fail(self, rnd: int, node_ids: Sequence[int]) -> None:
-        hit = [k for k in node_ids if self.faults.get(k) == rnd]
-        if not hit:
-            return
-        if self.hard_faults:  # a real process death, as a crashed machine
-            print(
-                f"[veil] fault plan: node host {self.host_id} (nodes {sorted(self.nodes)}) exits in round {rnd}",
-                file=sys.stderr,
-                flush=True,
-            )
-            os._exit(17)
-        raise InjectedFault(f"fault plan: node(s) {hit} fail in round {rnd}")
-
     def join(self, blobs: Mapping[int, bytes]) -> dict[int, str]:
         for k, blob in blobs.items():
             self.method.join([self.nodes[k]], loads(blob))
         return {k: "ok" for k in blobs}
 
     def run_round(self, rnd: int, blobs: Mapping[int, bytes]) -> dict[int, Any]:
-        self._maybe_fail(rnd, list(blobs))
+        if self._on_round is not None:
+            self._on_round(rnd, list(blobs))
         out: dict[int, Any] = {}
         for k in blobs:  # asked again for the same round (a restarted coordinator): the same answer, no retraining
             seen = self._answered.get(k)

@@ -40,7 +40,6 @@ class FederationPlan:
     shards: list[NodeData]
     rounds: int
     options: FederationOptions
-    faults: dict[int, int]
     seed: int
     partition: str = "iid"
     runtime: str = "in-process"
@@ -67,21 +66,6 @@ class FederationPlan:
         if self.resources is not None:
             out.update({f"federation.{k}": v for k, v in self.resources.to_params().items()})
         return out
-
-
-def parse_faults(entries: Sequence[str], k: int) -> dict[int, int]:
-    """'NODE@ROUND' entries as {node: round}, checked against K."""
-    out = {}
-    for e in entries:
-        node, sep, rnd = str(e).partition("@")
-        try:
-            n, r = int(node), int(rnd)
-        except ValueError:
-            raise ConfigError("faults", list(entries), "entries 'NODE@ROUND' (e.g. 1@2)") from None
-        if not sep or not 0 <= n < k or r < 1:
-            raise ConfigError("faults", list(entries), f"entries 'NODE@ROUND' with 0 <= NODE < K={k} and ROUND >= 1")
-        out[n] = r
-    return out
 
 
 def split_hosts(node_ids: Sequence[int], hosts: int) -> list[list[int]]:
@@ -154,7 +138,6 @@ def plan_federation(
     sizes = [len(p) for p in parts]
     method.validate_partition(sizes)
     objectives = method.node_objectives()
-    faults = parse_faults(opts.faults, k)
     test_parts, note = (
         partition_test_split(train, dataset.test, parts, partition_scheme, seed)
         if dataset is not None
@@ -194,7 +177,6 @@ def plan_federation(
         shards,
         method.num_rounds(sizes),
         opts,
-        faults,
         seed,
         partition=partition_scheme,
         node_blocks=split_hosts(list(range(k)), math.ceil(k / per)),
@@ -274,7 +256,6 @@ class LocalPool(PoolBase):
         shards: Sequence[NodeData],
         blocks: list[list[int]],
         *,
-        faults: Mapping[int, int] | None = None,
         max_restarts: int = 3,
     ) -> None:
         by_id = {d.node: d for d in shards}
@@ -282,14 +263,13 @@ class LocalPool(PoolBase):
         self.sizes = {d.node: len(d.train) for d in shards}
         self.host_of = {k: h for h, block in enumerate(blocks) for k in block}
         self._args = [(method_cls, config, task, [by_id[k] for k in block]) for block in blocks]
-        self._faults = dict(faults or {})
         self.max_restarts = max_restarts
         self._restarts = [0] * len(blocks)
         self._dead: set[int] = set()
         self.hosts: list[NodeHost | None] = [self._make(h) for h in range(len(blocks))]
 
     def _make(self, h: int) -> NodeHost:
-        return NodeHost(*self._args[h], host_id=h, faults=self._faults, hard_faults=False)
+        return NodeHost(*self._args[h], host_id=h)
 
     def _invoke(self, calls: list[tuple[int, str, tuple]]) -> list[tuple[int, Any]]:
         out: list[tuple[int, Any]] = []
@@ -374,7 +354,6 @@ class LocalFederation(Coordinated):
             m.task,
             plan.shards,
             plan.node_blocks,
-            faults=plan.faults,
             max_restarts=plan.options.max_restarts,
         )
         self.coordinator = Coordinator(m, self.pool, seed=plan.seed, tap=tap)
