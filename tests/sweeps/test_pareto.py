@@ -9,7 +9,7 @@ import pytest
 from scipy.spatial import ConvexHull
 
 from veil.errors import ConfigError
-from veil.sweeps.pareto import convex_hull_auc, hypervolume, pareto_front
+from veil.sweeps.pareto import convex_hull_auc, extend_front, hypervolume, pareto_front
 
 # Exact algorithms compared with each other: only float round-off separates them.
 EXACT_REL_TOL = 1e-9
@@ -75,6 +75,21 @@ def test_front_matches_brute_force(m: int) -> None:
         pts = rng.integers(0, 6, (n, m)).astype(float) if trial % 2 else rng.random((n, m))
         dirs = [str(d) for d in rng.choice(["max", "min"], m)]
         np.testing.assert_array_equal(pareto_front(pts, dirs), brute_front(pts, dirs))
+
+
+@pytest.mark.parametrize("m", [1, 2, 3])
+def test_a_front_extended_one_point_at_a_time_is_the_front_of_all_points(m: int) -> None:
+    """As a sweep's monitor keeps it: each trial's point added to the current front equals recomputing the front of
+    every point so far, ties and duplicates included."""
+    rng = np.random.default_rng(200 + m)
+    for trial in range(6):
+        n = int(rng.integers(1, 80))
+        pts = rng.integers(0, 5, (n, m)).astype(float) if trial % 2 else rng.random((n, m))
+        dirs = [str(d) for d in rng.choice(["max", "min"], m)]
+        front: set[int] = set()
+        for i in range(n):
+            front = extend_front({j: pts[j] for j in front}, i, pts[i], dirs)
+            assert front == set(np.flatnonzero(pareto_front(pts[: i + 1], dirs)).tolist())
 
 
 def test_front_duplicates_are_all_kept_and_directions_matter() -> None:

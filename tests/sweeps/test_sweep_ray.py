@@ -189,13 +189,13 @@ def test_monitor_stops_after_max_failures():
     mon = SweepMonitor(spec, total=4, quiet=True)
 
     class T:
-        def __init__(self, status):
-            self.status, self.trial_id, self.config, self.error_file = status, "x", {}, None
+        def __init__(self, status, trial_id):
+            self.status, self.trial_id, self.config, self.error_file = status, trial_id, {}, None
 
-    trials = [T("ERROR")]
+    trials = [T("ERROR", "a")]
     mon.on_trial_error(0, trials, trials[0])
     assert not mon.stop_all()
-    trials.append(T("ERROR"))
+    trials.append(T("ERROR", "b"))
     mon.on_trial_error(0, trials, trials[1])
     assert mon.stop_all() and mon.stopped_for_failures
     unlimited = SweepMonitor(sweep_from_mapping(TINY, where="t.yaml"), total=4, quiet=True)

@@ -67,7 +67,8 @@ def _finish(outcome, args: argparse.Namespace) -> int:
     if t:
         print(
             f"time: Ray start {t['ray_start']:.1f} s, trials {t['tune']:.1f} s ({t['trials']:.1f} s of trial "
-            f"work), report {t['finish']:.1f} s; orchestration {100 * t['orchestration']:.0f}% of the wall time",
+            f"work, {t.get('ask', 0.0):.1f} s of sampler asks), report {t['finish']:.1f} s; orchestration "
+            f"{100 * t['orchestration']:.0f}% of the wall time",
             file=out,
         )
     _print_files(outcome.files, out)

@@ -415,18 +415,24 @@ def run_sweep(
             )
             outcome.searcher = searcher
             wall = time.time() - t0
-            outcome.timings = sweep_timings(
-                wall, t_ray - t0, t_fit - t_tune, time.time() - t_fit, grid, spec.concurrency
-            )
-            when_tracking_answers(
-                lambda: TrackedRun(uri, parent.run_id).log_metrics(
+            asks = searcher.ask_seconds if searcher is not None else []
+            outcome.timings = {
+                **sweep_timings(wall, t_ray - t0, t_fit - t_tune, time.time() - t_fit, grid, spec.concurrency),
+                "ask": sum(asks),
+            }
+
+            def log_timings() -> None:
+                run = TrackedRun(uri, parent.run_id)
+                run.log_metrics(
                     {
                         f"time/{k}" if k != "orchestration" else "orchestration_share": v
                         for k, v in outcome.timings.items()
                     }
-                ),
-                uri,
-            )
+                )
+                # stepped by trial number: how the sampler's ask time grows with the trials it has been told
+                run.log_metric_rows([({"ask_seconds": s}, i + 1) for i, s in enumerate(asks)])
+
+            when_tracking_answers(log_timings, uri)
             return outcome
         except BaseException as e:
             parent.fail(e)
@@ -515,14 +521,6 @@ def finish_sweep(
     )
 
 
-def _restored_monitor(tuner: Any) -> "SweepMonitor | None":
-    try:
-        cbs = tuner._local_tuner.get_run_config().callbacks or []  # noqa: SLF001 (no public accessor)
-    except Exception:
-        return None
-    return next((cb for cb in cbs if isinstance(cb, SweepMonitor)), None)
-
-
 def resume_sweep(
     ref: str,
     *,
@@ -563,20 +561,25 @@ def resume_sweep(
             reopen_parent(sref.tracking_uri, sref.parent_run_id)
             if not quiet:
                 print(f"resuming sweep {sref.name} from {exp_dir} (MLflow parent run {sref.parent_run_id})", flush=True)
-            tuner = tune.Tuner.restore(
-                str(exp_dir),
-                trainable=trainable(spec, data),
-                resume_unfinished=True,
-                resume_errored=False,
-                restart_errored=retry_failed,
-            )
-            monitor = _restored_monitor(tuner)
-            if monitor is not None:  # it comes back as pickled at the start: this process's settings instead
-                monitor.quiet, monitor.t0, monitor.grid = quiet, time.time(), spec.sampler == "grid"
-                monitor.population = spec.population
-                monitor.member_failures = getattr(monitor, "member_failures", 0)
-            grid = tuner.fit()
-            stopped = bool(getattr(monitor, "stopped_for_failures", False))
+            SweepMonitor.unpickled = []
+            SweepMonitor.resumed_as = {
+                "quiet": quiet,
+                "t0": time.time(),
+                "grid": spec.sampler == "grid",
+                "population": spec.population,
+            }
+            try:
+                tuner = tune.Tuner.restore(
+                    str(exp_dir),
+                    trainable=trainable(spec, data),
+                    resume_unfinished=True,
+                    resume_errored=False,
+                    restart_errored=retry_failed,
+                )
+                grid = tuner.fit()
+            finally:
+                SweepMonitor.resumed_as = {}
+            stopped = any(m.stopped_for_failures for m in SweepMonitor.unpickled)
             return finish_sweep(spec, sref, exp_dir, stopped, time.time() - t0, tune_trial_ids(grid))
         except BaseException as e:
             TrackedRun(sref.tracking_uri, sref.parent_run_id).fail(e)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 from ray.tune import Callback
 from ray.tune.stopper import Stopper
@@ -35,7 +35,20 @@ PROBE_EVERY_S = 2.0
 
 class SweepMonitor(Callback, Stopper):
     """A Tune Callback (progress lines and the current front) that is also a Stopper (max_failures).
-    Picklable: Tune stores it with the experiment, and `veil resume` gets it back."""
+    Picklable: Tune stores it with the experiment, and `veil resume` gets it back: Tune unpickles several copies
+    (the callback, each trial's stopper) and offers no public accessor to them, so every copy unpickled here takes
+    this process's `resumed_as` settings and is listed in `unpickled`."""
+
+    resumed_as: ClassVar[dict[str, Any]] = {}
+    """Attributes a monitor unpickled in this process takes instead of its pickled ones (`veil resume`'s console)."""
+    unpickled: ClassVar[list["SweepMonitor"]] = []
+    """The monitors unpickled in this process since `veil resume` cleared the list."""
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.__dict__.update(SweepMonitor.resumed_as)
+        self.absorbed = False  # this process has not seen the restored experiment's trials yet
+        SweepMonitor.unpickled.append(self)
 
     def __init__(self, spec: SweepSpec, total: int, quiet: bool = False, tracking_uri: str | None = None) -> None:
         self.tracking_uri = tracking_uri
@@ -53,6 +66,10 @@ class SweepMonitor(Callback, Stopper):
         self.failed = 0
         self.done: dict[str, tuple[list[float], str]] = {}
         self.front_ids: set[str] = set()
+        self.errored: dict[str, int] = {}
+        """Tune trials that ended in ERROR: id -> the trials it ran (a population's members all failed)."""
+        self.absorbed = False
+        """Whether the trials that finished before this process started are counted (`_absorb_finished`)."""
         self.t0 = time.time()
         self.stopped_for_failures = False
 
@@ -90,13 +107,33 @@ class SweepMonitor(Callback, Stopper):
         return out
 
     def _absorb_finished(self, trials: list) -> None:
-        """Count trials that finished before this process started (a resumed sweep), without printing them."""
+        """Count trials that finished before this process started (a resumed sweep), without printing them: once,
+        at the first event; afterwards every trial reaches `done` through the events (a sweep's callbacks stay
+        linear in its trials)."""
+        if self.absorbed:
+            return
+        self.absorbed = True
         for t in trials:
             if t.status == "TERMINATED":
                 for mid, _, label, vals in self._entries(t):
                     if vals is not None and mid not in self.done:
                         self.done[mid] = (vals, label)
+            elif t.status == "ERROR":
+                self.errored[t.trial_id] = len((t.config or {}).get(MEMBERS) or [0])
         self.front_ids = self._front()
+        self._count_failures()
+
+    def _add(self, mid: str, vals: list[float], label: str) -> None:
+        """A finished trial's objectives join `done` and the front (updated, not recomputed)."""
+        again = mid in self.done
+        self.done[mid] = (vals, label)
+        if again:  # a trial reported twice: its earlier values may be on the front
+            self.front_ids = self._front()
+        else:
+            from veil.sweeps.pareto import extend_front
+
+            front = {i: self.done[i][0] for i in self.front_ids}
+            self.front_ids = extend_front(front, mid, vals, self.directions)
 
     def _front(self) -> set[str]:
         ids = list(self.done)
@@ -128,13 +165,14 @@ class SweepMonitor(Callback, Stopper):
             return
         self._absorb_finished([t for t in trials if t is not trial])
         population = MEMBERS in (trial.config or {})
+        before = set(self.front_ids)
         for mid, name, label, vals in entries:
             if vals is None:
                 self.member_failures += 1
                 self._say(f"[{self._elapsed()}] FAILED {name}  {label}  (see its MLflow run)")
                 continue
-            self.done[mid] = (vals, label)
-        front = self._front()
+            self._add(mid, vals, label)
+        front = self.front_ids
         r = trial.last_result or {}
         reported = r.get(MEMBER_RESULTS) if population else [r]
         for (mid, name, label, vals), rep in zip(entries, reported or [None] * len(entries)):
@@ -147,9 +185,8 @@ class SweepMonitor(Callback, Stopper):
                 f"[{self._elapsed()}] done   {name}  {label}  {cells}  "
                 f"({seconds:.1f} s){star}   [{len(self.done)}/{self.total} finished]"
             )
-        self._count_failures(trials)
-        if front != self.front_ids:
-            self.front_ids = front
+        self._count_failures()
+        if front != before:
             self._print_front()
 
     def _print_front(self) -> None:
@@ -162,7 +199,9 @@ class SweepMonitor(Callback, Stopper):
         self._say("\n".join(lines))
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._count_failures(trials)
+        self._absorb_finished([t for t in trials if t is not trial])
+        self.errored[trial.trial_id] = len((trial.config or {}).get(MEMBERS) or [0])
+        self._count_failures()
         msg = ""
         try:
             if trial.error_file and os.path.exists(trial.error_file):
@@ -179,13 +218,11 @@ class SweepMonitor(Callback, Stopper):
                 "stopping the sweep"
             )
 
-    def _count_failures(self, trials: list) -> None:
+    def _count_failures(self) -> None:
         """Failed trials so far: every member of an errored Tune trial, and members that failed on their own."""
-        errored = sum(len((t.config or {}).get(MEMBERS) or [0]) for t in trials if t.status == "ERROR")
-        self.failed = errored + self.member_failures
+        self.failed = sum(self.errored.values()) + self.member_failures
 
     def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
-        self._count_failures(trials)
         self._watch_tracking()
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:

@@ -7,15 +7,16 @@ trade-off curve (seed 003, Sec. 4.2.7). Pure numpy; no optuna / ray / mlflow.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Hashable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
 from veil.errors import ConfigError
 from veil.sweeps.metrics import AUC_ORIGINS, DIRECTIONS  # the sweep vocabulary, read there without numpy
 
-__all__ = ["DIRECTIONS", "AUC_ORIGINS", "pareto_front", "hypervolume", "convex_hull_auc"]
+__all__ = ["DIRECTIONS", "AUC_ORIGINS", "pareto_front", "extend_front", "hypervolume", "convex_hull_auc"]
 
+K = TypeVar("K", bound=Hashable)
 _CHUNK_ELEMS = 4_000_000  # bound on the n x n x m comparison block held in memory at once
 
 
@@ -89,6 +90,23 @@ def pareto_front(points: Any, directions: Sequence[str]) -> np.ndarray:
     that does not match the columns, an unknown direction, or NaN / inf values.
     """
     return _nondominated_min(_as_points(points, directions))
+
+
+def extend_front(
+    front: Mapping[K, Sequence[float]], key: K, point: Sequence[float], directions: Sequence[str]
+) -> set[K]:
+    """The keys of the front once `point` (under `key`) joins the points `front` (a front already: no point of it
+    dominates another). O(|front| m) where recomputing is O(n^2 m): a point that a front point dominates changes
+    nothing (whatever it would beat, the front point beats too); else it joins and the points it dominates leave."""
+    if not front:
+        return {key}
+    keys = list(front)
+    p = _as_points([*(front[k] for k in keys), point], directions)
+    new, old = p[-1], p[:-1]
+    if np.any(np.all(old <= new, axis=1) & np.any(old < new, axis=1)):
+        return set(keys)
+    beaten = np.all(new <= old, axis=1) & np.any(new < old, axis=1)
+    return {k for k, out in zip(keys, beaten) if not out} | {key}
 
 
 # ----------------------------------------------------------------------------------------------

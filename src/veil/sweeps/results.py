@@ -359,6 +359,8 @@ class SweepResults:
     axes: tuple[str, str] | None = None
     """(leakage, utility) metrics behind chull_auc, when the objectives have that shape."""
     notes: list[str] = field(default_factory=list)
+    pareto_tags: dict[str, str] = field(default_factory=dict)
+    """run id -> the `veil.pareto` tag each trial run carries in the store (read by `collect`)."""
 
     @property
     def front(self) -> pd.DataFrame:
@@ -474,13 +476,18 @@ def collect(sweep: SweepRef, spec: SweepSpec | None = None) -> SweepResults:
         tracking_uri=sweep.tracking_uri,
         experiment_id=sweep.experiment_id,
         superseded=dropped,
+        pareto_tags={r.info.run_id: r.data.tags.get(TAG_PARETO, "") for r in kept},
     )
 
 
 def tag_front(results: SweepResults) -> None:
-    """Tag every trial run veil.pareto=true|false."""
+    """Tag every trial run veil.pareto=true|false: only the runs whose tag changes are written (trial runs start
+    as false), so a sweep's end costs one call per front trial, not one per trial."""
     for _, row in results.trials.iterrows():
-        TrackedRun(results.tracking_uri, row["run_id"]).set_tags({TAG_PARETO: "true" if row["pareto"] else "false"})
+        value = "true" if row["pareto"] else "false"
+        if results.pareto_tags.get(row["run_id"]) != value:
+            TrackedRun(results.tracking_uri, row["run_id"]).set_tags({TAG_PARETO: value})
+            results.pareto_tags[row["run_id"]] = value
 
 
 # ----------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import pickle
+import time
 from typing import Any, Mapping, cast
 
 import optuna
@@ -52,6 +53,8 @@ class StudySearch(Searcher):
         self._members: dict[str, list[tuple[int, dict[str, Any]]]] = {}
         """Tune trial id -> (Optuna trial number, its params) of each member."""
         self._told: set[str] = set()
+        self.ask_seconds: list[float] = []
+        """The sampler's seconds per asked trial, in order (a population's ask shared by its members)."""
 
     @property
     def study(self) -> optuna.Study:
@@ -77,7 +80,9 @@ class StudySearch(Searcher):
             n = self.next_size()
             if n <= 0:
                 return cast(Any, Searcher.FINISHED)  # Tune's "no more trials" (its type hint leaves it out)
+            t0 = time.perf_counter()
             asked = [self._study.ask(self._space) for _ in range(n)]
+            self.ask_seconds += [(time.perf_counter() - t0) / n] * n
             self._members[trial_id] = [(t.number, dict(t.params)) for t in asked]
             self._asked += n
         params = [p for _, p in self._members[trial_id]]

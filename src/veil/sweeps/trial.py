@@ -23,6 +23,7 @@ from veil.sweeps.results import (
     TAG_CONFIG,
     TAG_NODE,
     TAG_NUMBER,
+    TAG_PARETO,
     TAG_POPULATION,
     TAG_ROLE,
     TAG_SEED,
@@ -121,6 +122,7 @@ def trial_tags(
         TAG_SWEEP: sweep,
         TAG_TRIAL: trial_id,
         TAG_ROLE: "trial",
+        TAG_PARETO: "false",  # the sweep's end tags its front true (`tag_front`)
         TAG_CONFIG: json.dumps({k: v for k, v in values.items()}, default=str),
         **({TAG_NUMBER: str(number)} if number is not None else {}),
         **({TAG_POPULATION: population} if population is not None else {}),
