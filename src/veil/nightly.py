@@ -22,7 +22,8 @@ from veil.names import check_mlflow_name
 
 NIGHTLY_TAG = "veil.nightly"
 SUITE_KEYS = ("experiment", "tolerances", "runs", "sweeps")
-DEFAULT_SUITE = Path(__file__).resolve().parents[2] / "benchmarks" / "nightly.yaml"
+DEFAULT_SUITE = Path("benchmarks") / "nightly.yaml"
+"""The repository's suite, read from the working directory (a checkout's root); an installed Veil has none."""
 
 
 @dataclass(frozen=True)
@@ -305,7 +306,11 @@ def cmd_nightly(args: argparse.Namespace) -> int:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("nightly", help="run the benchmark suite and fail on a regression against the last nightly")
-    p.add_argument("--suite", default=str(DEFAULT_SUITE), help="suite YAML (default benchmarks/nightly.yaml)")
+    p.add_argument(
+        "--suite",
+        default=str(DEFAULT_SUITE),
+        help="suite YAML (default benchmarks/nightly.yaml under the working directory)",
+    )
     p.add_argument("--tracking-uri", dest="tracking_uri", help="MLflow tracking URI (default as for `veil run`)")
     p.add_argument("--address", help="Ray cluster to join for sweeps and ray-train runs")
     p.add_argument("--check", action="store_true", help="validate the suite and every spec in it, then stop")

@@ -365,7 +365,9 @@ def relative(path: Path, base: Path) -> str | None:
 
 
 def command(suite: ReproSuite, mode: str, row: str | None = None) -> str:
-    rel = relative(suite.path, Path(__file__).parents[3]) or suite.path.as_posix()
+    """The `veil nightly` command that reruns `suite` (its path relative to the working directory where it lies
+    below it)."""
+    rel = relative(suite.path, Path.cwd()) or suite.path.as_posix()
     return f"veil nightly --suite {rel}" + (" --quick" if mode == "quick" else "") + (f" --only {row}" if row else "")
 
 

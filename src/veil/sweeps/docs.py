@@ -3,7 +3,8 @@ searched parameter (by type), an objective, a constraint and the sampler options
 so the documented defaults, ranges and meanings are the ones the parser applies and its errors say
 (tests/sweeps/test_sweeps_doc.py checks the doc is current).
 
-python -m veil.sweeps.docs   (rewrites the tables between the markers in docs/sweeps.md)"""
+python -m veil.sweeps.docs [PATH]   (rewrites the tables between the markers of PATH, default docs/sweeps.md
+under the working directory)"""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ KEYS_BEGIN = (
     "by python -m veil.sweeps.docs -->"
 )
 KEYS_END = "<!-- end of sweep keys -->"
-DOC = Path(__file__).resolve().parents[3] / "docs" / "sweeps.md"
+DOC = Path("docs") / "sweeps.md"
 OWN_NAMES = {"sampler": SAMPLERS}
 """Settings whose choices plugins extend: the doc lists Veil's own (its meaning says a plugin may add one), so it
 reads the same whichever plugins are installed."""
@@ -100,8 +101,15 @@ def updated(text: str) -> str:
     return _replace(_replace(text, BEGIN, END, render_settings()), KEYS_BEGIN, KEYS_END, render_keys())
 
 
-def main() -> int:
-    DOC.write_text(updated(DOC.read_text()))
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    doc = Path(args[0]) if args else DOC
+    if not doc.is_file():
+        print(
+            f"error: {doc} is not a file (run from a checkout's root, or pass docs/sweeps.md's path)", file=sys.stderr
+        )
+        return 2
+    doc.write_text(updated(doc.read_text()))
     return 0
 
 
