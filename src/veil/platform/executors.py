@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import torch
 
-from veil.console import warn
+from veil.console import logger, warn
 from veil.datasets.base import Dataset
 from veil.methods.base import TrainContext
 from veil.methods.federated.core import FederatedRoles
@@ -132,7 +132,7 @@ def _ray_train_loop(cfg: dict[str, Any]) -> None:
     def report(epoch: int, row: dict[str, float]) -> None:
         if rank == 0:
             text = " ".join(f"{k}={v:.4f}" for k, v in row.items())
-            print(f"[veil] epoch {epoch + 1}/{config.epochs} {text}", flush=True)
+            logger().info(f"epoch {epoch + 1}/{config.epochs} {text}")  # the worker's log (the driver's with --verbose)
             if tracker:
                 tracker.log_metrics(row, step=epoch)
         ray.train.report({"epoch": epoch, **row})  # every worker reports (Train v2 synchronises on it)
