@@ -332,20 +332,22 @@ def run_k1000(quick: bool) -> Row:
 
 # -- processes: wall time and peak RSS of a whole process tree --------------------------------------------------
 def timed(cmd: list[str], cwd: str | None = None, env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run `cmd`; wall seconds and the peak summed RSS of its process tree (Ray's raylet and workers included)."""
+    """Run `cmd`; wall seconds, the peak summed RSS of its process tree (Ray's raylet and workers included) and the
+    peak RSS of the command's own process (the driver)."""
     import psutil
 
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak = [0]
+    peak, own = [0], [0]
 
     def sample() -> None:
         root = psutil.Process(proc.pid)
         while proc.poll() is None:
             try:
-                total = sum(p.memory_info().rss for p in [root, *root.children(recursive=True)])
+                mine = root.memory_info().rss
+                total = mine + sum(p.memory_info().rss for p in root.children(recursive=True))
             except psutil.Error:
-                total = 0
-            peak[0] = max(peak[0], total)
+                mine = total = 0
+            peak[0], own[0] = max(peak[0], total), max(own[0], mine)
             time.sleep(0.2)
 
     t0 = time.perf_counter()
@@ -358,6 +360,7 @@ def timed(cmd: list[str], cwd: str | None = None, env: dict[str, str] | None = N
         "rc": proc.returncode,
         "wall_s": round(wall, 2),
         "peak_rss_mb": round(peak[0] / 2**20, 1),
+        "driver_peak_rss_mb": round(own[0] / 2**20, 1),
         "stdout": stdout,
         "stderr": stderr,
     }
@@ -882,82 +885,6 @@ def run_audit(quick: bool) -> Row:
     return {"threads": 1, "cases": cases}
 
 
-# -- scale curves ------------------------------------------------------------------------------------------------
-def scale_points(quick: bool) -> dict[str, list[tuple[int, list[str]]]]:
-    """Per axis (rows, nodes, trials): (x, veil command) pairs, each run in a fresh process. `--quick` keeps two
-    small points per axis and runs the nodes in-process (no Ray start-up per point)."""
-    rows = [500, 2000] if quick else [3000, 10000, 30000, 100000]
-    nodes = [10, 40] if quick else [10, 100, 1000]
-    trials = [1, 2] if quick else [2, 8, 14]
-    runtime = "in-process" if quick else "virtual"
-    epochs = "1" if quick else "2"
-    # `--target none`: training and the audit as the rows grow, without the default target's calibration and
-    # certificate (which refuse data too small to certify 0.05: the quick points hold 125-500 test rows)
-    gpp = f"run -m gpp -d gaussian-correlated --set epochs={epochs} --set audit.epochs={epochs} --target none".split()
-    fed = (
-        f"run -m d-eigan -d gaussian-nodes --set epochs={epochs} --set delta=1 --set audit.epochs={epochs} "
-        f"--runtime {runtime} --target none"
-    )
-    return {
-        "rows": [(n, [*gpp, "--set", f"n={n}"]) for n in rows],
-        "nodes": [(k, [*fed.split(), "--set", f"K={k}", "--set", f"n={40 * k}"]) for k in nodes],
-        "trials": [(t, ["sweep", f"@trials={t}"]) for t in trials],
-    }
-
-
-def run_scale(quick: bool) -> Row:
-    """Wall seconds and peak RSS of `veil run` against rows and nodes and of `veil sweep` against trials;
-    one PNG per suite run in benchmarks/results/."""
-    import yaml
-
-    curves: dict[str, list[dict[str, Any]]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for axis, points in scale_points(quick).items():
-            curves[axis] = []
-            for x, args in points:
-                if args[0] == "sweep":
-                    spec = yaml.safe_load(quickstart_spec(Path(tmp), True, None).read_text())
-                    spec["trials"] = x
-                    path = Path(tmp) / f"trials{x}.yaml"
-                    path.write_text(yaml.safe_dump(spec))
-                    args = ["sweep", str(path)]
-                r = timed([veil_cli(), *args, "--json", "--quiet"], cwd=tmp, env=clean_env())
-                if r["rc"] != 0:
-                    raise RuntimeError(f"veil {shlex.join(args)} failed:\n{r['stderr'][-2000:]}")
-                curves[axis].append({"x": x, "wall_s": r["wall_s"], "peak_rss_mb": r["peak_rss_mb"]})
-                print(f"  scale {axis}={x}: {r['wall_s']} s, {r['peak_rss_mb']} MB", flush=True)
-    png = HERE / "results" / "scale.png"
-    plot_scale(curves, png)
-    return {"curves": curves, "plot": str(png.relative_to(ROOT))}
-
-
-def plot_scale(curves: dict[str, list[dict[str, Any]]], path: Path) -> None:
-    """Wall time and peak RSS against each axis (log x, labelled at the measured points), one column per axis."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(2, len(curves), figsize=(4 * len(curves), 6), squeeze=False)
-    for col, (axis, points) in enumerate(curves.items()):
-        xs = [p["x"] for p in points]
-        for r, (key, label) in enumerate((("wall_s", "wall time (s)"), ("peak_rss_mb", "peak RSS (MB)"))):
-            ax = axes[r][col]
-            ax.plot(xs, [p[key] for p in points], marker="o")
-            ax.set_xscale("log")
-            ax.set_ylim(bottom=0)
-            ax.set_xticks(xs, [str(x) for x in xs])
-            ax.set_xticks([], minor=True)  # log-scale minor labels (3x10^0 ...) crowd a short axis
-            ax.set_xlabel(axis)
-            ax.set_ylabel(label)
-            ax.grid(True, alpha=0.3)
-    fig.suptitle(f"Veil scale curves ({os.cpu_count()} CPU, {platform.machine()}, {datetime.now():%Y-%m-%d})")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
 # -- start-up of the CLI ---------------------------------------------------------------------------------------------
 CLI_COMMANDS: dict[str, tuple[list[str], float | None]] = {
     "veil --help": (["--help"], 0.5),
@@ -1012,7 +939,6 @@ BENCHMARKS: dict[str, Callable[[bool], Row]] = {
     "optuna-loop": run_optuna_loop,
     "adult-sweep": run_adult_sweep,
     "audit": run_audit,
-    "scale": run_scale,
     "cli": run_cli,
 }
 

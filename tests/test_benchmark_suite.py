@@ -130,3 +130,31 @@ def test_cli_startup_row_times_fresh_processes_and_renders_its_target(tmp_path: 
     slow = {**row, "commands": {**row["commands"], "veil --help": {**row["commands"]["veil --help"], "wall_s": 0.9}}}
     (line,) = [x for x in suite.new_targets({"cli": slow}) if "`veil --help` <= 0.5 s" in x]
     assert "| no | what each command imports" in line and "`veil --help` 0.90 s" in line
+
+
+def test_scale_windows_split_a_worker_slot_into_its_parts() -> None:
+    """benchmarks/scale.py's per-trial figures on a synthetic sweep: trials start every 0.5 s on 2 workers (a slot
+    of 1.0 s per trial), each run takes 0.3 s inside a 0.35 s trial and the sampler asks in 0.01 s, so the rest
+    (Tune's scheduling) is 0.64 s; the first trial, which warms its worker, is left out of every window."""
+    import pandas as pd
+
+    spec = importlib.util.spec_from_file_location("bench_scale", ROOT / "benchmarks" / "scale.py")
+    assert spec and spec.loader
+    scale = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(scale)
+    n = 32
+    start = pd.Timestamp("2026-11-28", tz="UTC")
+    trials = pd.DataFrame(
+        {
+            "trial": range(1, n + 1),
+            "started": [start + pd.Timedelta(seconds=0.5 * i + (3.0 if i else 0.0)) for i in range(n)],
+            "seconds": [0.35] * n,
+            "total_seconds": [0.3] * n,
+        }
+    )
+    windows = scale.window_overheads(trials, [0.01] * n, concurrency=2)
+    assert [w["trial"] for w in windows] == [11, 21, 31]
+    for w in windows:
+        assert w["slot_s"] == pytest.approx(1.0, abs=1e-6) and w["run_s"] == pytest.approx(0.3)
+        assert w["pre_s"] == pytest.approx(0.05) and w["ask_s"] == pytest.approx(0.01)
+        assert w["scheduling_s"] == pytest.approx(0.64, abs=1e-4) and w["overhead_s"] == pytest.approx(0.7, abs=1e-4)
