@@ -16,6 +16,7 @@ import hashlib
 import os
 from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
 import torch
 
 from veil.datasets.base import TaskSpec
@@ -70,6 +71,7 @@ class NodeHost:
         self._answered: dict[int, tuple[int, bytes, bytes, dict[str, float]]] = {}
         self._trained: dict[int, int] = {}  # per node, how many times it trained (a release is replayed until then)
         self._released: dict[int, tuple[tuple[int, bytes], bytes]] = {}  # per node, its last release
+        self._full: dict[int, tuple[int, dict[str, Any]]] = {}  # per node, its release of every own row
 
     def info(self) -> dict[str, Any]:
         return {
@@ -131,9 +133,29 @@ class NodeHost:
             if seen is not None and seen[0] == key:
                 out[k] = seen[1]
                 continue
-            out[k] = dumps(release_message(self.method, self.nodes[k], loads(blobs[k])))
+            out[k] = dumps(self._release_of(k, loads(blobs[k])))
             self._released[k] = (key, out[k])
         return out
+
+    def _release_of(self, k: int, request: Any) -> dict[str, Any]:
+        """Node k's release of the rows `request` names, cut from its release of every own row, computed once per
+        training state: a row's z is then the same bytes whichever rows are asked with it (the encoder's float sums
+        depend on how many rows pass through it together)."""
+        trained = self._trained.get(k, 0)
+        full = self._full.get(k)
+        if full is None or full[0] != trained:
+            full = (trained, release_message(self.method, self.nodes[k], None))
+            self._full[k] = full
+            if request is None:
+                return full[1]
+        else:
+            self.nodes[k].releases += 1
+        msg: dict[str, Any] = {"kind": "release"}
+        for split, ids, _ in self.nodes[k].rows_to_release(request):
+            have = full[1][split]
+            where = {int(r): i for i, r in enumerate(have["rows"])}
+            msg[split] = {"rows": ids.astype(np.int64), "z": have["z"][[where[int(r)] for r in ids]]}
+        return msg
 
 
 def _digest(blob: bytes) -> bytes:
