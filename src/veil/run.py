@@ -274,14 +274,16 @@ def track(
     parent_run_id: str | None = None,
     tags: Mapping[str, str] | None = None,
     audited: AuditOutcome | None = None,
+    audit_seconds: float = 0.0,
     spent: float = 0.0,
     calibration: Calibration | None = None,
     note: Callable[[str], None] | None = None,
     writer: Writer | None = None,
 ) -> RunResult:
     """One planned run in its own MLflow run: params, `job.train` (its rows as per-epoch metrics), the audit
-    (`audited` when done already), metrics and artifacts. `tags` are added to the run's own; `spent`: seconds
-    spent on it before (a population member's share of training and audit), counted in total_seconds. `note`
+    (`audited` when done already, its share of that audit's time `audit_seconds`), metrics and artifacts. `tags`
+    are added to the run's own; `spent`: seconds spent on it before (a population member's share of training and
+    audit), counted in total_seconds. `note`
     hears when the audit and the certificate start (the console's progress bar closes and names them).
     With a tracking server, MLflow calls go out on a background thread (`writer`, shared by a population and
     drained by its caller; else the run's own, drained before this returns)."""
@@ -329,7 +331,7 @@ def track(
             curves.flush()  # a crash keeps the curves up to it
         tracker.set_tags({"veil.device": outcome.device, **job.tags})
         say = note or (lambda _: None)
-        stages: dict[str, float] = {}  # where the run's time went, by stage (a population's audit is shared)
+        stages = {"audit_seconds": audit_seconds}  # where the run's time went, by stage
         if audited is None:
             say(audit_note(v, ds))
             t_audit = time.time()
@@ -538,6 +540,7 @@ def train_population(
                     parent_run_id=parent_run_id,
                     tags=tags,
                     audited=audited,
+                    audit_seconds=audit_share,
                     spent=outcome.seconds + audit_share,
                     writer=writer,
                 )
