@@ -16,8 +16,6 @@ import argparse
 import json
 import os
 import shlex
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -133,32 +131,19 @@ def ask_history(uri: str, run_id: str) -> list[float]:
     return [m.value for m in sorted(hist, key=lambda m: m.step)]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def ui_requests(db: Path, experiment_id: str, parent_run_id: str, sweep: str) -> dict[str, float]:
     """Seconds of the REST requests behind the MLflow UI pages `veil ui` links a sweep to, against a real
     `mlflow server` on 127.0.0.1 over the sweep's store: the parent run's page (`runs/get`), the sweep's runs table
     (its saved view's filter, the UI's first page of 100 rows) and, as the worst case, every child run of the
     parent in one request (the nested table expanded, or an export). The browser's rendering is not timed."""
+    from veil.tracking.ui import HOST, free_port, start_server, stop_server, wait_ready
+
     port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    cmd = [str(Path(sys.executable).with_name("mlflow")), "server", "--host", "127.0.0.1", "--port", str(port)]
-    cmd += ["--backend-store-uri", f"sqlite:///{db}", "--workers", "1"]
-    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    base = f"http://{HOST}:{port}"
+    log = db.parent / "mlflow-server.log"
+    server = start_server(f"sqlite:///{db}", port, log)
     try:
-        deadline = time.time() + 120
-        while True:
-            try:
-                urllib.request.urlopen(f"{base}/health", timeout=2).read()
-                break
-            except OSError:
-                if time.time() > deadline or server.poll() is not None:
-                    raise RuntimeError("mlflow server did not answer within 120 s") from None
-                time.sleep(0.5)
+        wait_ready(base, server, log)
 
         def call(path: str, body: dict[str, Any] | None = None) -> float:
             data = json.dumps(body).encode() if body is not None else None
@@ -187,8 +172,7 @@ def ui_requests(db: Path, experiment_id: str, parent_run_id: str, sweep: str) ->
         }
         return {k: round(v, 3) for k, v in figures.items()}
     finally:
-        os.killpg(server.pid, 15)
-        server.wait(timeout=30)
+        stop_server(server)
 
 
 def trials_point(n: int, work: Path) -> dict[str, Any]:
