@@ -2,7 +2,8 @@
 
 Runs a federated method in process with `fed.wire_rounds` sampled rounds and certifies them with
 `veil.certify.wire.audit_wire` against the default target, exactly as `veil run` does, without the final release's
-audit; prints one JSON line: per sampled round (round, gap, low, high, met, test rows, utility AUC).
+audit; prints one JSON line: per sampled round (round, gap, low, high, the excess over what the utility labels
+reveal and its high end, met, test rows, utility AUC).
 
     python benchmarks/wire_rounds.py DATASET N WARMUP EPOCHS WIRE_ROUNDS SEED [PARTITION] [KEY=VALUE ...]
 
@@ -58,6 +59,8 @@ def main(argv: list[str]) -> None:
             round(r["privacy_gap"]["value"], 4),
             round(r["privacy_gap"]["low"], 4),
             round(r["privacy_gap"]["high"], 4),
+            round(r["excess_gap"]["value"], 4),
+            round(r["excess_gap"]["high"], 4),
             r["met"],
             r["test_rows"],
             round(r["utility_auc"]["value"], 3),
