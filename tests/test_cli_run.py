@@ -9,8 +9,9 @@ from mlflow.tracking import MlflowClient
 
 from veil.cli import main
 from veil.config import param
+from veil.methods import METHODS
 from veil.methods.baselines import Autoencoder, AutoencoderConfig
-from veil.methods.registry import METHODS, register_method
+from veil.methods.table import register_method
 
 # small probes trained long enough to read what z carries (2 epochs of the default probe are 6 Adam steps)
 PROBES = ["--set", "audit.epochs=10", "--set", "audit.lr=0.01", "--set", "audit.hidden=[32]"]

@@ -23,7 +23,7 @@ import veil.config
 from veil.audit.probes import AuditConfig
 from veil.cli import main
 from veil.methods.configs.deviations import REPRODUCIBLE_RELEASE
-from veil.methods.federated.simulation import FederationOptions
+from veil.methods.configs.federation import FederationOptions
 from veil.run import RunSpec, execute
 
 FIXTURE = Path(__file__).parent / "fixtures" / "pipeline_metrics_seed3.json"

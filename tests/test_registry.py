@@ -9,9 +9,9 @@ from veil.audit.families import PROBE_FAMILIES
 from veil.audit.mi import MI_ESTIMATORS, register_estimator
 from veil.datasets.registry import DATASETS  # the registry module imports every built-in dataset
 from veil.errors import UnknownNameError
+from veil.methods import METHODS  # loads veil.methods.registry, which imports every built-in method
 from veil.methods.federated.aggregation import AGGREGATION_RULES
 from veil.methods.population import POPULATIONS
-from veil.methods.registry import METHODS
 from veil.platform.executors import EXECUTORS
 from veil.registry import Registry
 from veil.sweeps.samplers import sampler_names

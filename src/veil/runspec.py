@@ -19,7 +19,7 @@ from veil.names import MLFLOW_NAME_LIMITS, check_mlflow_name
 
 if TYPE_CHECKING:
     from veil.audit.probes import AuditConfig
-    from veil.methods.federated.simulation import FederationOptions
+    from veil.methods.configs.federation import FederationOptions
 
 RUN_KEYS = (
     "method",

@@ -37,7 +37,7 @@ from veil.certify.target import parse_target
 from veil.datasets.base import Dataset, make_dataset
 from veil.datasets.registry import load_dataset
 from veil.errors import ConfigError
-from veil.methods.base import PrivacyKnob
+from veil.methods.configs.base import PrivacyKnob
 from veil.platform.executors import get_executor
 from veil.run import RunSpec, check_target, execute, validate
 

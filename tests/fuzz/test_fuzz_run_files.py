@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from veil.audit.probes import AuditConfig
 from veil.datasets.registry import DATASETS
-from veil.methods.federated.simulation import FederationOptions
-from veil.methods.registry import METHODS, is_federated
+from veil.methods import METHODS
+from veil.methods.cards import is_federated
+from veil.methods.configs.federation import FederationOptions
 from veil.run import validate
 from veil.runspec import RUN_KEYS, ValidatedRun, load_run_file, spec_from_mapping
 from veil.sweeps.samplers import SAMPLER_OPTIONS

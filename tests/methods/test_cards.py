@@ -12,11 +12,12 @@ from veil.audit.mi import MI_ESTIMATORS
 from veil.audit.settings import mi_choices, suite_choices
 from veil.audit.vocabulary import MI_SUMMARIES, PROBE_FAMILY_NAMES
 from veil.errors import UnknownNameError
+from veil.methods import METHODS
 from veil.methods.base import Method
 from veil.methods.baselines import PCA
 from veil.methods.cards import CARDS, is_federated, method_card, method_config, method_names
 from veil.methods.configs.baselines import PCAConfig
-from veil.methods.registry import METHODS, register_method
+from veil.methods.table import register_method
 
 
 @pytest.mark.parametrize("name", sorted(METHODS))

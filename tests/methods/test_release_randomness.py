@@ -24,9 +24,10 @@ from veil.datasets import load_dataset
 from veil.methods import create_method
 from veil.methods.base import Method
 from veil.methods.configs.deviations import REPRODUCIBLE_RELEASE
+from veil.methods.configs.federation import FederationOptions
 from veil.methods.federated.core import NodeData, NodeObjective, dumps, loads
 from veil.methods.federated.host import NodeHost
-from veil.methods.federated.simulation import FederationOptions, run_in_process
+from veil.methods.federated.simulation import run_in_process
 from veil.methods.gpp import GaussianEncoder
 
 TINY_NET = {"epochs": 1, "batch_size": 32, "seed": 4}

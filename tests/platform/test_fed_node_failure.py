@@ -7,7 +7,8 @@ from veil_test_hooks import fault_env
 
 from veil.datasets import load_dataset
 from veil.methods import create_method
-from veil.methods.federated.simulation import FederationOptions, run_in_process
+from veil.methods.configs.federation import FederationOptions
+from veil.methods.federated.simulation import run_in_process
 
 
 def test_in_process_host_is_rebuilt_after_a_fault(monkeypatch):

@@ -11,9 +11,9 @@ import numpy as np
 
 from veil.config import param
 from veil.datasets.base import Split
-from veil.methods.base import ClosedFormConfig
 from veil.methods.baselines import LinearBaseline
-from veil.methods.registry import register_method
+from veil.methods.configs.base import ClosedFormConfig
+from veil.methods.table import register_method
 
 
 @dataclass(frozen=True)

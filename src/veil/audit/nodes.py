@@ -18,9 +18,10 @@ import numpy as np
 
 from veil.audit.probes import AuditConfig, AuditReport, audit, audit_many
 from veil.datasets.base import Dataset, Split
+from veil.methods.configs.federation import FederationOptions
 from veil.methods.federated.core import FederationError, NodeObjective, Release
 from veil.methods.federated.method import FederatedMethod
-from veil.methods.federated.simulation import FederationOptions, FederationPlan
+from veil.methods.federated.simulation import FederationPlan
 
 
 def received_release(method: FederatedMethod) -> Release:

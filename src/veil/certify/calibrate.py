@@ -52,7 +52,8 @@ from veil.certify.target import MI_PREFIX, Target
 from veil.config import build
 from veil.datasets.base import Dataset, split_indices
 from veil.errors import ConfigError, DataError
-from veil.methods.base import Method, PrivacyKnob
+from veil.methods.base import Method
+from veil.methods.configs.base import PrivacyKnob
 from veil.methods.registry import get_method
 from veil.randomness import derive_seed
 

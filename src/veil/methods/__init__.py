@@ -10,13 +10,15 @@ registry, and with it every built-in method, as importing this package did."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from veil.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext
-    from veil.methods.registry import METHODS, create_method, get_method, method_config, register_method
+    from veil.methods.registry import create_method, get_method, method_config
+    from veil.methods.table import METHODS, register_method
 
 __all__ = [
     "Batch",
@@ -31,4 +33,13 @@ __all__ = [
     "register_method",
 ]
 
-__getattr__ = lazy_exports(__name__, {n: "base" if n[0].isupper() and n != "METHODS" else "registry" for n in __all__})
+_lazy = lazy_exports(
+    __name__,
+    {n: "table" if n in ("METHODS", "register_method") else "base" if n[0].isupper() else "registry" for n in __all__},
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "METHODS":
+        importlib.import_module("veil.methods.registry")  # the table, full: every built-in method registers itself
+    return _lazy(name)

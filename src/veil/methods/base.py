@@ -19,13 +19,7 @@ from torch import nn
 
 from veil.config import as_params
 from veil.datasets.base import Split, TaskSpec
-from veil.methods.configs.base import PRESETS as PRESETS  # the torch-free card layer, re-exported
-from veil.methods.configs.base import UNSTATED as UNSTATED
-from veil.methods.configs.base import ClosedFormConfig as ClosedFormConfig
 from veil.methods.configs.base import MethodCard, MethodConfig
-from veil.methods.configs.base import PaperValue as PaperValue
-from veil.methods.configs.base import PrivacyKnob as PrivacyKnob
-from veil.methods.configs.base import show as show
 from veil.methods.cuda_graph import GraphedStep, optimizers_of
 from veil.randomness import MissingKey, Noise, ReleaseKey, for_rows
 

@@ -28,7 +28,6 @@ from veil.methods.configs.baselines import (
     PCAConfig,
     RandomProjectionCard,
 )
-from veil.methods.configs.baselines import RandomProjectionConfig as RandomProjectionConfig
 from veil.methods.mechanisms import LaplaceMechanism, l1_sensitivity
 from veil.methods.nets import make_optimizer, mlp
 from veil.methods.table import register_method

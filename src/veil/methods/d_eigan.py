@@ -40,7 +40,6 @@ import torch
 from torch import nn
 
 from veil.errors import ConfigError
-from veil.methods.configs.d_eigan import AGGREGATIONS as AGGREGATIONS
 from veil.methods.configs.d_eigan import DEIGANCard, DEIGANConfig
 from veil.methods.eigan import EIGAN, encoder_objective
 from veil.methods.ensemble_ops import (

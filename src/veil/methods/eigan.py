@@ -18,10 +18,7 @@ from torch import nn
 
 from veil.datasets.base import Split, TaskSpec
 from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext, step
-from veil.methods.configs.eigan import EIGAN_KNOB as EIGAN_KNOB
-from veil.methods.configs.eigan import EIGAN_PAPER_VALUES as EIGAN_PAPER_VALUES
 from veil.methods.configs.eigan import EIGANCard, EIGANConfig
-from veil.methods.configs.eigan import z_width as z_width
 from veil.methods.ensemble_ops import copy_ces, privacy_term, single
 from veil.methods.federated.ensemble import Stack, step_all
 from veil.methods.nets import ClassifierBank, loss_row, loss_sum, make_optimizer, mlp

@@ -18,7 +18,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from veil.methods.configs.ldp_fedavg import UNDERTRAINED as UNDERTRAINED
 from veil.methods.configs.ldp_fedavg import LDPFedAvgCard, LDPFedAvgConfig
 from veil.methods.ensemble_ops import (
     assign_slots,

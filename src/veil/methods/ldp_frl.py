@@ -36,7 +36,6 @@ from veil.methods.base import (
     TrainContext,
     step,
 )
-from veil.methods.configs.ldp_frl import LDP_PAPER_VALUES as LDP_PAPER_VALUES
 from veil.methods.configs.ldp_frl import LDPFRLCard, LDPFRLConfig
 from veil.methods.ensemble_ops import copy_ces, single
 from veil.methods.federated.ensemble import Stack, step_all

@@ -17,7 +17,8 @@ from typing import Callable, Mapping, Protocol, Sequence, cast
 import torch
 
 from veil.datasets.base import Split, TaskSpec
-from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext, show
+from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext
+from veil.methods.configs.base import show
 from veil.methods.federated.ensemble import Stack, StackedOptimizer
 from veil.methods.nets import ClassifierBank
 from veil.registry import Registry

@@ -1,7 +1,6 @@
 """Methods by kebab-case name (the Opacus-style registry): the top of veil.methods. It imports every built-in
 method (each registers itself in `veil.methods.table` on import), so the table `METHODS` holds them all once this
-module is loaded. Validating a method's parameters needs only its card (`veil.methods.cards`, torch-free):
-`method_config` and `is_federated` are that module's, re-exported here for existing callers."""
+module is loaded. Validating a method's parameters needs only its card (`veil.methods.cards`, torch-free)."""
 
 from __future__ import annotations
 
@@ -12,12 +11,8 @@ from veil.datasets.base import TaskSpec
 from veil.methods import adjustable_ae, baselines, eigan, gpp, ldp_frl, linear_arl  # noqa: F401  isort: skip
 from veil.methods import d_eigan, d_gpp, ldp_fedavg  # noqa: F401  isort: skip  (federated)
 from veil.methods.base import Method, MethodConfig
-from veil.methods.cards import is_federated as is_federated
 from veil.methods.cards import method_config
-from veil.methods.population import population_form as population_form
-from veil.methods.population import population_methods as population_methods
-from veil.methods.table import METHODS as METHODS
-from veil.methods.table import register_method as register_method
+from veil.methods.table import METHODS
 
 
 def get_method(name: str) -> type[Method]:

@@ -31,6 +31,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from veil.datasets.base import TaskSpec
 from veil.errors import UnknownNameError
+from veil.methods.configs.federation import FederationOptions
 from veil.methods.federated.coordinator import Coordinator, RoundRecord, Tap
 from veil.methods.federated.core import (
     CoordinatorFailure,
@@ -43,7 +44,6 @@ from veil.methods.federated.host import NodeHost
 from veil.methods.federated.simulation import (
     Coordinated,
     Federation,
-    FederationOptions,
     FederationOutcome,
     FederationPlan,
     LiveAudit,

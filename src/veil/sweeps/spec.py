@@ -266,7 +266,8 @@ def _check_population(spec: SweepSpec, where: str) -> None:
     """A population (> 1) needs a centralized method with a population form, trained inline on one worker."""
     if spec.population == 1:
         return
-    from veil.methods.registry import population_methods  # the methods register their population forms
+    import veil.methods.registry  # noqa: F401  (importing every built-in method registers their population forms)
+    from veil.methods.population import population_methods
 
     names = population_methods()
     if spec.federated or spec.method not in names:

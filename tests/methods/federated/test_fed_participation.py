@@ -9,8 +9,9 @@ from veil.audit import AuditConfig
 from veil.audit.nodes import audit_final
 from veil.datasets import load_dataset
 from veil.methods import create_method
+from veil.methods.configs.federation import FederationOptions
 from veil.methods.federated.core import NodeObjective
-from veil.methods.federated.simulation import FederationOptions, run_in_process
+from veil.methods.federated.simulation import run_in_process
 from veil.platform.federation import plan_on, run_planned
 
 

@@ -26,10 +26,10 @@ from veil.audit.probes import AuditConfig
 from veil.datasets import load_dataset
 from veil.datasets.base import Dataset
 from veil.methods import create_method
+from veil.methods.configs.federation import FederationOptions
 from veil.methods.federated.coordinator import Coordinator
 from veil.methods.federated.core import EncodersStayHome, FederationError, Node, NodeData, NodeObjective, loads
 from veil.methods.federated.simulation import (
-    FederationOptions,
     FederationOutcome,
     FederationPlan,
     LocalFederation,

@@ -1,5 +1,5 @@
 """The federation's options (`--set fed.NAME=VALUE`, a spec's `federation:`), torch-free: the runtime that reads
-them is `veil.methods.federated.simulation`, which re-exports the class."""
+them is `veil.methods.federated.simulation`."""
 
 from __future__ import annotations
 

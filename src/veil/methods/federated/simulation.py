@@ -19,7 +19,7 @@ from veil.config import as_params
 from veil.datasets.base import Dataset, Split
 from veil.datasets.partition import column, constant_on_every_node, parse_scheme, partition
 from veil.errors import ConfigError
-from veil.methods.configs.federation import FederationOptions as FederationOptions
+from veil.methods.configs.federation import FederationOptions
 from veil.methods.federated.coordinator import Coordinator, RoundRecord, Tap
 from veil.methods.federated.core import FederatedRoles, InjectedFault, NodeData, NodeObjective, Release, derive_seed
 from veil.methods.federated.host import NodeHost
