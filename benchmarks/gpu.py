@@ -115,7 +115,8 @@ def audit_case(name: str, device: str, quick: bool) -> dict[str, Any]:
     population's copies on the GPU."""
     from reference_probe import reference_audit
 
-    from veil.audit.probes import AuditConfig, audit, audit_many
+    from veil.audit.probes import audit, audit_many
+    from veil.audit.settings import AuditConfig
     from veil.datasets import load_dataset
     from veil.methods import create_method
     from veil.methods.base import TrainContext
@@ -233,7 +234,8 @@ def population_bench(device: str, quick: bool, case: str = "quickstart") -> dict
     audited with its case's audit settings: one population on the GPU, the same trials as separate runs on the GPU,
     and the population on the CPU (one thread at quickstart size, as a sweep's trial gets; all cores on Adult).
     Training and the fresh-probe audit; no MLflow and no certificate (neither runs here)."""
-    from veil.audit.probes import AuditConfig, audit
+    from veil.audit.probes import audit
+    from veil.audit.settings import AuditConfig
     from veil.audit.step import audit_releases
     from veil.datasets import load_dataset
     from veil.methods import create_method, method_config

@@ -774,7 +774,8 @@ def run_audit(quick: bool) -> Row:
     population's copies."""
     from reference_probe import reference_audit, reference_classifier
 
-    from veil.audit.probes import AuditConfig, audit, audit_many, prepare
+    from veil.audit.probes import audit, audit_many, prepare
+    from veil.audit.settings import AuditConfig
     from veil.audit.train import train_classifier
     from veil.datasets import load_dataset
     from veil.methods import create_method

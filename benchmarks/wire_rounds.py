@@ -19,7 +19,7 @@ import os
 import sys
 import time
 
-from veil.audit.probes import AuditConfig
+from veil.audit.settings import AuditConfig
 from veil.certify.target import default_target
 from veil.certify.wire import audit_wire, wire_capture
 from veil.datasets.registry import load_dataset

@@ -20,7 +20,7 @@ import torch
 from mlflow.tracking import MlflowClient
 
 import veil.config
-from veil.audit.probes import AuditConfig
+from veil.audit.settings import AuditConfig
 from veil.cli import main
 from veil.methods.configs.deviations import REPRODUCIBLE_RELEASE
 from veil.methods.configs.federation import FederationOptions

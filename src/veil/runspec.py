@@ -18,7 +18,7 @@ from veil.errors import ConfigError, UnknownNameError
 from veil.names import MLFLOW_NAME_LIMITS, check_mlflow_name
 
 if TYPE_CHECKING:
-    from veil.audit.probes import AuditConfig
+    from veil.audit.settings import AuditConfig
     from veil.methods.configs.federation import FederationOptions
 
 RUN_KEYS = (

@@ -6,7 +6,8 @@ import torch
 
 from veil.audit import AuditConfig, audit
 from veil.audit.mi import MI_ESTIMATORS
-from veil.audit.probes import auc_gap, auc_score, log_loss, mi_choices, probe_metrics
+from veil.audit.probes import auc_gap, auc_score, log_loss, probe_metrics
+from veil.audit.settings import mi_choices
 from veil.config import build
 from veil.datasets import load_dataset
 from veil.datasets.base import Split

@@ -12,7 +12,8 @@ import math
 import numpy as np
 import pytest
 
-from veil.audit.probes import AuditConfig, audit
+from veil.audit.probes import audit
+from veil.audit.settings import AuditConfig
 from veil.certify.certificate import Check, certified_instead, certify, judge
 from veil.certify.intervals import Interval
 from veil.certify.target import Bound, Target, parse_target

@@ -14,7 +14,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from veil.audit.probes import AuditConfig, audit
+from veil.audit.probes import audit
+from veil.audit.settings import AuditConfig
 from veil.certify.certificate import certify
 from veil.certify.target import default_target, parse_target
 from veil.certify.wire import WireCapture, attach, audit_wire, sampled_rounds, view_data, wire_capture

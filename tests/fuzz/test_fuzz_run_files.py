@@ -11,7 +11,7 @@ from fuzzing import KeysAt, clean, mutated
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from veil.audit.probes import AuditConfig
+from veil.audit.settings import AuditConfig
 from veil.datasets.registry import DATASETS
 from veil.methods import METHODS
 from veil.methods.cards import is_federated

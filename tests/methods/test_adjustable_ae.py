@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from veil.audit.obfuscation import obfuscation_audit
-from veil.audit.probes import AuditConfig
+from veil.audit.settings import AuditConfig
 from veil.datasets import load_dataset
 from veil.errors import ConfigError, DataError
 from veil.methods import create_method, method_config

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from veil.audit.probes import AuditConfig, audit
+from veil.audit.probes import audit
+from veil.audit.settings import AuditConfig
 from veil.datasets import load_dataset
 from veil.errors import ConfigError
 from veil.methods import create_method, method_config

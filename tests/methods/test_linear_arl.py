@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from veil.audit.probes import AuditConfig, audit
+from veil.audit.probes import audit
+from veil.audit.settings import AuditConfig
 from veil.datasets import load_dataset
 from veil.datasets.base import Split, TaskSpec
 from veil.errors import ConfigError

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from veil.audit.probes import AuditConfig
+from veil.audit.settings import AuditConfig
 from veil.audit.step import audit_release
 from veil.datasets import load_dataset
 from veil.methods import create_method

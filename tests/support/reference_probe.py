@@ -11,7 +11,8 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from veil.audit.probes import AuditConfig, AuditReport, label_tasks, prepare, proba_score
+from veil.audit.probes import AuditReport, label_tasks, prepare, proba_score
+from veil.audit.settings import AuditConfig
 from veil.audit.train import Classifier, Standardizer, probe_device, seeded_torch
 from veil.config import as_params
 from veil.datasets.base import Split

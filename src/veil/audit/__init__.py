@@ -13,8 +13,9 @@ from veil.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from veil.audit.mi import MI_ESTIMATORS, MIEstimate, estimate_mi, get_estimator, register_estimator
-    from veil.audit.probes import AuditConfig, AuditReport, LabelScore, audit, audit_many, label_tasks
-    from veil.audit.step import AuditOutcome, audit_release, check_mi_case
+    from veil.audit.probes import AuditReport, LabelScore, audit, audit_many, label_tasks
+    from veil.audit.settings import AuditConfig, check_mi_case
+    from veil.audit.step import AuditOutcome, audit_release
     from veil.audit.train import Classifier, train_classifier, train_classifiers_stacked
 
 __all__ = [
@@ -43,7 +44,7 @@ _SUBMODULE = {
     "estimate_mi": "mi",
     "get_estimator": "mi",
     "register_estimator": "mi",
-    "AuditConfig": "probes",
+    "AuditConfig": "settings",
     "AuditReport": "probes",
     "LabelScore": "probes",
     "audit": "probes",
@@ -51,7 +52,7 @@ _SUBMODULE = {
     "label_tasks": "probes",
     "AuditOutcome": "step",
     "audit_release": "step",
-    "check_mi_case": "step",
+    "check_mi_case": "settings",
     "Classifier": "train",
     "train_classifier": "train",
     "train_classifiers_stacked": "train",

@@ -15,7 +15,8 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
-from veil.audit.probes import AuditConfig, audit
+from veil.audit.probes import audit
+from veil.audit.settings import AuditConfig
 from veil.datasets.base import Dataset
 from veil.methods.base import MethodConfig
 from veil.methods.federated.core import EncodersStayHome, FederatedRoles

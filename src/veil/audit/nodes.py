@@ -16,7 +16,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from veil.audit.probes import AuditConfig, AuditReport, audit, audit_many
+from veil.audit.probes import AuditReport, audit, audit_many
+from veil.audit.settings import AuditConfig
 from veil.datasets.base import Dataset, Split
 from veil.methods.configs.federation import FederationOptions
 from veil.methods.federated.core import FederationError, NodeObjective, Release

@@ -20,7 +20,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from veil.audit.probes import AuditConfig, accuracy_auc, label_tasks
+from veil.audit.probes import accuracy_auc, label_tasks
+from veil.audit.settings import AuditConfig
 from veil.audit.train import Classifier, train_classifier
 from veil.config import as_params
 from veil.datasets.base import Split

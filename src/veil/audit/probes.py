@@ -10,20 +10,16 @@ from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 import numpy as np
 from scipy.stats import rankdata
 
-from veil.audit.settings import CERTIFICATE_SUITE as CERTIFICATE_SUITE
-from veil.audit.settings import AuditConfig as AuditConfig
-from veil.audit.settings import mi_choices as mi_choices
+from veil.audit.settings import AuditConfig
 from veil.audit.train import Classifier, Standardizer, torch_threads, train_classifier, train_classifiers_stacked
 from veil.config import as_params
 from veil.datasets.base import Split
 from veil.errors import DataError
 
 __all__ = [
-    "AuditConfig",
     "AuditReport",
     "LabelScore",
     "LabelTask",
-    "CERTIFICATE_SUITE",
     "ROLE_OFFSETS",
     "ProbeMetrics",
     "accuracy_auc",
@@ -35,7 +31,6 @@ __all__ = [
     "folded_gap",
     "label_tasks",
     "log_loss",
-    "mi_choices",
     "prepare",
     "probe_metrics",
     "probe_score",

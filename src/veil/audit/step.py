@@ -11,8 +11,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from veil.audit.probes import AuditConfig, AuditReport, audit, audit_many, label_tasks
-from veil.audit.settings import check_mi_case as check_mi_case
+from veil.audit.probes import AuditReport, audit, audit_many, label_tasks
+from veil.audit.settings import AuditConfig
 from veil.audit.train import probe_device
 from veil.datasets.base import Dataset
 from veil.methods.base import Method

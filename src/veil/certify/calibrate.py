@@ -44,7 +44,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from veil.audit.probes import AuditConfig, label_tasks, prepare
+from veil.audit.probes import label_tasks, prepare
+from veil.audit.settings import AuditConfig
 from veil.audit.step import stacked_audit
 from veil.certify.resolution import Z_CERTIFICATE, margin_of, null_margin
 from veil.certify.search import CalibrationConfig

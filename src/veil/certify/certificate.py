@@ -24,7 +24,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from veil.audit.probes import AuditConfig, AuditReport, label_tasks, prepare
+from veil.audit.probes import AuditReport, label_tasks, prepare
+from veil.audit.settings import AuditConfig
 from veil.certify.baseline import baseline_probas, excess_draws
 from veil.certify.intervals import (
     Interval,

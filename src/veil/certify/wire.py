@@ -36,7 +36,8 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from veil.audit.probes import AuditConfig, audit
+from veil.audit.probes import audit
+from veil.audit.settings import AuditConfig
 from veil.certify.certificate import Certificate, Check, certify
 from veil.certify.target import Target
 from veil.datasets.base import Dataset

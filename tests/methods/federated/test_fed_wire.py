@@ -22,7 +22,7 @@ from veil_test_hooks import fault_env
 from wire_support import contains_window
 
 from veil.audit.nodes import audit_final, live_auditor
-from veil.audit.probes import AuditConfig
+from veil.audit.settings import AuditConfig
 from veil.datasets import load_dataset
 from veil.datasets.base import Dataset
 from veil.methods import create_method
