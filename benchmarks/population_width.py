@@ -18,7 +18,8 @@ from pathlib import Path
 import torch
 import yaml
 
-from veil.run import RunSpec, execute, execute_population, validate
+from veil.run import RunSpec, execute, execute_population
+from veil.validation import validate
 
 
 def main() -> None:

@@ -497,7 +497,8 @@ def population_runs(uri: str, quick: bool, members: int = 16) -> list[Any]:
     import numpy as np
     import yaml
 
-    from veil.run import RunSpec, validate
+    from veil.run import RunSpec
+    from veil.validation import validate
 
     q = yaml.safe_load((ROOT / "sweeps" / "quickstart.yaml").read_text())
     params, data, audit = dict(q["params"]), dict(q["dataset_params"]), dict(q["audit"])

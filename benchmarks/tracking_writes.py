@@ -20,8 +20,8 @@ import torch
 
 
 def members(uri: str, size: int, seed: int) -> list:
-    from veil.run import validate
     from veil.runspec import RunSpec
+    from veil.validation import validate
 
     betas = np.geomspace(0.01, 4.0, size)
     return [

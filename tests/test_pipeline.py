@@ -172,7 +172,7 @@ def test_sweep_trial_validates_each_config_once(in_tmp, builds):
 
 def test_config_objects_are_the_ones_the_run_uses():
     """What `validate` built is what the executors get: no dict round trip."""
-    from veil.run import validate
+    from veil.validation import validate
 
     v = validate(RUNS["federated"])
     assert isinstance(v.audit_config, AuditConfig) and isinstance(v.federation, FederationOptions)

@@ -51,7 +51,8 @@ class Suite:
 
 def load_suite(path: str | Path) -> Suite:
     """Read and validate a suite file (safe YAML; unknown keys, methods and params fail here)."""
-    from veil.run import spec_from_mapping, validate
+    from veil.run import spec_from_mapping
+    from veil.validation import validate
 
     p = Path(path)
     if not p.exists():

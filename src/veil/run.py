@@ -30,10 +30,7 @@ from veil.runspec import (
     load_run_file,
     spec_from_mapping,
 )
-from veil.validation import check_release as check_release
-from veil.validation import check_target as check_target
-from veil.validation import resolve_target as resolve_target
-from veil.validation import validate as validate
+from veil.validation import check_release, check_target, validate
 
 if TYPE_CHECKING:
     from veil.platform.executors import Job, TrainOutcome
@@ -639,5 +636,4 @@ __all__ = [
     "load_run_file",
     "run_params",
     "spec_from_mapping",
-    "validate",
 ]

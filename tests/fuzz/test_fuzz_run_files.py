@@ -16,10 +16,10 @@ from veil.datasets.registry import DATASETS
 from veil.methods import METHODS
 from veil.methods.cards import is_federated
 from veil.methods.configs.federation import FederationOptions
-from veil.run import validate
 from veil.runspec import RUN_KEYS, ValidatedRun, load_run_file, spec_from_mapping
 from veil.sweeps.samplers import SAMPLER_OPTIONS
 from veil.sweeps.spec import MAX_TRIALS, SPEC_KEYS, SweepSpec, load_sweep, sweep_from_mapping
+from veil.validation import validate
 
 REPO = Path(__file__).resolve().parents[2]
 names = lambda cls: [f.name for f in dataclasses.fields(cls)]  # noqa: E731

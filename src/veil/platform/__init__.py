@@ -2,15 +2,8 @@
 federation's Ray runtimes (`federation`), and the one place Veil starts or joins Ray (`cluster`)."""
 
 from veil.platform.cluster import THREAD_ENV, ensure_ray
-from veil.platform.executors import (
-    EXECUTOR_CHOICES,
-    EXECUTORS,
-    Job,
-    TrainOutcome,
-    choose_executor,
-    get_executor,
-    register_executor,
-)
+from veil.platform.executors import EXECUTORS, Job, TrainOutcome, get_executor, register_executor
+from veil.runspec import EXECUTOR_CHOICES, choose_executor
 
 __all__ = [
     "EXECUTORS",

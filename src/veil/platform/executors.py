@@ -29,8 +29,6 @@ from veil.methods.federated.core import FederatedRoles
 from veil.methods.federated.simulation import FederationOutcome, FederationPlan
 from veil.methods.registry import create_method
 from veil.registry import Registry
-from veil.runspec import EXECUTOR_CHOICES as EXECUTOR_CHOICES  # defined beside RunSpec; still importable here
-from veil.runspec import choose_executor as choose_executor
 
 if TYPE_CHECKING:
     from veil.runspec import ValidatedRun

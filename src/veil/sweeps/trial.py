@@ -223,8 +223,9 @@ def run_trial(
     is not a finite number; the child run is then FAILED with the error. `number` is the trial's number
     (`trial_number`), tagged so reports number trials as the progress lines do; `data`: the sweep's datasets,
     loaded once by its driver."""
-    from veil.run import execute, validate
+    from veil.run import execute
     from veil.tracking.mlflow_run import TrackedRun, experiment_id
+    from veil.validation import validate
 
     t0 = time.time()
     exp_id = when_tracking_answers(lambda: experiment_id(tracking_uri, spec.experiment), tracking_uri)
@@ -295,8 +296,9 @@ def run_population(
     `number` is the Tune trial's, `numbers` the members' trial numbers (`member_numbers`; none by default).
     Returns {'members': [what `run_trial` reports, or None for a member that failed], 'trial_seconds'}; a
     member that fails (invalid values, a non-finite objective) is recorded FAILED and the rest go on."""
-    from veil.run import execute_population, validate
+    from veil.run import execute_population
     from veil.tracking.mlflow_run import TrackedRun, experiment_id
+    from veil.validation import validate
 
     t0 = time.time()
     exp_id = when_tracking_answers(lambda: experiment_id(tracking_uri, spec.experiment), tracking_uri)
@@ -443,7 +445,7 @@ def federation_bundles(spec: SweepSpec, config: Mapping[str, Any]) -> list[dict[
     """The placement group of one federated trial: its driver, the coordinator and the node hosts the trial's
     K (searched or fixed) and runtime call for, within `resources.cpus`."""
     from veil.platform.federation import trial_bundles
-    from veil.run import validate
+    from veil.validation import validate
 
     values = {k: decode_value(v) for k, v in config.items() if k != CTX_KEY}
     v = validate(spec.run_spec(values, spec.seeds[0]))
