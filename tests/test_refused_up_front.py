@@ -233,7 +233,8 @@ def test_epochs_beyond_the_documented_limit_are_refused(in_tmp, capsys, method, 
 
 
 def test_sweep_trials_beyond_the_limit_are_refused():
-    from veil.sweeps.spec import MAX_TRIALS, sweep_from_mapping
+    from veil.sweeps.settings import MAX_TRIALS
+    from veil.sweeps.spec import sweep_from_mapping
 
     spec = {
         "method": "gpp",

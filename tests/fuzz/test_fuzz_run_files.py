@@ -17,8 +17,10 @@ from veil.methods import METHODS
 from veil.methods.cards import is_federated
 from veil.methods.configs.federation import FederationOptions
 from veil.runspec import RUN_KEYS, ValidatedRun, load_run_file, spec_from_mapping
+from veil.sweeps.model import SPEC_KEYS
 from veil.sweeps.samplers import SAMPLER_OPTIONS
-from veil.sweeps.spec import MAX_TRIALS, SPEC_KEYS, SweepSpec, load_sweep, sweep_from_mapping
+from veil.sweeps.settings import MAX_TRIALS
+from veil.sweeps.spec import SweepSpec, load_sweep, sweep_from_mapping
 from veil.validation import validate
 
 REPO = Path(__file__).resolve().parents[2]

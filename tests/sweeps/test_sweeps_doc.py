@@ -6,7 +6,9 @@ import dataclasses
 from pathlib import Path
 
 from veil.sweeps.docs import BEGIN, END, render_settings, updated
-from veil.sweeps.spec import SPEC_KEYS, Resources, SweepSpec
+from veil.sweeps.model import SPEC_KEYS
+from veil.sweeps.settings import Resources
+from veil.sweeps.spec import SweepSpec
 
 DOC = Path(__file__).parents[2] / "docs" / "sweeps.md"
 

@@ -28,6 +28,7 @@ from veil.lazy import in_background
 from veil.platform.cluster import ray_session
 from veil.sweeps.metrics import metric_label
 from veil.sweeps.monitor import SweepMonitor
+from veil.sweeps.objectives import check_metric_labels
 from veil.sweeps.overview import publish
 from veil.sweeps.population import MEMBERS, grid_chunks, product_points
 from veil.sweeps.report import write_report
@@ -50,13 +51,8 @@ from veil.sweeps.results import (
     supersede_orphans,
     tag_front,
 )
-from veil.sweeps.spec import (
-    SweepSpec,
-    check_metric_labels,
-    encode_value,
-    spec_yaml,
-    sweep_from_mapping,
-)
+from veil.sweeps.space import encode_value
+from veil.sweeps.spec import SweepSpec, spec_yaml, sweep_from_mapping
 from veil.sweeps.trial import (
     CTX_KEY,
     federation_bundles,
@@ -201,7 +197,7 @@ def fit_to_cluster(spec: SweepSpec) -> SweepSpec:
 
     import ray
 
-    from veil.sweeps.spec import Resources
+    from veil.sweeps.settings import Resources
 
     res = ray.cluster_resources()
     cpus, gpus = float(res.get("CPU", 0)), float(res.get("GPU", 0))

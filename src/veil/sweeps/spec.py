@@ -34,24 +34,12 @@ from veil.errors import ConfigError, UnknownNameError
 from veil.names import check_mlflow_name
 from veil.runspec import KeyRouter, centralized_refusal, check_keys, read_yaml_file
 from veil.sweeps.metrics import MetricContext
-from veil.sweeps.model import SPEC_KEYS as SPEC_KEYS
-from veil.sweeps.model import SweepSpec
-from veil.sweeps.objectives import Constraint as Constraint
-from veil.sweeps.objectives import Objective as Objective
-from veil.sweeps.objectives import check_metric_labels as check_metric_labels
+from veil.sweeps.model import SPEC_KEYS, SweepSpec
 from veil.sweeps.objectives import leakage_warnings, parse_constraints, parse_objectives, parse_reference
 from veil.sweeps.population import product_points
 from veil.sweeps.samplers import sampler_entry
-from veil.sweeps.settings import MAX_TRIALS as MAX_TRIALS
-from veil.sweeps.settings import Resources as Resources
 from veil.sweeps.settings import read_federation, read_mapping, read_resources, read_seeds, read_setting
-from veil.sweeps.settings import setting_accepts as setting_accepts
 from veil.sweeps.space import SearchParam, grid_size, parse_space
-from veil.sweeps.space import decode_value as decode_value
-from veil.sweeps.space import encode_value as encode_value
-from veil.sweeps.space import format_value as format_value
-
-# SweepSpec, SPEC_KEYS and the names imported "as" themselves are imported from here by other modules and tests
 
 #: where Tune keeps sweeps (`--storage`): <root>/<sweep name>
 DEFAULT_ROOT = Path(".veil") / "sweeps"
