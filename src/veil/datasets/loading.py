@@ -1,6 +1,6 @@
 """Helpers shared by the real-data loaders: raw file paths, registration with the fetched files' digest,
-one-hot encoding and subsampling. `assemble` (a Dataset from a given, not random, train/test split with
-train-only standardisation) lives in veil.datasets.base, next to make_dataset, and is re-exported here."""
+one-hot encoding and subsampling. The loaders build their Dataset with `veil.datasets.base.assemble` (from a
+given, not random, train/test split, with train-only standardisation), next to make_dataset."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from veil.datasets.base import assemble as assemble  # re-export: the loaders' one way to build a Dataset
 from veil.datasets.base import split_indices
 from veil.datasets.entries import register_dataset
 from veil.datasets.fetch import fingerprint, require_fetched
