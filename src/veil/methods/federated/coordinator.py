@@ -27,7 +27,7 @@ of the protocol; `_receive` is where every blob from a node arrives."""
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
@@ -62,6 +62,11 @@ class Pool(Protocol):
     def local_metrics(self, rnd: int, node_ids: Sequence[int]) -> dict[int, Any]: ...
     def restarts(self) -> int: ...
     def shutdown(self) -> None: ...
+
+
+PER_NODE_FIELDS = frozenset(
+    ("bytes_up", "bytes_down", "payload_up", "final_bytes_down", "release_up", "release_down", "node_local")
+)
 
 
 @dataclass
@@ -109,19 +114,19 @@ class RoundRecord:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["failures"] = [f.to_dict() for f in self.failures]
-        d["coordinator_failures"] = [f.to_dict() for f in self.coordinator_failures]
-        for k in (
-            "bytes_up",
-            "bytes_down",
-            "payload_up",
-            "final_bytes_down",
-            "release_up",
-            "release_down",
-            "node_local",
-        ):
-            d[k] = {str(n): v for n, v in d[k].items()}
+        # built field by field: dataclasses.asdict deep-copies every value of every per-node dict, a cost of
+        # nodes x rounds spent on a record that is only serialised
+        d: dict[str, Any] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name in PER_NODE_FIELDS:
+                d[f.name] = {str(n): dict(x) if isinstance(x, dict) else x for n, x in v.items()}
+            elif f.name in ("failures", "coordinator_failures"):
+                d[f.name] = [x.to_dict() for x in v]
+            elif f.name == "metrics":
+                d[f.name] = dict(v)
+            else:
+                d[f.name] = list(v) if isinstance(v, list) else v
         return d
 
 
