@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from veil.methods.federated.core import Node, derive_seed
-from veil.methods.federated.ensemble import Stack, copy_ce, copy_uniform_ce, seeded_modules
+from veil.methods.federated.ensemble import Stack, copy_ce, copy_uniform_ce, seeded_copies
 from veil.methods.nets import loss_sum
 
 #: a stack of networks, or one module applied to every copy's rows at once (P, b, d)
@@ -24,7 +24,7 @@ Net = Callable[[torch.Tensor], torch.Tensor | tuple[torch.Tensor, ...]]
 # -- building and bookkeeping -------------------------------------------------------------------------
 def seeded_stack(factory: Callable[[], nn.Module], seed: int, nodes: Sequence[Node], *role: int) -> Stack:
     """One copy of `factory()` per node, node n's initialised from `derive_seed(seed, n.id, *role)`."""
-    return Stack(seeded_modules(factory, [derive_seed(seed, n.id, *role) for n in nodes]))
+    return seeded_copies(factory, [derive_seed(seed, n.id, *role) for n in nodes])
 
 
 def assign_slots(nodes: Sequence[Node], key: Any = 0) -> None:
