@@ -200,3 +200,21 @@ def test_a_resumed_sweeps_parent_is_reopened_through_the_journal(stores):
     assert replay(j, uri=store).status == "RUNNING"
     got = client(store).get_run(run_id)
     assert got.info.status == "RUNNING" and not {"veil.incomplete", "error"} & set(got.data.tags)
+
+
+def test_a_runs_table_view_is_journaled_with_its_run(stores):
+    """A sweep's saved runs-table view is a tag of the experiment, written through the parent run: with the server
+    away it waits in the run's journal and reaches the experiment at replay."""
+    from veil.tracking.ui import SHARED_VIEW_TAG, save_runs_view
+
+    store, down = stores
+    run_id, run = dropped_run(store, down)
+    save_runs_view(run, "k1", {"searchFilter": "tags.`veil.sweep` = 's'"})
+    j = Journal.find(run_id)
+    assert j is not None and [op["op"] for op in j.ops()] == ["experiment_tag"]
+    c = client(store)
+    experiment_id = c.get_run(run_id).info.experiment_id
+    assert SHARED_VIEW_TAG + "k1" not in c.get_experiment(experiment_id).tags  # nothing reached the store yet
+    replay(j, uri=store)
+    tags = c.get_experiment(experiment_id).tags
+    assert json.loads(tags[SHARED_VIEW_TAG + "k1"]) == {"searchFilter": "tags.`veil.sweep` = 's'"}

@@ -100,8 +100,9 @@ def description(results: SweepResults) -> str:
 
 def publish(results: SweepResults) -> None:
     """Write the parent run's description and save the trials' runs-table view on the experiment."""
-    save_runs_view(results.tracking_uri, results.experiment_id, view_key(results.name), trials_view(results))
-    TrackedRun(results.tracking_uri, results.parent_run_id).set_tags({NOTE_TAG: description(results)})
+    parent = TrackedRun(results.tracking_uri, results.parent_run_id)
+    save_runs_view(parent, view_key(results.name), trials_view(results))
+    parent.set_tags({NOTE_TAG: description(results)})
 
 
 def latest_sweep_links(uri: str) -> list[Link]:

@@ -4,7 +4,7 @@
 When a call of a `TrackedRun` to a tracking server fails (connection refused, timeout, 5xx after MLflow's short
 retries), that call and every later call of the run go to a journal, `.veil/journal/<run id>/`: `meta.json`
 (tracking URI, experiment, the process that wrote it), `ops.jsonl` (params, metrics with step and timestamp,
-tags, artifacts, the terminal status, in order) and `artifacts/<seq>/<file>` (the artifacts' bytes). Calls that
+tags, tags of the run's experiment, artifacts, the terminal status, in order) and `artifacts/<seq>/<file>` (the artifacts' bytes). Calls that
 succeeded before the drop are on the server already, so the journal starts at the failing call: nothing is
 ever held only in memory. Every write goes through a temporary file and an atomic rename under a file lock, so
 a crash mid-write leaves the previous state, never half an entry.
@@ -272,6 +272,8 @@ def apply(c: MlflowClient, run_id: str, op: Mapping[str, Any], base: Path | None
                 c.delete_tag(run_id, key)
     elif kind == "reopen":
         c.update_run(run_id, status="RUNNING")
+    elif kind == "experiment_tag":  # the run's experiment, looked up at send time: an offline run has none yet
+        c.set_experiment_tag(c.get_run(run_id).info.experiment_id, op["key"], op["value"])
     else:
         raise ValueError(f"unknown journal entry {kind!r}")
 

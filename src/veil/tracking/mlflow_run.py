@@ -550,6 +550,10 @@ class TrackedRun:
         """Remove these tags where the run has them."""
         self._record({"op": "untag", "keys": list(keys)})
 
+    def set_experiment_tag(self, key: str, value: str) -> None:
+        """A tag of the run's experiment (a saved runs-table view), journaled with the run's other calls."""
+        self._record({"op": "experiment_tag", "key": key, "value": str(value)})
+
     def reopen(self) -> None:
         """RUNNING again (a resumed sweep's parent run)."""
         self._record({"op": "reopen"})

@@ -20,7 +20,13 @@ from typing import Any, Callable, Mapping, Sequence, TextIO
 from urllib.parse import quote
 
 from veil.errors import ConfigError, VeilError
-from veil.tracking.mlflow_run import client, health_problem, local_artifact_root, local_store, resolve_tracking_uri
+from veil.tracking.mlflow_run import (
+    TrackedRun,
+    health_problem,
+    local_artifact_root,
+    local_store,
+    resolve_tracking_uri,
+)
 
 ML_VIEW = "workflowType=machine_learning"
 SHARED_VIEW_TAG = "mlflow.sharedViewState."
@@ -66,9 +72,10 @@ def runs_view_state(search_filter: str, order_by: str, ascending: bool, columns:
     }
 
 
-def save_runs_view(uri: str, experiment_id: str, key: str, state: Mapping[str, Any]) -> None:
-    """Store a runs-table view on the experiment; `runs_path(experiment_id, key)` opens it."""
-    client(uri).set_experiment_tag(experiment_id, SHARED_VIEW_TAG + key, json.dumps(dict(state)))
+def save_runs_view(run: TrackedRun, key: str, state: Mapping[str, Any]) -> None:
+    """Store a runs-table view on `run`'s experiment (through the run, so a server that is away gets it from the
+    run's journal); `runs_path(experiment_id, key)` opens it."""
+    run.set_experiment_tag(SHARED_VIEW_TAG + key, json.dumps(dict(state)))
 
 
 # ----------------------------------------------------------------------------------------------
