@@ -67,12 +67,15 @@ def _nondominated_min(p: np.ndarray) -> np.ndarray:
         return mask
     step = max(1, _CHUNK_ELEMS // max(1, n * m))
     for i0 in range(0, n, step):
-        block = p[i0 : i0 + step, None, :]  # (c, 1, m): candidates
-        others = p[None, :, :]  # (1, n, m): possible dominators
-        weakly = np.all(others <= block, axis=2)
-        strictly = np.any(others < block, axis=2)
-        mask[i0 : i0 + step] = ~np.any(weakly & strictly, axis=1)
+        # (1, n, m) possible dominators against (c, 1, m) candidates
+        mask[i0 : i0 + step] = ~np.any(_dominates(p[None, :, :], p[i0 : i0 + step, None, :]), axis=1)
     return mask
+
+
+def _dominates(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a dominates b (minimisation), over the last axis with numpy broadcasting: a <= b in every objective and
+    a < b in at least one."""
+    return np.all(a <= b, axis=-1) & np.any(a < b, axis=-1)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -103,9 +106,9 @@ def extend_front(
     keys = list(front)
     p = _as_points([*(front[k] for k in keys), point], directions)
     new, old = p[-1], p[:-1]
-    if np.any(np.all(old <= new, axis=1) & np.any(old < new, axis=1)):
+    if np.any(_dominates(old, new)):
         return set(keys)
-    beaten = np.all(new <= old, axis=1) & np.any(new < old, axis=1)
+    beaten = _dominates(new, old)
     return {k for k, out in zip(keys, beaten) if not out} | {key}
 
 
