@@ -371,11 +371,12 @@ def command(suite: ReproSuite, mode: str, row: str | None = None) -> str:
     return f"veil nightly --suite {rel}" + (" --quick" if mode == "quick" else "") + (f" --only {row}" if row else "")
 
 
-def counts_line(lines: Sequence[Line]) -> str:
-    """'N figures: n1 verdict1; n2 verdict2; ...' over every verdict that occurs."""
+def counts_line(lines: Sequence[Line], values: bool = True) -> str:
+    """'N figures: n1 verdict1; n2 verdict2; ...' over every verdict that occurs (and, where the table shows
+    figures, `values`, what they are)."""
     counts = {v: sum(ln.verdict == v for ln in lines) for v in VERDICTS}
     summary = "; ".join(f"{n} {v}" for v, n in counts.items() if n)
-    return f"{len(lines)} figures: {summary}. Values are means ± std over seeds."
+    return f"{len(lines)} figures: {summary}." + (" Values are means ± std over seeds." if values else "")
 
 
 def _span(values: Sequence[float | None], fmt: str) -> str:
@@ -445,6 +446,23 @@ def format_summary(suite: ReproSuite, lines: Sequence[Line], section: Any, front
             f"| **{row.id}** | {row.paper} | {_row_figures(mine)} | {_row_verdicts(mine)} | {' · '.join(links)} |"
         )
     return "\n".join(out) + f"\n\n{counts_line(lines)}\n"
+
+
+def format_readme_summary(suite: ReproSuite, lines: Sequence[Line], section: Any, front: Any) -> str:
+    """The README's short form of `format_summary`: one line per row with its id, its verdicts and links to the
+    row's section (`section(row_id)`: the paper, every figure, the cause) and front (`front(row_id)`, None when
+    none was drawn); then the counts line. The figures themselves stay in RESULTS.md, so a line stays short."""
+    out = ["| row | verdicts | details |", "|---|---|---|"]
+    for row in suite.rows:
+        mine = [ln for ln in lines if ln.row.id == row.id]
+        if not mine:
+            continue
+        links = [f"[figures and cause]({section(row.id)})"]
+        png = front(row.id)
+        if png:
+            links.append(f"[front]({png})")
+        out.append(f"| **{row.id}** | {_row_verdicts(mine)} | {' · '.join(links)} |")
+    return "\n".join(out) + f"\n\n{counts_line(lines, values=False)}\n"
 
 
 def format_row_table(lines: Sequence[Line]) -> str:
@@ -602,9 +620,9 @@ def write_results(suite: ReproSuite, uri: str, mode: str, out_dir: Path) -> tupl
 def update_readme(
     readme: Path, suite: ReproSuite, lines: Sequence[Line], results: Path, fronts: Mapping[str, Path]
 ) -> None:
-    """Replace the block between the reproduce markers of `readme` with one line per row (its figures, verdicts
-    and links to its section of RESULTS.md and its front), the counts and a link to RESULTS.md (links relative to
-    the README). The causes stay in RESULTS.md."""
+    """Replace the block between the reproduce markers of `readme` with one short line per row (its verdicts and
+    links to its section of RESULTS.md and its front), the counts and a link to RESULTS.md (links relative to the
+    README). The figures and the causes stay in RESULTS.md."""
     text = readme.read_text()
     if BEGIN not in text or END not in text:
         raise ConfigError("--readme", str(readme), f"a file with the markers {BEGIN} ... {END}")
@@ -614,7 +632,7 @@ def update_readme(
     def href(path: Path) -> str:
         return relative(path, readme.parent) or str(path.resolve())
 
-    summary = format_summary(
+    summary = format_readme_summary(
         suite,
         lines,
         lambda rid: f"{href(results)}#{rid}",
