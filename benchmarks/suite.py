@@ -1,6 +1,6 @@
 """Veil's benchmark suite: every benchmark of issue 13 against a paper-style baseline and the hardware limit,
 one row per benchmark appended to benchmarks/results/suite.jsonl, and the Targets block of benchmarks/README.md
-rewritten from that file. benchmarks/README.md says what each benchmark measures and how to read the rows.
+rewritten from that file. benchmarks/README.md says what each benchmark measures and against what.
 
     python benchmarks/suite.py                 # the whole suite (tens of minutes on 2 cores)
     python benchmarks/suite.py --quick         # small rows and epochs: a few minutes
