@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 
+from veil.console import logger
 from veil.errors import VeilError
 from veil.sweeps.model import SweepSpec
 from veil.sweeps.population import MEMBER_RESULTS, MEMBERS, member_numbers
@@ -190,10 +191,9 @@ def trial_outcome(spec: SweepSpec, metrics: Mapping[str, float], run: Any, t0: f
 def recorded_outcome(spec: SweepSpec, run: Any, trial_id: str) -> dict[str, Any]:
     """What a trial reports when an earlier attempt of it FINISHED (`settle_attempts`): that run's own metrics, read
     back, and its id; it is not trained again, so its seconds are the ones it took then."""
-    print(
-        f"[veil] trial {trial_id} finished before the sweep stopped (run {run.info.run_id}): reported from its "
-        "record, not trained again",
-        flush=True,
+    logger().info(
+        f"trial {trial_id} finished before the sweep stopped (run {run.info.run_id}): reported from its record, "
+        "not trained again"
     )
     metrics = run.data.metrics
     out: dict[str, Any] = {}
@@ -311,7 +311,7 @@ def run_population(
     label = f"population #{number}" if number is not None else f"population {trial_id}"
 
     def note(text: str) -> None:
-        print(f"[veil] {label}: {text}", flush=True)
+        logger().info(f"{label}: {text}")
 
     outcomes: list[dict[str, Any] | None] = [None] * len(members)
     for i, run in enumerate(kept):
