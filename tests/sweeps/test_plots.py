@@ -5,6 +5,7 @@ fits the figure, labels and panels that do not overlap, the hypervolume with its
 from __future__ import annotations
 
 import itertools
+import xml.etree.ElementTree as ET
 
 import numpy as np
 import pandas as pd
@@ -164,7 +165,10 @@ def test_trials_that_meet_the_target_are_ringed_and_counted(tmp_path):
     assert len(rings) == 1 and len(rings[0].get_offsets()) == 2
     assert np.allclose(sorted(rings[0].get_offsets()[:, 0]), [0.0, 0.022])
     page = front_html(res, tmp_path / "front.html").read_text()
-    assert page.count('class="met"') == 2 and MET_COLOR in page
+    svg = ET.fromstring(page[page.index("<svg") : page.index("</svg>") + 6])
+    ns = "{http://www.w3.org/2000/svg}"
+    ringed = [a.get("{http://www.w3.org/1999/xlink}href") for a in svg.findall(f".//{ns}g[@id='met-0']//{ns}a")]
+    assert sorted(ringed) == ["#trial-t1", "#trial-t2"] and MET_COLOR.lower() in page.lower()
     assert "privacy_gap &lt;= 0.1: 2 of 8 finished trials meet it" in page
     assert "seeds per trial</td><td>1 (seed 0)" in page  # not the seed's value read as a count
     assert "leakage target privacy_gap <= 0.1: 2 of 8 finished trials meet it" in format_report(res)

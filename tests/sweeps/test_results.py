@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -193,13 +194,19 @@ def test_report_files(store, tmp_path):
     assert len(pd.read_csv(files["trials.csv"])) == 6 and len(pd.read_csv(files["front.csv"])) == 4
     assert files["front.png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     page = files["front.html"].read_text()
-    assert "http://" not in page.replace("http://www.w3.org/2000/svg", "") and "https://" not in page
-    assert "<script src" not in page and "<link" not in page
+    # self-contained: nothing is fetched (the only URLs are XML namespaces)
+    assert not re.search(r"""(src|href)=["']https?:""", page) and "<script src" not in page and "<link" not in page
     svg = page[page.index("<svg") : page.index("</svg>") + 6]
     root = ET.fromstring(svg)  # well-formed inline SVG
-    ns = "{http://www.w3.org/2000/svg}"
-    assert len(root.findall(f".//{ns}g[@class='pt front']")) == 4
-    assert len(root.findall(f".//{ns}g[@class='pt dom']")) == 1  # t4; the failed t6 is not plotted
+    ns, xlink = "{http://www.w3.org/2000/svg}", "{http://www.w3.org/1999/xlink}href"
+
+    def links(group: str) -> list[str]:
+        return [a.get(xlink) for a in root.findall(f".//{ns}g[@id='{group}']//{ns}a")]
+
+    assert sorted(links("front-0")) == ["#trial-t1", "#trial-t2", "#trial-t3", "#trial-t5"]
+    assert links("dom-0") == ["#trial-t4"]  # the failed t6 is not plotted
+    rows = re.findall(r'<tr id="trial-(\w+)"', page)
+    assert sorted(rows) == [f"t{i}" for i in range(1, 7)]  # every link lands on a row of the trials table
     assert "beta=0.1" in page and json.loads(files["summary.json"].read_text())["front"] == 4
 
 

@@ -1,5 +1,5 @@
-"""Plots of a sweep's trade-off: a PNG (matplotlib, Agg) and a self-contained HTML page (inline SVG, a few
-lines of inline JS, no network). Front members are drawn solid and labelled by their parameters; dominated
+"""Plots of a sweep's trade-off: a PNG and a self-contained HTML page (the same matplotlib figure as inline SVG,
+sortable tables, a few lines of inline JS, no network). Front members are drawn solid and labelled by their parameters; dominated
 trials faintly; infeasible trials (constraints) as crosses; error bars show the std over seeds."""
 
 from __future__ import annotations
@@ -124,16 +124,31 @@ def mark_better(ax: Any, x_direction: str | None, y_direction: str) -> None:
     )
 
 
-def _draw_panel(ax: Any, t: pd.DataFrame, xm: str | None, ym: str, results: SweepResults, labels: bool) -> None:
+def _draw_panel(
+    ax: Any, t: pd.DataFrame, xm: str | None, ym: str, results: SweepResults, labels: bool, panel: int = 0
+) -> None:
     """One projection of the trials: dominated faint, infeasible crosses, the front solid (joined and labelled
-    by its parameters when `labels`, i.e. when the panel shows the whole front: two objectives)."""
+    by its parameters when `labels`, i.e. when the panel shows the whole front: two objectives). Each point links
+    to its row of the HTML page's trials table and each group of points has an id (`point_group`), which the SVG
+    the page embeds keeps; a PNG ignores both."""
+    links = np.array([trial_anchor(tid, "#") for tid in t["trial_id"]], dtype=object)
     x = (t[xm] if xm else t["trial"]).to_numpy(dtype=float)
     y = t[ym].to_numpy(dtype=float)
     front = t["pareto"].to_numpy(dtype=bool)
     feas = t["feasible"].to_numpy(dtype=bool)
     dom = feas & ~front
     if dom.any():
-        ax.scatter(x[dom], y[dom], s=28, color=DOMINATED_COLOR, alpha=0.35, label="dominated", zorder=2)
+        ax.scatter(
+            x[dom],
+            y[dom],
+            s=28,
+            color=DOMINATED_COLOR,
+            alpha=0.35,
+            label="dominated",
+            zorder=2,
+            urls=list(links[dom]),
+            gid=point_group("dom", panel),
+        )
     if (~feas).any():
         ax.scatter(
             x[~feas],
@@ -144,6 +159,8 @@ def _draw_panel(ax: Any, t: pd.DataFrame, xm: str | None, ym: str, results: Swee
             alpha=0.6,
             label="infeasible (constraints)",
             zorder=2,
+            urls=list(links[~feas]),
+            gid=point_group("infeasible", panel),
         )
     if front.any():
         ft = t[front]
@@ -155,7 +172,18 @@ def _draw_panel(ax: Any, t: pd.DataFrame, xm: str | None, ym: str, results: Swee
         order = np.argsort(fx)
         if xm and labels:
             ax.plot(fx[order], fy[order], "-", color=FRONT_COLOR, alpha=0.6, lw=1.2, zorder=3)
-        ax.scatter(fx, fy, s=46, color=FRONT_COLOR, edgecolor="white", linewidth=0.8, label="Pareto front", zorder=4)
+        ax.scatter(
+            fx,
+            fy,
+            s=46,
+            color=FRONT_COLOR,
+            edgecolor="white",
+            linewidth=0.8,
+            label="Pareto front",
+            zorder=4,
+            urls=list(links[front]),
+            gid=point_group("front", panel),
+        )
         for i in order if labels else []:
             ax.annotate(
                 _label(ft.iloc[i], results),
@@ -182,6 +210,8 @@ def _draw_panel(ax: Any, t: pd.DataFrame, xm: str | None, ym: str, results: Swee
             linewidths=1.5,
             label=f"meets the target ({results.spec.target_text()})",
             zorder=5,
+            urls=list(links[met]),
+            gid=point_group("met", panel),
         )
     direction = dict(zip(results.spec.metrics, results.spec.directions))
     mark_better(ax, direction.get(xm) if xm else None, direction[ym])
@@ -255,8 +285,8 @@ def front_figure(results: SweepResults) -> Any:
     fig = Figure(figsize=size, dpi=120, layout="constrained")
     FigureCanvasAgg(fig)
     axs = fig.subplots(rows, cols, squeeze=False)
-    for ax, (xm, ym) in zip(axs.flat, panels):
-        _draw_panel(ax, t, xm, ym, results, labels=len(results.spec.metrics) <= 2)
+    for i, (ax, (xm, ym)) in enumerate(zip(axs.flat, panels)):
+        _draw_panel(ax, t, xm, ym, results, labels=len(results.spec.metrics) <= 2, panel=i)
     for ax in list(axs.flat)[len(panels) :]:
         ax.set_axis_off()
     title = fig.suptitle("", fontsize=11)
@@ -271,29 +301,15 @@ def front_figure(results: SweepResults) -> Any:
     return fig
 
 
-def front_png(results: SweepResults, path: str | Path) -> Path:
-    """The trade-off as a PNG (see `front_figure`)."""
+def front_png(results: SweepResults, path: str | Path, figure: Any = None) -> Path:
+    """The trade-off as a PNG (`figure`, or `front_figure(results)`)."""
     path = Path(path)
-    front_figure(results).savefig(path)
+    (figure or front_figure(results)).savefig(path)
     return path
 
 
 # ----------------------------------------------------------------------------------------------
 # HTML
-
-
-def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
-    if hi <= lo:
-        return [lo]
-    raw = (hi - lo) / n
-    mag = 10 ** math.floor(math.log10(raw))
-    step = min((m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw), default=raw)
-    start = math.ceil(lo / step) * step
-    out, v = [], start
-    while v <= hi + 1e-12:
-        out.append(round(v, 12))
-        v += step
-    return out
 
 
 def _fmt(v: Any) -> str:
@@ -302,122 +318,32 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def _tooltip(row: pd.Series, results: SweepResults) -> str:
-    parts = [f"trial {row['trial']} ({row['trial_id']})", _label(row, results)]
-    for m in results.spec.tracked_metrics():
-        v = row.get(m)
-        if v is None or (isinstance(v, float) and math.isnan(v)):
-            continue
-        sd = _std(row, m)
-        parts.append(f"{m} {v:.4f}" + (f" ± {sd:.4f}" if sd else ""))
-    parts.append(f"MLflow run {row['run_id']}")
-    return "\n".join(parts)
+def trial_anchor(trial_id: Any, prefix: str = "") -> str:
+    """The id of a trial's row in the HTML page's trials table (with `prefix` '#': a link to it)."""
+    return f"{prefix}trial-{trial_id}"
 
 
-def _svg_better(results: SweepResults, xm: str | None, ym: str, ml: int, mt: int, pw: int, ph: int) -> str:
-    """'better' and an arrow towards the plot's ideal corner."""
-    direction = dict(zip(results.spec.metrics, results.spec.directions))
-    up, right = direction[ym] == "max", direction.get(xm) == "max" if xm else True
-    arrow = {(True, True): "↗", (True, False): "↖", (False, True): "↘", (False, False): "↙"}[(up, right)]
-    if xm is None:
-        arrow = "↑" if up else "↓"
-    x = ml + pw - 8 if right else ml + 8
-    y = mt + 16 if up else mt + ph - 8
-    anchor = "end" if right else "start"
-    return (
-        f'<text class="better" x="{x}" y="{y}" text-anchor="{anchor}" fill="{BETTER_COLOR}" font-size="12">'
-        f"{BETTER} {arrow}</text>"
-    )
+def point_group(kind: str, panel: int) -> str:
+    """The SVG id of one kind of point ('front', 'dom', 'infeasible', 'met') in one panel."""
+    return f"{kind}-{panel}"
 
 
-def _svg(results: SweepResults, width: int = 760, height: int = 500) -> str:
-    xm, ym = plot_axes(results)
-    t = _finished(results)
-    ml, mr, mt, mb = 70, 30, 20, 55
-    pw, ph = width - ml - mr, height - mt - mb
-    if len(t):
-        xs = (t[xm] if xm else t["trial"]).to_numpy(dtype=float)
-        ys = t[ym].to_numpy(dtype=float)
-        x0, x1, y0, y1 = float(xs.min()), float(xs.max()), float(ys.min()), float(ys.max())
-    else:
-        x0, x1, y0, y1 = 0.0, 1.0, 0.0, 1.0
-    padx, pady = max((x1 - x0) * 0.08, 1e-3), max((y1 - y0) * 0.08, 1e-3)
-    x0, x1, y0, y1 = x0 - padx, x1 + padx, y0 - pady, y1 + pady
-    sx = lambda v: ml + (v - x0) / (x1 - x0) * pw  # noqa: E731
-    sy = lambda v: mt + (1 - (v - y0) / (y1 - y0)) * ph  # noqa: E731
-    out = [
-        f'<svg id="plot" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
-        f'<rect x="{ml}" y="{mt}" width="{pw}" height="{ph}" fill="#fbfbfb" stroke="#999"/>',
-    ]
-    for v in _ticks(x0, x1):
-        X = sx(v)
-        out.append(
-            f'<line x1="{X:.1f}" y1="{mt}" x2="{X:.1f}" y2="{mt + ph}" stroke="#e4e4e4"/>'
-            f'<text x="{X:.1f}" y="{mt + ph + 16}" text-anchor="middle">{_fmt(v)}</text>'
-        )
-    for v in _ticks(y0, y1):
-        Y = sy(v)
-        out.append(
-            f'<line x1="{ml}" y1="{Y:.1f}" x2="{ml + pw}" y2="{Y:.1f}" stroke="#e4e4e4"/>'
-            f'<text x="{ml - 6}" y="{Y + 4:.1f}" text-anchor="end">{_fmt(v)}</text>'
-        )
-    xlab, ylab = html.escape(axis_label(xm, results)), html.escape(axis_label(ym, results))
-    out.append(f'<text x="{ml + pw / 2:.1f}" y="{height - 14}" text-anchor="middle" font-size="13">{xlab}</text>')
-    out.append(
-        f'<text transform="translate(18,{mt + ph / 2:.1f}) rotate(-90)" text-anchor="middle" font-size="13">'
-        f"{ylab}</text>"
-    )
-    out.append(_svg_better(results, xm, ym, ml, mt, pw, ph))
-    front = t[t["pareto"]]
-    if len(front) > 1 and xm and len(results.spec.metrics) <= 2:
-        pts = sorted(zip(front[xm].astype(float), front[ym].astype(float)))
-        out.append(
-            '<polyline class="frontline" fill="none" stroke="%s" stroke-opacity="0.6" points="%s"/>'
-            % (FRONT_COLOR, " ".join(f"{sx(a):.1f},{sy(b):.1f}" for a, b in pts))
-        )
-    rank = {}
-    if len(front):
-        fxs = (front[xm] if xm else front["trial"]).astype(float)
-        rank = {idx: k for k, idx in enumerate(fxs.sort_values(kind="stable").index)}
-    met = dict(zip(t.index, meets_target(t)))
-    for idx, r in t.iterrows():
-        X, Y = sx(float(r[xm] if xm else r["trial"])), sy(float(r[ym]))
-        tip = html.escape(_tooltip(r, results))
-        if met[idx]:
-            out.append(
-                f'<circle class="met" cx="{X:.1f}" cy="{Y:.1f}" r="9" fill="none" stroke="{MET_COLOR}" '
-                'stroke-width="1.6"/>'
-            )
-        if r["pareto"]:
-            ye = _std(r, ym) / (y1 - y0) * ph
-            if ye:
-                out.append(
-                    f'<line x1="{X:.1f}" y1="{Y - ye:.1f}" x2="{X:.1f}" y2="{Y + ye:.1f}" stroke="{FRONT_COLOR}" '
-                    'stroke-opacity="0.5"/>'
-                )
-            out.append(
-                f'<g class="pt front"><circle cx="{X:.1f}" cy="{Y:.1f}" r="5.5" fill="{FRONT_COLOR}" '
-                f'stroke="white"><title>{tip}</title></circle>'
-                f'<text x="{X + 8:.1f}" y="{Y - 6 if rank.get(idx, 0) % 2 == 0 else Y + 14:.1f}" font-size="10" fill="#203040">'
-                f"{html.escape(_label(r, results))}</text></g>"
-            )
-        elif r["feasible"]:
-            out.append(
-                f'<g class="pt dom"><circle cx="{X:.1f}" cy="{Y:.1f}" r="4.5" fill="{DOMINATED_COLOR}" '
-                f'fill-opacity="0.35"><title>{tip}</title></circle></g>'
-            )
-        else:
-            out.append(
-                f'<g class="pt dom infeasible"><path d="M{X - 4:.1f},{Y - 4:.1f}L{X + 4:.1f},{Y + 4:.1f}'
-                f'M{X - 4:.1f},{Y + 4:.1f}L{X + 4:.1f},{Y - 4:.1f}" stroke="{INFEASIBLE_COLOR}" '
-                f'stroke-opacity="0.6" stroke-width="2"><title>{tip}</title></path></g>'
-            )
-    out.append("</svg>")
-    return "\n".join(out)
+def front_svg(results: SweepResults, figure: Any = None) -> str:
+    """`front_figure` as inline SVG for the HTML page: text kept as text, ids fixed from run to run, each point a
+    link to its trial's row (in this page, not a new tab)."""
+    import io
+
+    import matplotlib
+
+    buf = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "veil"}):
+        (figure or front_figure(results)).savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg") :].replace(' target="_blank"', "")
+    return svg.replace("<svg ", '<svg id="plot" ', 1)
 
 
-def _table(df: pd.DataFrame, results: SweepResults, tid: str) -> str:
+def _table(df: pd.DataFrame, results: SweepResults, tid: str, anchors: bool = False) -> str:
     spec = results.spec
     cols = ["trial", *[sp.key for sp in spec.space], *spec.tracked_metrics(), "status", "trial_id", "run_id"]
     head = "".join(f"<th onclick=\"sortTable('{tid}',{i})\">{html.escape(c)}</th>" for i, c in enumerate(cols))
@@ -432,7 +358,8 @@ def _table(df: pd.DataFrame, results: SweepResults, tid: str) -> str:
                 text += f" ± {sd:.3g}"
             cells.append(f"<td>{html.escape(text)}</td>")
         cls = ' class="front"' if r.get("pareto") else (' class="failed"' if r.get("status") != "FINISHED" else "")
-        body.append(f"<tr{cls}>{''.join(cells)}</tr>")
+        anchor = f' id="{html.escape(trial_anchor(r["trial_id"]))}"' if anchors else ""
+        body.append(f"<tr{anchor}{cls}>{''.join(cells)}</tr>")
     return f'<table id="{tid}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
@@ -455,8 +382,8 @@ function toggleDominated(cb) { document.getElementById('plot').classList.toggle(
 _CSS = """
 body { font-family: sans-serif; margin: 1.5em; color: #222; }
 h1 { font-size: 1.2em; } h2 { font-size: 1.05em; margin-top: 1.5em; }
-.hide-dom .dom { display: none; }
-.pt:hover circle { stroke: #000; stroke-width: 1.5; }
+.hide-dom [id^="dom-"], .hide-dom [id^="infeasible-"] { display: none; }
+tr:target td { background: #fff3c4; }
 table { border-collapse: collapse; font-size: 12px; }
 th, td { border: 1px solid #ddd; padding: 3px 7px; text-align: right; }
 th { background: #f0f0f0; cursor: pointer; }
@@ -482,8 +409,9 @@ def target_summary(results: SweepResults) -> str:
     )
 
 
-def front_html(results: SweepResults, path: str | Path) -> Path:
-    """The trade-off as one self-contained HTML file (hover a point for its parameters and metrics)."""
+def front_html(results: SweepResults, path: str | Path, figure: Any = None) -> Path:
+    """The trade-off as one self-contained HTML file: the PNG's figure as SVG (click a point for its trial's row),
+    the summary, and the front's and all trials' sortable tables."""
     s = results.summary()
     rows = [
         ("method / dataset", f"{results.spec.method} / {results.spec.dataset}"),
@@ -515,12 +443,12 @@ def front_html(results: SweepResults, path: str | Path) -> Path:
 <p>{html.escape(_subtitle(results))}</p>
 <table class="summary">{summary}</table>
 <p><label><input type="checkbox" checked onchange="toggleDominated(this)"> show dominated and infeasible trials</label>
- — hover a point for its parameters and metrics; click a column header to sort.</p>
-{_svg(results)}
+ — click a point for its trial's row; click a column header to sort.</p>
+{front_svg(results, figure)}
 <h2>Pareto front ({len(results.front)} trials)</h2>
 {_table(results.front, results, "front")}
 <h2>All trials</h2>
-{_table(results.trials, results, "trials")}
+{_table(results.trials, results, "trials", anchors=True)}
 </body></html>
 """
     path = Path(path)

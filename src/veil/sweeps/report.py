@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from veil.sweeps.plots import front_html, front_png
+from veil.sweeps.plots import front_figure, front_html, front_png
 from veil.sweeps.results import DEFAULT_ROOT, SweepResults, collect, locate
 
 REPORT_FILES = ("trials.parquet", "trials.csv", "front.csv", "summary.json", "front.png", "front.html")
@@ -36,8 +36,9 @@ def write_report(results: SweepResults, out_dir: str | Path) -> dict[str, Path]:
     t.to_csv(files["trials.csv"], index=False)
     results.front.to_csv(files["front.csv"], index=False)
     files["summary.json"].write_text(json.dumps(results.summary(), indent=2, default=str) + "\n")
-    front_png(results, files["front.png"])
-    front_html(results, files["front.html"])
+    figure = front_figure(results)  # drawn once, saved as the PNG and as the page's SVG
+    front_png(results, files["front.png"], figure)
+    front_html(results, files["front.html"], figure)
     return files
 
 
