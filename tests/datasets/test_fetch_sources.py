@@ -199,10 +199,15 @@ def test_gz_mirror_verifies_by_content(cache, tmp_path, monkeypatch):
         fetch("gz", src, force=True, log=quiet)
 
 
+real_run = subprocess.run
+
+
 def _fake_run(artifacts: dict[str, tuple[str, bytes]], calls: list[list[str]]):
     """Stands in for subprocess.run: writes the archive the named tool would download into cwd."""
 
     def run(cmd, cwd=None, **kw):
+        if Path(cmd[0]).name == "dpkg-deb":  # unpacking is real: only downloads are faked
+            return real_run(cmd, cwd=cwd, **kw)
         calls.append(list(cmd))
         tool = Path(cmd[0]).name
         key = "pip" if "pip" in cmd else tool
@@ -213,12 +218,19 @@ def _fake_run(artifacts: dict[str, tuple[str, bytes]], calls: list[list[str]]):
     return run
 
 
-def _ar(members: dict[str, bytes]) -> bytes:
-    out = b"!<arch>\n"
-    for name, data in members.items():
-        head = f"{name + '/':<16}{0:<12}{0:<6}{0:<6}{100644:<8}{len(data):<10}`\n".encode()
-        out += head + data + (b"\n" if len(data) % 2 else b"")
-    return out
+def _deb(files: dict[str, bytes], work: Path) -> bytes:
+    """A real Debian package holding `files` (paths from /), built by dpkg-deb."""
+    root = work / "debroot"
+    (root / "DEBIAN").mkdir(parents=True)
+    (root / "DEBIAN" / "control").write_text(
+        "Package: toy-data\nVersion: 1.0\nArchitecture: all\nMaintainer: t <t@example.org>\nDescription: toy\n"
+    )
+    for name, data in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+    out = work / "toy.deb"
+    real_run(["dpkg-deb", "--root-owner-group", "--build", str(root), str(out)], check=True, capture_output=True)
+    return out.read_bytes()
 
 
 def _tar_bytes(members: dict[str, bytes], mode: str) -> bytes:
@@ -237,13 +249,7 @@ def test_registry_mirrors_pip_npm_apt(cache, tmp_path, monkeypatch):
         zf.writestr("pkg/data/a.csv", A)
         zf.writestr("pkg/data/b.txt", B)
     npm = _tar_bytes({"package/src/a.csv": A, "package/src/b.txt": B}, "w:gz")
-    deb = _ar(
-        {
-            "debian-binary": b"2.0\n",
-            "control.tar.xz": _tar_bytes({"control": b"x"}, "w:xz"),
-            "data.tar.xz": _tar_bytes({"./usr/share/toy/a.csv": A, "./usr/share/toy/b.txt": B}, "w:xz"),
-        }
-    )
+    deb = _deb({"usr/share/toy/a.csv": A, "usr/share/toy/b.txt": B}, tmp_path)
     calls: list[list[str]] = []
     monkeypatch.setattr(
         fetch_mod.subprocess,

