@@ -21,7 +21,8 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from types import SimpleNamespace
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -67,8 +68,15 @@ def _q(v: str) -> str:
     return "'" + str(v).replace("'", "\\'") + "'"
 
 
-def search_runs(uri: str, filter_string: str, experiment_ids: Iterable[str] | None = None) -> list[Any]:
-    """Every run matching `filter_string` (all pages), in every experiment unless given."""
+def search_runs(
+    uri: str,
+    filter_string: str,
+    experiment_ids: Iterable[str] | None = None,
+    keep: Callable[[Any], Any] | None = None,
+    page_size: int = 1000,
+) -> list[Any]:
+    """Every run matching `filter_string` (all pages), in every experiment unless given; `keep(run)` of each
+    instead, applied page by page, so only one page of MLflow's run objects is held at a time."""
     c = client(uri)
     if experiment_ids is None:
         experiment_ids = [e.experiment_id for e in c.search_experiments()]
@@ -78,11 +86,19 @@ def search_runs(uri: str, filter_string: str, experiment_ids: Iterable[str] | No
     out: list[Any] = []
     token: str | None = None
     while True:
-        page = c.search_runs(experiment_ids, filter_string, max_results=1000, page_token=token)
-        out.extend(page)
+        page = c.search_runs(experiment_ids, filter_string, max_results=page_size, page_token=token)
+        out.extend(map(keep, page) if keep is not None else page)
         token = page.token
         if not token:
             return out
+
+
+def without_params(run: Any) -> Any:
+    """A run's info, tags and metrics, without its params: what a sweep's analysis reads of a trial run (its
+    params, every field of its config, are most of what MLflow returns for it)."""
+    return SimpleNamespace(
+        info=run.info, data=SimpleNamespace(tags=dict(run.data.tags), metrics=dict(run.data.metrics))
+    )
 
 
 def search_child_runs(uri: str, parent_run_id: str, experiment_id: str | None = None) -> list[Any]:
@@ -454,14 +470,21 @@ def analyze(trials: pd.DataFrame, spec: SweepSpec, **info: Any) -> SweepResults:
     return SweepResults(spec, t, float(hv), auc, axes=axes, notes=notes, **info)
 
 
+COLLECT_PAGE = 100
+"""Trial runs read from MLflow per request when a sweep is collected: the read's peak memory is one page."""
+
+
 def collect(sweep: SweepRef, spec: SweepSpec | None = None) -> SweepResults:
     """Read a sweep's trial runs from MLflow and analyse them."""
     spec = spec or load_spec(sweep)
-    runs = [
-        r
-        for r in search_child_runs(sweep.tracking_uri, sweep.parent_run_id, sweep.experiment_id)
-        if r.data.tags.get(TAG_ROLE) == "trial"
-    ]
+    children = search_runs(
+        sweep.tracking_uri,
+        f"tags.`{PARENT_TAG}` = {_q(sweep.parent_run_id)}",
+        [sweep.experiment_id] if sweep.experiment_id else None,
+        keep=without_params,
+        page_size=COLLECT_PAGE,
+    )
+    runs = [r for r in children if r.data.tags.get(TAG_ROLE) == "trial"]
     kept, dropped = dedupe_attempts(runs)
     return analyze(
         trials_frame(kept, spec),
