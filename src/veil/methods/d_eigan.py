@@ -46,7 +46,7 @@ from veil.methods.ensemble_ops import (
     assign_slots,
     copy_ces,
     members,
-    node_mean,
+    node_means,
     privacy_term,
     put_all,
     seeded_stack,
@@ -193,11 +193,14 @@ class DEIGAN(DEIGANCard, FederatedMethod, EIGAN):
             opt_e = g.opt_e.take(rows, enc.tensors())
             opt_a = g.opt_a.take(rows, stack_tensors(allies))
             opt_v = g.opt_v.take(rows, stack_tensors(advs))
-            for i, n in enumerate(group_nodes):  # 1. downlink: overwrite the server's chosen entries
+            downlink: dict[tuple[int, int], list[tuple[int, Any]]] = {}  # 1. downlink: the server's chosen entries
+            for i, n in enumerate(group_nodes):  # nodes sent the same choice of entries are written at once
                 msg = messages.get(n.id)
                 if msg is not None:
-                    idx = index_set(int(msg["seed"]), enc.size, len(msg["values"]))
-                    enc.set_entries(i, idx, torch.as_tensor(np.asarray(msg["values"])))
+                    downlink.setdefault((int(msg["seed"]), len(msg["values"])), []).append((i, msg["values"]))
+            for (seed, count), got in downlink.items():
+                values = torch.as_tensor(np.stack([np.asarray(v) for _, v in got]))
+                enc.set_entries_many([i for i, _ in got], index_set(seed, enc.size, count), values)
             plan, steps = ShardStack.epoch_plan(group_nodes, c.delta, c.batch_size)  # 2. delta local epochs
             sums = torch.zeros(len(group_nodes), 3)
             for t in range(plan.shape[1]):
@@ -225,11 +228,12 @@ class DEIGAN(DEIGANCard, FederatedMethod, EIGAN):
             g.opt_a.put(rows, opt_a)
             g.opt_v.put(rows, opt_v)
             count = sparse_count(c.phi, enc.size)
+            flat = enc.flat_all().numpy()
+            means = node_means(sums, steps)
             for i, n in enumerate(group_nodes):  # 3. upload a random fraction phi of the entries
                 seed = derive_seed(c.seed, n.id, round, 20)
-                idx = index_set(seed, enc.size, count)
-                values = enc.flat(i)[torch.as_tensor(idx)].numpy().astype(np.float32)
-                mean = node_mean(sums, steps, i)
+                values = flat[i, index_set(seed, enc.size, count)].astype(np.float32)
+                mean = means[i]
                 out[n.id] = ClientUpdate(
                     n.id,
                     round,

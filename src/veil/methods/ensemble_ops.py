@@ -67,9 +67,9 @@ def put_all(stacks: Iterable[Stack], subs: Iterable[Stack], rows: torch.Tensor) 
         full.put(rows, sub)
 
 
-def node_mean(sums: torch.Tensor, steps: torch.Tensor, i: int) -> list[float]:
-    """Copy i's summed per-step losses divided by its number of steps (at least 1)."""
-    return (sums[i] / max(int(steps[i]), 1)).tolist()
+def node_means(sums: torch.Tensor, steps: torch.Tensor) -> list[list[float]]:
+    """Each copy's summed per-step losses divided by its number of steps (at least 1)."""
+    return (sums / steps.clamp(min=1).unsqueeze(1).to(sums.dtype)).tolist()
 
 
 # -- running stacks --------------------------------------------------------------------------------

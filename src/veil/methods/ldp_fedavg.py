@@ -23,7 +23,7 @@ from veil.methods.ensemble_ops import (
     assign_slots,
     copy_ces,
     members,
-    node_mean,
+    node_means,
     put_all,
     seeded_stack,
     single,
@@ -85,8 +85,9 @@ def _side(s: torch.Tensor, n_classes: int) -> torch.Tensor:
     return side_input(s.reshape(-1), n_classes).view(*s.shape, -1)
 
 
-def _flat(stacks: Sequence[Stack], i: int) -> torch.Tensor:
-    return torch.cat([s.flat(i) for s in stacks])
+def _flat_all(stacks: Sequence[Stack]) -> np.ndarray:
+    """Every copy's parameters of all `stacks`, one row per copy."""
+    return torch.cat([s.flat_all() for s in stacks], dim=1).numpy()
 
 
 @register_method
@@ -147,13 +148,14 @@ class LDPFedAvg(LDPFedAvgCard, FederatedMethod, LDPFRL):
         put_all(g.stacks(), stacks, rows)
         g.opt.put(rows, opt)
         out = {}
+        flat, means = _flat_all(stacks), node_means(sums, steps)
         for i, n in enumerate(nodes):
-            mean = node_mean(sums, steps, i)
+            mean = means[i]
             out[n.id] = ClientUpdate(
                 n.id,
                 round,
                 n.num_examples,
-                {"omega": _flat(stacks, i).numpy().astype(np.float32)},
+                {"omega": flat[i].astype(np.float32)},
                 "parameters",
                 {"loss/total": mean[0], "loss/reconstruction": mean[1]},
             )

@@ -150,8 +150,9 @@ class Stack:
 
     # -- flat views (the order of named_parameters, as parameters_to_vector) ---------------------
     @torch.no_grad()
-    def flat(self, copy_index: int) -> torch.Tensor:
-        return torch.cat([self.params[n][copy_index].reshape(-1) for n in self.names])
+    def flat_all(self) -> torch.Tensor:
+        """Every copy's flat vector, one row per copy: (P, size)."""
+        return torch.cat([self.params[n].detach().reshape(self.copies, -1) for n in self.names], dim=1)
 
     @torch.no_grad()
     def set_flat(self, copy_index: int, vec: torch.Tensor) -> None:
@@ -160,14 +161,17 @@ class Stack:
             p[copy_index] = vec[o : o + s].view_as(p[copy_index]).to(p.dtype)
 
     @torch.no_grad()
-    def set_entries(self, copy_index: int, idx: np.ndarray, values: torch.Tensor) -> None:
-        """Overwrite flat entries `idx` (sorted) of copy `copy_index` with `values`."""
+    def set_entries_many(self, copy_indices: Sequence[int], idx: np.ndarray, values: torch.Tensor) -> None:
+        """Overwrite flat entries `idx` (sorted) of the copies `copy_indices` with `values`, one row per copy, in
+        one indexed write per parameter."""
+        rows = torch.as_tensor(list(copy_indices), dtype=torch.long).unsqueeze(1)
         for n, o, s in zip(self.names, self.offsets[:-1], self.sizes):
             lo, hi = np.searchsorted(idx, [o, o + s])
             if hi <= lo:
                 continue
-            local = torch.as_tensor(idx[lo:hi] - o)
-            self.params[n][copy_index].view(-1)[local] = values[lo:hi].to(self.params[n].dtype)
+            local = torch.as_tensor(idx[lo:hi] - o).unsqueeze(0)
+            p = self.params[n]
+            p.view(self.copies, -1)[rows, local] = values[:, lo:hi].to(p.dtype)
 
     def state_dict(self, copy_index: int) -> dict[str, torch.Tensor]:
         out = {n: self.params[n][copy_index].detach().clone() for n in self.names}
