@@ -204,7 +204,7 @@ def test_pooling_folds_averages_figures_and_adds_the_models_differences() -> Non
 
 def test_a_bracket_is_refined_only_where_it_is_expected_to_keep_more_utility() -> None:
     """`expected_gain`: between a feasible edge needing 0.04 (utility 0.75) and its neighbour needing 0.11
-    (utility 0.88), a 0.05 bound is crossed a seventh of the way: about 0.019 more utility, under REFINE_GAIN; a
+    (utility 0.88), a 0.05 bound is crossed a seventh of the way: about 0.019 more utility, under calibration.min_gain (0.02); a
     neighbour needing 0.06 is crossed half way (0.065). A bracket with candidates inside may hide a feasible
     pocket anywhere: it is worth what its most useful candidate keeps beyond the edge."""
     target = parse_target({"excess_gap": 0.05})
@@ -222,7 +222,9 @@ def test_a_bracket_is_refined_only_where_it_is_expected_to_keep_more_utility() -
     pocket = trail([0.04, 0.09, 0.11], [0.5, 0.51, 0.88])
     assert expected_gain(pocket, (0.0, 0.5), target) == pytest.approx(0.38)
     flat = trail([0.04, 0.09, 0.11], [0.87, 0.88, 0.885])
-    assert expected_gain(flat, (0.0, 0.5), target) == pytest.approx(0.015)  # under REFINE_GAIN: not refined
+    assert expected_gain(flat, (0.0, 0.5), target) == pytest.approx(
+        0.015
+    )  # under the default calibration.min_gain: not refined
 
 
 def test_the_front_says_what_each_target_keeps() -> None:

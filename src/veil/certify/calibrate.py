@@ -14,7 +14,7 @@ A run given a target (or the default one) and not its knob calibrates before it 
    statistic: signed gap AUC - 0.5, or its excess over the utility labels' baseline), with its bootstrap spread.
 3. Refinement stages (bracketing): `refine` values between the feasible value nearest the useful end and the
    infeasible one beyond it, wherever they lie (the private end included), at most `rounds` times, and only while
-   the bracket is expected to keep `REFINE_GAIN` more utility than its feasible edge (`expected_gain`): each stage
+   the bracket is expected to keep `min_gain` more utility than its feasible edge (`expected_gain`): each stage
    trains a population, about as long as a plain run.
 4. Every candidate is judged together (`assess`): leakage grows with the knob, so each figure is fitted by an
    increasing isotonic regression over the knob from its least leaking candidate on, pooling the noise of
@@ -83,9 +83,6 @@ MIN_BRACKET = 0.005
 UTILITY_STEP = 0.03
 #: bootstrap resamples of the validation rows that give each candidate's spread
 VALIDATION_DRAWS = 200
-#: a refinement stage is trained only where it is expected to keep at least this much more validation utility AUC
-#: than the feasible edge (`expected_gain`)
-REFINE_GAIN = 0.02
 
 
 @dataclass
@@ -699,11 +696,11 @@ def calibrate(
         if upper is None or not refine or upper[1] - upper[0] < MIN_BRACKET:
             break
         gain = expected_gain(trainer.trail, upper, target)
-        if gain < REFINE_GAIN:
+        if gain < config.min_gain:
             say(
                 f"calibration stops refining: between {knob.field} {knob.value_at(upper[0]):.4g} and "
                 f"{knob.value_at(upper[1]):.4g} the target is expected to admit {gain:.3f} more validation "
-                f"utility AUC at most (under {REFINE_GAIN:g})"
+                f"utility AUC at most (under calibration.min_gain {config.min_gain:g})"
             )
             break
         trainer.stage(list(np.linspace(upper[0], upper[1], refine + 2)[1:-1]), stage)

@@ -54,6 +54,13 @@ class CalibrationConfig:
         ge=0,
         le=8,
     )
+    min_gain: float = param(
+        0.02,
+        "a refinement stage trains only where the target is expected to admit at least this much more validation "
+        "utility AUC than the feasible setting already found (0: refine while a bracket remains)",
+        ge=0,
+        le=1,
+    )
     assurance: float = param(
         ASSURANCE,
         "probability with which a feasible candidate's certificate is to be met: its margin follows from its own "
