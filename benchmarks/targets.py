@@ -11,6 +11,7 @@
                                                      # one case again per run seed: is its outcome a coin flip?
     python benchmarks/targets.py grid --only gpp/applicants.csv --points 10 --seeds 0 1 2
                                                      # brute force: the knob on a grid, per seed, certified
+    python benchmarks/targets.py trail --only gpp/adult   # one case with refinement forced to the end: every candidate
     python benchmarks/targets.py render              # docs/targets.md from benchmarks/results/targets.json
 
 Every case is a real `veil run` process (its own MLflow store in a temporary directory) with the environment's
@@ -394,6 +395,65 @@ def sweep() -> None:
 
 
 RECHECK_SEEDS = (1, 2, 3)
+
+
+def trail(only: list[str]) -> None:
+    """A case's no-option run with refinement forced to the end (`--set calibration.min_gain=0`): every candidate
+    calibration trains, with its validation utility, excess and the limit it needs, so where the target's utility
+    lies is read off a measured trail rather than off the stop rule's interpolation."""
+    for key in only:
+        method, label = key.split("/", 1)
+        args = ["run", "-m", method, *DATASETS[label], "--set", "calibration.min_gain=0", "--json", "--quiet"]
+        with tempfile.TemporaryDirectory() as tmp:
+            raw = veil(args, Path(tmp))
+        cal = ((raw.get("result") or {}).get("certificate") or {}).get("calibration") or {}
+        rows = [
+            {
+                "value": c["value"],
+                "stage": c["stage"],
+                "utility": c["utility"],
+                "leakage": c["leakage"],
+                "needs": {m: c["leakage"][m] + c["room"].get(m, 0.0) for m in c["leakage"]},
+                "feasible": c["feasible"],
+            }
+            for c in cal.get("trail", [])
+        ]
+        entry = {"command": "veil " + shlex.join(args), **summary(raw), "trail": rows}
+        record(("trail", key), entry)
+        print(key, raw["exit"], len(rows), "candidates", flush=True)
+
+
+def trail_lines(data: dict[str, Any]) -> list[str]:
+    lines = [
+        "",
+        "## Calibration refined to the end",
+        "",
+        "A case with refinement forced (`python benchmarks/targets.py trail --only CASE`, which runs it with",
+        "`--set calibration.min_gain=0`): every candidate, its validation utility and leakage, and the limit its",
+        "certificate needs (validation figure plus calibration's margin) against the target. It shows what the",
+        "default stop rule (stop when the target is expected to admit under 0.02 more utility) gave up.",
+    ]
+    for key, t in sorted(data["trail"].items()):
+        target = ", ".join(f"{k} <= {v:g}" for k, v in (t.get("target") or {}).items())
+        util = (t.get("utility_auc") or {}).get("value", float("nan"))
+        knob = t.get("knob") or {}
+        lines += [
+            "",
+            f"`{key}` ({target}; {len(t['trail'])} candidates, {t.get('seconds', 0):.0f} s, commit "
+            f"{t.get('commit', '?')}): released {knob.get('field', 'knob')} = {knob.get('value', float('nan')):.4g}, "
+            f"test utility AUC {util:.3f}, {'met' if t.get('met') else 'not met'}.",
+            "",
+            "| value | stage | validation utility | validation leakage | needs | feasible |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r in sorted(t["trail"], key=lambda r: r["value"]):
+            leak = ", ".join(f"{m} {v:.4f}" for m, v in r["leakage"].items())
+            needs = ", ".join(f"{v:.3f}" for v in r["needs"].values())
+            lines.append(
+                f"| {r['value']:.4g} | {r['stage']} | {r['utility']:.3f} | {leak} | {needs} | "
+                f"{'yes' if r['feasible'] else 'no'} |"
+            )
+    return lines
 
 
 def recheck() -> None:
@@ -791,6 +851,8 @@ def render_text(data: dict[str, Any]) -> str:
         lines += schedule_lines(data["schedule"])
     if data.get("noise"):
         lines += noise_lines(data)
+    if data.get("trail"):
+        lines += trail_lines(data)
     return "\n".join(lines) + "\n"
 
 
@@ -830,9 +892,10 @@ def best_rerun(sw: dict[str, Any], calibrated: float) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
-        "part", choices=("cases", "reruns", "grid", "cost", "sweep", "recheck", "schedule", "noise", "render")
+        "part",
+        choices=("cases", "reruns", "grid", "cost", "sweep", "recheck", "schedule", "noise", "trail", "render"),
     )
-    p.add_argument("--only", nargs="*", default=[], help="METHOD or METHOD/DATASET (cases)")
+    p.add_argument("--only", nargs="*", default=[], help="METHOD or METHOD/DATASET (cases); METHOD/DATASET (trail)")
     p.add_argument("--redo", action="store_true", help="run cases (or schedule runs) already recorded again")
     p.add_argument("--levels", nargs="*", type=float, default=[], help="release_noise levels (noise)")
     p.add_argument("--dataset", choices=list(DATASETS), help="cost: a case's data at the default target")
@@ -850,6 +913,7 @@ def main(argv: list[str] | None = None) -> int:
         "recheck": recheck,
         "schedule": lambda: schedule(args.redo),
         "noise": lambda: noise(args.levels or list(NOISE_LEVELS), args.seeds or list(NOISE_SEEDS), args.redo),
+        "trail": lambda: trail(args.only),
         "render": render,
     }
     parts[args.part]()
