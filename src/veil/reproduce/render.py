@@ -10,7 +10,7 @@ import textwrap
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from veil.errors import ConfigError
 from veil.reproduce.suite import REPRO_TAG, Entry, Figure, ReproSuite, Row, sweep_spec, variants
@@ -434,18 +434,21 @@ def format_summary(suite: ReproSuite, lines: Sequence[Line], section: Any, front
         "| row | paper | Veil at `preset: paper` (paper) | verdict | details |",
         "|---|---|---|---|---|",
     ]
+    for row, mine, links in _summary_rows(suite, lines, section, front, "table and cause"):
+        out.append(f"| **{row.id}** | {row.paper} | {_row_figures(mine)} | {_row_verdicts(mine)} | {links} |")
+    return "\n".join(out) + f"\n\n{counts_line(lines)}\n"
+
+
+def _summary_rows(
+    suite: ReproSuite, lines: Sequence[Line], section: Any, front: Any, label: str
+) -> Iterator[tuple[Any, list[Line], str]]:
+    """Each row of `suite` with lines: the row, its lines, and its links (section as `label`, front if drawn)."""
     for row in suite.rows:
         mine = [ln for ln in lines if ln.row.id == row.id]
         if not mine:
             continue
-        links = [f"[table and cause]({section(row.id)})"]
         png = front(row.id)
-        if png:
-            links.append(f"[front]({png})")
-        out.append(
-            f"| **{row.id}** | {row.paper} | {_row_figures(mine)} | {_row_verdicts(mine)} | {' · '.join(links)} |"
-        )
-    return "\n".join(out) + f"\n\n{counts_line(lines)}\n"
+        yield row, mine, " · ".join([f"[{label}]({section(row.id)})", *([f"[front]({png})"] if png else [])])
 
 
 def format_readme_summary(suite: ReproSuite, lines: Sequence[Line], section: Any, front: Any) -> str:
@@ -453,15 +456,8 @@ def format_readme_summary(suite: ReproSuite, lines: Sequence[Line], section: Any
     row's section (`section(row_id)`: the paper, every figure, the cause) and front (`front(row_id)`, None when
     none was drawn); then the counts line. The figures themselves stay in RESULTS.md, so a line stays short."""
     out = ["| row | verdicts | details |", "|---|---|---|"]
-    for row in suite.rows:
-        mine = [ln for ln in lines if ln.row.id == row.id]
-        if not mine:
-            continue
-        links = [f"[figures and cause]({section(row.id)})"]
-        png = front(row.id)
-        if png:
-            links.append(f"[front]({png})")
-        out.append(f"| **{row.id}** | {_row_verdicts(mine)} | {' · '.join(links)} |")
+    for row, mine, links in _summary_rows(suite, lines, section, front, "figures and cause"):
+        out.append(f"| **{row.id}** | {_row_verdicts(mine)} | {links} |")
     return "\n".join(out) + f"\n\n{counts_line(lines, values=False)}\n"
 
 
