@@ -216,9 +216,10 @@ def grid(only: list[str], points: int, seeds: list[int], span: list[float] | Non
                 print(f"{key} {knob.field}={value:.4g} seed {seed}: met {rec.get('met')}", flush=True)
 
 
-def section(title: str, intro: str, columns: str) -> list[str]:
-    """A Markdown section's head: its title, what it shows, and a table header ('a | b | c')."""
-    return ["", f"## {title}", "", intro, "", f"| {columns} |", "|" + "---|" * (columns.count("|") + 1)]
+def section(title: str, intro: str, columns: str | None = None) -> list[str]:
+    """A Markdown section's head: its title, what it shows, and a table header ('a | b | c') unless None."""
+    head = ["", f"## {title}", "", intro]
+    return head if columns is None else [*head, "", f"| {columns} |", "|" + "---|" * (columns.count("|") + 1)]
 
 
 def grid_lines(data: dict[str, Any]) -> list[str]:
@@ -425,15 +426,13 @@ def trail(only: list[str]) -> None:
 
 
 def trail_lines(data: dict[str, Any]) -> list[str]:
-    lines = [
-        "",
-        "## Calibration refined to the end",
-        "",
-        "A case with refinement forced (`python benchmarks/targets.py trail --only CASE`, which runs it with",
-        "`--set calibration.min_gain=0`): every candidate, its validation utility and leakage, and the limit its",
-        "certificate needs (validation figure plus calibration's margin) against the target. It shows what the",
+    lines = section(
+        "Calibration refined to the end",
+        "A case with refinement forced (`python benchmarks/targets.py trail --only CASE`, which runs it with "
+        "`--set calibration.min_gain=0`): every candidate, its validation utility and leakage, and the limit its "
+        "certificate needs (validation figure plus calibration's margin) against the target. It shows what the "
         "default stop rule (stop when the target is expected to admit under 0.02 more utility) gave up.",
-    ]
+    )
     for key, t in sorted(data["trail"].items()):
         target = ", ".join(f"{k} <= {v:g}" for k, v in (t.get("target") or {}).items())
         util = (t.get("utility_auc") or {}).get("value", float("nan"))
