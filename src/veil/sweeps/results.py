@@ -101,9 +101,16 @@ def without_params(run: Any) -> Any:
     )
 
 
-def search_child_runs(uri: str, parent_run_id: str, experiment_id: str | None = None) -> list[Any]:
-    """The direct children of a run."""
-    return search_runs(uri, f"tags.`{PARENT_TAG}` = {_q(parent_run_id)}", [experiment_id] if experiment_id else None)
+def search_child_runs(
+    uri: str,
+    parent_run_id: str,
+    experiment_id: str | None = None,
+    keep: Callable[[Any], Any] | None = None,
+    page_size: int = 1000,
+) -> list[Any]:
+    """The direct children of a run (`keep` and `page_size` as in `search_runs`)."""
+    flt = f"tags.`{PARENT_TAG}` = {_q(parent_run_id)}"
+    return search_runs(uri, flt, [experiment_id] if experiment_id else None, keep, page_size)
 
 
 def settle_attempts(uri: str, experiment_id: str, sweep: str, trial_id: str, config: str | None = None) -> Any:
@@ -477,12 +484,8 @@ COLLECT_PAGE = 100
 def collect(sweep: SweepRef, spec: SweepSpec | None = None) -> SweepResults:
     """Read a sweep's trial runs from MLflow and analyse them."""
     spec = spec or load_spec(sweep)
-    children = search_runs(
-        sweep.tracking_uri,
-        f"tags.`{PARENT_TAG}` = {_q(sweep.parent_run_id)}",
-        [sweep.experiment_id] if sweep.experiment_id else None,
-        keep=without_params,
-        page_size=COLLECT_PAGE,
+    children = search_child_runs(
+        sweep.tracking_uri, sweep.parent_run_id, sweep.experiment_id, keep=without_params, page_size=COLLECT_PAGE
     )
     runs = [r for r in children if r.data.tags.get(TAG_ROLE) == "trial"]
     kept, dropped = dedupe_attempts(runs)
