@@ -114,19 +114,12 @@ class RoundRecord:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        # built field by field: dataclasses.asdict deep-copies every value of every per-node dict, a cost of
+        # a shallow dict: dataclasses.asdict deep-copies every value of every per-node dict, a cost of
         # nodes x rounds spent on a record that is only serialised
-        d: dict[str, Any] = {}
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if f.name in PER_NODE_FIELDS:
-                d[f.name] = {str(n): dict(x) if isinstance(x, dict) else x for n, x in v.items()}
-            elif f.name in ("failures", "coordinator_failures"):
-                d[f.name] = [x.to_dict() for x in v]
-            elif f.name == "metrics":
-                d[f.name] = dict(v)
-            else:
-                d[f.name] = list(v) if isinstance(v, list) else v
+        d: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        d.update({k: {str(n): v for n, v in d[k].items()} for k in PER_NODE_FIELDS})
+        d["failures"] = [f.to_dict() for f in self.failures]
+        d["coordinator_failures"] = [f.to_dict() for f in self.coordinator_failures]
         return d
 
 
