@@ -10,8 +10,7 @@ registry, and with it every built-in method, as importing this package did."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from veil.lazy import lazy_exports
 
@@ -33,13 +32,11 @@ __all__ = [
     "register_method",
 ]
 
-_lazy = lazy_exports(
+# METHODS through the registry, whose import registers every built-in method; register_method from the table
+__getattr__ = lazy_exports(
     __name__,
-    {n: "table" if n in ("METHODS", "register_method") else "base" if n[0].isupper() else "registry" for n in __all__},
+    {
+        n: "table" if n == "register_method" else "base" if n[0].isupper() and n != "METHODS" else "registry"
+        for n in __all__
+    },
 )
-
-
-def __getattr__(name: str) -> Any:
-    if name == "METHODS":
-        importlib.import_module("veil.methods.registry")  # the table, full: every built-in method registers itself
-    return _lazy(name)
