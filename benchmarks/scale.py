@@ -281,6 +281,8 @@ def rows_point(n: int, work: Path) -> dict[str, Any]:
         "excess_upper": (cert.get("excess_gap") or {}).get("high"),
         "calibrated_value": out["params"].get("calibration.value"),
         "candidates": out["params"].get("calibration.candidates"),
+        "calibration_rows": out["params"].get("calibration.rows"),
+        "retrained": out["params"].get("calibration.retrained"),
         "utility_auc": cert.get("utility_auc"),
     }
 

@@ -109,7 +109,8 @@ class RunSpec:
     calibrate: bool = True
     """Calibrate the privacy knob to the target when the run does not set it (sweep trials never do)."""
     calibration: Mapping[str, Any] = field(default_factory=dict)
-    """How calibration searches (`veil.certify.search.CalibrationConfig`: validation, grid, refine, margin, seed)."""
+    """How calibration searches (`veil.certify.search.CalibrationConfig`: validation, folds, grid, refine, rounds,
+    max_rows, seed, ...)."""
 
     def method_values(self) -> dict[str, Any]:
         return {"seed": self.seed, **self.params}

@@ -28,7 +28,10 @@ A run given a target (or the default one) and not its knob calibrates before it 
 
 A centralized run releases the winning candidate itself (the model that was validated is the model that is
 certified). A federation is trained again on every training row with the winning value: its clients release
-their rows during the federation, so a finished candidate cannot release the test rows afterwards.
+their rows during the federation, so a finished candidate cannot release the test rows afterwards. A table with
+more training rows than `CalibrationConfig.max_rows` is calibrated on a random sample of that many (each candidate
+costs about a plain run's training on the rows it sees) and the winning value is trained again on every training
+row; its certificate, on the whole test split, judges that model.
 
 When no value is feasible the run goes on with the least leaking one by its own validation figures
 (`least_leaking`); its certificate decides met or not."""
@@ -133,14 +136,17 @@ class Calibration:
     margin: float
     """the room the released candidate left to its (first gap, excess or AUC) bound (`margin_of`)"""
     fit_rows: int
-    """the rows the released candidate trained on"""
+    """the rows each candidate trained on"""
     validation_rows: int
     """the rows that scored each candidate (every training row when cross-fitted)"""
     seconds: float
     config: CalibrationConfig
     method: Method | None = None
-    """centralized runs: the released candidate's trained method"""
+    """the released candidate's trained method (None: the run trains the value again, on every training row: a
+    federation, or a table sampled down to `CalibrationConfig.max_rows`)"""
     history: list[dict[str, float]] = field(default_factory=list)
+    rows: int = 0
+    """the training rows candidates were drawn from (the table's, or its sample)"""
 
     @property
     def met(self) -> bool:
@@ -158,6 +164,7 @@ class Calibration:
             "assurance": self.config.assurance,
             "fit_rows": self.fit_rows,
             "validation_rows": self.validation_rows,
+            "rows": self.rows,
             "seconds": round(self.seconds, 2),
             "trail": [c.to_dict() for c in sorted(self.trail, key=lambda c: c.position)],
             "front": self.front(),
@@ -174,6 +181,8 @@ class Calibration:
             "calibration.margin": round(self.margin, 5),
             "calibration.fit_rows": self.fit_rows,
             "calibration.validation_rows": self.validation_rows,
+            "calibration.rows": self.rows,
+            "calibration.retrained": self.method is None,
             "calibration.folds": self.config.folds,
         }
 
@@ -330,6 +339,15 @@ def carve(ds: Dataset, fit: np.ndarray, val: np.ndarray, setting: str) -> Datase
                     "or set the knob yourself"
                 )
     return dataclasses.replace(ds, train=ds.train.take(fit), test=ds.train.take(val), transform=None)
+
+
+def sample_rows(ds: Dataset, max_rows: int | None, seed: int) -> Dataset:
+    """`ds` with its training rows cut to a random `max_rows` of them where it holds more; the test rows (the
+    certificate's) are kept whole."""
+    if max_rows is None or len(ds.train) <= max_rows:
+        return ds
+    rows = np.sort(np.random.default_rng(seed).choice(len(ds.train), max_rows, replace=False))
+    return dataclasses.replace(ds, train=ds.train.take(rows))
 
 
 def calibration_splits(
@@ -647,6 +665,14 @@ def calibrate(
         raise ConfigError("method", v.spec.method, "a method with a privacy knob to calibrate (see `veil methods`)")
     t0 = time.time()
     seed = v.spec.seed if config.seed is None else config.seed
+    table_rows = len(ds.train)
+    ds = sample_rows(ds, config.max_rows, seed + 104729)
+    sampled = len(ds.train) < table_rows
+    if sampled:
+        say(
+            f"calibrating on a random {len(ds.train)} of the {table_rows} training rows (calibration.max_rows); the "
+            "chosen value then trains again on all of them"
+        )
     config = config.resolved(v.executor == "federated", smallest_class(ds, config.validation))
     splits = calibration_splits(ds, config, seed + 7919)
     per_fold = len(splits[0][2])
@@ -723,8 +749,9 @@ def calibrate(
         sum(len(val) for _, _, val in splits),
         time.time() - t0,
         config,
-        method if v.executor != "federated" else None,
+        method if v.executor != "federated" and not sampled else None,
         history,
+        len(ds.train),
     )
     say(
         f"calibrated {knob.field} = {released.value:.4g} in {cal.seconds:.1f} s ({len(trail)} candidates; validation "

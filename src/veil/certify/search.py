@@ -15,6 +15,9 @@ from veil.config import param
 CROSS_FIT_BELOW = 300
 #: the folds of that default
 CROSS_FIT_FOLDS = 3
+#: the default of `CalibrationConfig.max_rows`: each of calibration's candidates costs about a plain run's training
+#: on the rows it sees, and a validation split of this many rows already holds 15,000 to score them on
+MAX_ROWS = 50_000
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,13 @@ class CalibrationConfig:
         "spread and `assurance`)",
         ge=0,
     )
-    seed: int | None = param(None, "seed of the validation split (unset: the run's seed)", ge=0)
+    max_rows: int | None = param(
+        MAX_ROWS,
+        "training rows candidates are drawn from: a table with more trains and scores them on a random sample of this "
+        "many, then trains the chosen value again on every training row (unset: every row, however many)",
+        ge=1000,
+    )
+    seed: int | None = param(None, "seed of the validation split and of the sample (unset: the run's seed)", ge=0)
 
     def resolved(self, federated: bool, smallest: int | None = None) -> CalibrationConfig:
         """The search with its unset sizes filled: fewer values for a federation, where each is a whole run, and
