@@ -55,6 +55,7 @@ from veil.certify.search import CalibrationConfig
 from veil.certify.target import MI_PREFIX, Target
 from veil.config import build
 from veil.datasets.base import Dataset, split_indices
+from veil.datasets.loading import subsample
 from veil.errors import ConfigError, DataError
 from veil.methods.base import Method
 from veil.methods.configs.base import PrivacyKnob
@@ -346,8 +347,7 @@ def sample_rows(ds: Dataset, max_rows: int | None, seed: int) -> Dataset:
     certificate's) are kept whole."""
     if max_rows is None or len(ds.train) <= max_rows:
         return ds
-    rows = np.sort(np.random.default_rng(seed).choice(len(ds.train), max_rows, replace=False))
-    return dataclasses.replace(ds, train=ds.train.take(rows))
+    return dataclasses.replace(ds, train=ds.train.take(subsample(len(ds.train), max_rows, seed)))
 
 
 def calibration_splits(

@@ -62,6 +62,8 @@ class BatchSampler:
         self.n = len(rows)
         self.batch_size = min(batch_size, self.n)
         self.gen = torch.Generator().manual_seed(seed)
+        self._order = torch.empty(0, dtype=torch.long)
+        self._next = self.n  # the first `sample()` shuffles
 
     def _take(self, idx: torch.Tensor) -> Batch:
         idx = idx.to(self.x.device)
@@ -80,7 +82,13 @@ class BatchSampler:
             yield self._take(perm[i * self.batch_size : (i + 1) * self.batch_size])
 
     def sample(self) -> Batch:
-        return self._take(torch.randperm(self.n, generator=self.gen)[: self.batch_size])
+        """A batch of distinct random rows: the next `batch_size` of a shuffled order, shuffled again once used up.
+        A draw then costs its batch, not the whole table, as a permutation per draw would."""
+        if self._next + self.batch_size > self.n:
+            self._order, self._next = torch.randperm(self.n, generator=self.gen), 0
+        idx = self._order[self._next : self._next + self.batch_size]
+        self._next += self.batch_size
+        return self._take(idx)
 
 
 @dataclass(frozen=True)
