@@ -3,7 +3,8 @@ sweep trial), and a centralized and a federated run give, at a fixed seed, the m
 pipeline was unified (tests/fixtures/pipeline_metrics_seed3.json, made by the pre-refactor code; the
 centralized GPP run's figures were re-recorded when its sampled release moved to fresh noise, now pinned by
 an explicit release_seed, which the run records as a deviation, a tag and a report warning, and again when the
-release noise became permanent, keyed by a key derived from that release_seed and each row). Both runs
+release noise became permanent, keyed by a key derived from that release_seed and each row, and when GPP's
+fresh minibatches became the next rows of one shuffled order instead of a permutation per draw). Both runs
 use `preset: paper`, which restores the faithful settings the fixture was made with; the d-eigan run adds
 `optimizer: adam`, the pre-preset default where Alg. A1's letter is a plain gradient step: the paper
 preset reproduces the earlier behaviour exactly."""
