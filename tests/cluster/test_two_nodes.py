@@ -186,7 +186,8 @@ def trial_runs(uri: str, experiment: str, sweep: str) -> list:
 
 def submit(dashboard: str, entrypoint: str, timeout: float = 500, while_running=None) -> tuple[str, str]:
     """Submit `entrypoint` as a Ray job (the Jobs API, as `ray job submit` does; with env_vars of its own, as users
-    pass them); call `while_running()` until it returns True; wait for the end; (status, logs)."""
+    pass them); call `while_running()` until it returns True; wait for the end; (status, logs). Both waits share
+    `timeout`."""
     from ray.job_submission import JobStatus, JobSubmissionClient
 
     client = JobSubmissionClient(dashboard)
@@ -199,11 +200,14 @@ def submit(dashboard: str, entrypoint: str, timeout: float = 500, while_running=
             if "No available agent" not in str(e) or time.time() > deadline:
                 raise
             time.sleep(2)
+    deadline = time.time() + timeout
     while while_running is not None and not while_running():
         if client.get_job_status(job) in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED):
             break
+        if time.time() > deadline:
+            client.stop_job(job)
+            pytest.fail(f"job {job}: what the test waits for did not happen within {timeout:.0f} s")
         time.sleep(1)
-    deadline = time.time() + timeout
     while time.time() < deadline:
         status = client.get_job_status(job)
         if status in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED):
