@@ -83,9 +83,10 @@ class BatchSampler:
 
     def sample(self) -> Batch:
         """A batch of distinct random rows: the next `batch_size` of a shuffled order, shuffled again once used up.
-        A draw then costs its batch, not the whole table, as a permutation per draw would."""
+        A draw then costs its batch, not the whole table, as a permutation per draw would; the order moves to the
+        rows' device once per shuffle, as `epoch()`'s does, not once per draw."""
         if self._next + self.batch_size > self.n:
-            self._order, self._next = torch.randperm(self.n, generator=self.gen), 0
+            self._order, self._next = torch.randperm(self.n, generator=self.gen).to(self.x.device), 0
         idx = self._order[self._next : self._next + self.batch_size]
         self._next += self.batch_size
         return self._take(idx)
