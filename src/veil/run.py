@@ -231,11 +231,14 @@ def execute_loaded(
 def calibrated_job(v: ValidatedRun, ds: Dataset, cal: Calibration, storage: Path) -> tuple[ValidatedRun, Job]:
     """The run with its knob at the calibrated value, and the job that releases it: the calibrated candidate
     itself (centralized), or the value trained again on every training row (a federation; a table calibrated on a
-    sample, `CalibrationConfig.max_rows`)."""
+    sample, `CalibrationConfig.max_rows`, for its candidate's optimizer steps: `Calibration.epochs`)."""
     from veil.platform.executors import TrainOutcome, get_executor
 
     knob = cal.knob
-    v = dataclasses.replace(v, method_config=knob.apply(v.method_config, cal.released.value))
+    config = knob.apply(v.method_config, cal.released.value)
+    if cal.epochs is not None:
+        config = dataclasses.replace(config, epochs=cal.epochs)
+    v = dataclasses.replace(v, method_config=config)
     if cal.method is None:
         return v, get_executor(v.executor)(v, ds, storage)
     job = get_executor("inline")(v, ds, storage)
