@@ -34,6 +34,7 @@ from veil.sweeps.space import decode_value, format_value
 from veil.sweeps.spec import DEFAULT_ROOT, SweepSpec, sweep_from_mapping
 from veil.tracking import PARENT_TAG, TrackedRun, check_tracking, client
 from veil.tracking.journal import LATE_TAG
+from veil.tracking.sqlite_runs import child_runs
 
 TAG_ROLE = "veil.role"
 TAG_SWEEP = "veil.sweep"
@@ -484,9 +485,11 @@ COLLECT_PAGE = 100
 def collect(sweep: SweepRef, spec: SweepSpec | None = None) -> SweepResults:
     """Read a sweep's trial runs from MLflow and analyse them."""
     spec = spec or load_spec(sweep)
-    children = search_child_runs(
-        sweep.tracking_uri, sweep.parent_run_id, sweep.experiment_id, keep=without_params, page_size=COLLECT_PAGE
-    )
+    children = child_runs(sweep.tracking_uri, sweep.parent_run_id, sweep.experiment_id)
+    if children is None:  # not an embedded store: ask MLflow, which also returns params (left behind page by page)
+        children = search_child_runs(
+            sweep.tracking_uri, sweep.parent_run_id, sweep.experiment_id, keep=without_params, page_size=COLLECT_PAGE
+        )
     runs = [r for r in children if r.data.tags.get(TAG_ROLE) == "trial"]
     kept, dropped = dedupe_attempts(runs)
     return analyze(
