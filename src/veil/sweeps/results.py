@@ -175,7 +175,7 @@ def supersede_orphans(uri: str, experiment_id: str, parent_run_id: str, known_tr
     that id; their configuration is suggested afresh under a new id. Returns how many were marked."""
     known = set(known_trial_ids)
     n = 0
-    for r in search_child_runs(uri, parent_run_id, experiment_id):
+    for r in children_without_params(uri, parent_run_id, experiment_id):
         t = r.data.tags
         tune_trial = t.get(TAG_POPULATION, t.get(TAG_TRIAL))
         if t.get(TAG_ROLE) != "trial" or t.get(TAG_SUPERSEDED) == "true" or tune_trial in known:
@@ -296,6 +296,19 @@ def load_spec(sweep: SweepRef) -> SweepSpec:
             ) from None
         data = json.loads(Path(p).read_text())
     return sweep_from_mapping(data["spec"], where=data.get("source", "stored spec"), check_names=False)
+
+
+COLLECT_PAGE = 100
+"""Trial runs read from MLflow per request when a sweep is collected: the read's peak memory is one page."""
+
+
+def children_without_params(uri: str, parent_run_id: str, experiment_id: str) -> list[Any]:
+    """The direct children of a run with their info, tags and metrics: read from the tables of an embedded store
+    (`veil.tracking.sqlite_runs`), else through MLflow, which also returns params (left behind page by page)."""
+    children = child_runs(uri, parent_run_id, experiment_id)
+    if children is not None:
+        return children
+    return search_child_runs(uri, parent_run_id, experiment_id, keep=without_params, page_size=COLLECT_PAGE)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -478,18 +491,10 @@ def analyze(trials: pd.DataFrame, spec: SweepSpec, **info: Any) -> SweepResults:
     return SweepResults(spec, t, float(hv), auc, axes=axes, notes=notes, **info)
 
 
-COLLECT_PAGE = 100
-"""Trial runs read from MLflow per request when a sweep is collected: the read's peak memory is one page."""
-
-
 def collect(sweep: SweepRef, spec: SweepSpec | None = None) -> SweepResults:
     """Read a sweep's trial runs from MLflow and analyse them."""
     spec = spec or load_spec(sweep)
-    children = child_runs(sweep.tracking_uri, sweep.parent_run_id, sweep.experiment_id)
-    if children is None:  # not an embedded store: ask MLflow, which also returns params (left behind page by page)
-        children = search_child_runs(
-            sweep.tracking_uri, sweep.parent_run_id, sweep.experiment_id, keep=without_params, page_size=COLLECT_PAGE
-        )
+    children = children_without_params(sweep.tracking_uri, sweep.parent_run_id, sweep.experiment_id)
     runs = [r for r in children if r.data.tags.get(TAG_ROLE) == "trial"]
     kept, dropped = dedupe_attempts(runs)
     return analyze(
