@@ -14,6 +14,7 @@ suggests them (multi-objective), MLflow records them, and `veil.sweeps.monitor` 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import time
@@ -137,7 +138,6 @@ def param_space(spec: SweepSpec, ctx: Mapping[str, Any]) -> dict[str, Any]:
 
 def build_tuner(spec: SweepSpec, ctx: Mapping[str, Any], exp_dir: Path, monitor: Any, data: Preloaded | None = None):
     from ray import tune
-    from ray.tune.logger import JsonLoggerCallback
 
     limiter, searcher = search_algorithm(spec)
     if spec.sampler == "grid":
@@ -160,7 +160,7 @@ def build_tuner(spec: SweepSpec, ctx: Mapping[str, Any], exp_dir: Path, monitor:
         name=exp_dir.name,
         storage_path=str(exp_dir.parent.resolve()),
         verbose=0,
-        callbacks=[monitor, JsonLoggerCallback()],
+        callbacks=[monitor],
         stop=monitor,
         failure_config=tune.FailureConfig(max_failures=spec.retries, fail_fast=False),
     )
@@ -180,10 +180,24 @@ def tune_defaults() -> None:
     # Tune snapshots the experiment every 10 s or more by default; trials here take seconds, so snapshot
     # every 2 s: after a driver kill fewer finished trials have to run again.
     os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "2")
-    # Trials report to MLflow: of Tune's own result files only result.json is kept (`build_tuner` adds its logger;
-    # Tune reads it back for the ResultGrid); CSV and TensorBoard (which cannot take a population's per-member
-    # list) would be unread copies written on every report.
+    # Trials report to MLflow. Tune's own result files (JSON, CSV, TensorBoard, which cannot take a population's
+    # per-member list) would be unread copies written on every report, and at the end of `fit` Tune reads each
+    # trial's back into a DataFrame that nothing uses and the driver holds to the end.
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    quiet_missing_result_files()
+
+
+class _NoResultFiles(logging.Filter):
+    """Drops Tune's warning that it found no result files to read back: Veil's trials write none."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Failed to fetch metrics")
+
+
+def quiet_missing_result_files() -> None:
+    log = logging.getLogger("ray.tune.analysis.experiment_analysis")
+    if not any(isinstance(f, _NoResultFiles) for f in log.filters):
+        log.addFilter(_NoResultFiles())
 
 
 # ----------------------------------------------------------------------------------------------
