@@ -222,7 +222,7 @@ def execute_loaded(
     cal = calibrate(v, ds, v.target, v.calibration, runner, note, on_epoch)
     store.result()
     v, job = calibrated_job(v, ds, cal, storage)
-    trains = cal.method is None  # trained again (a federation, a sampled table); else its epochs are only logged
+    trains = cal.method is None  # trained again (a federation); else its epochs are only logged
     return track(
         v, ds, job, on_epoch=on_epoch if trains else None, parent_run_id=parent_run_id, calibration=cal, note=note
     )
@@ -230,15 +230,12 @@ def execute_loaded(
 
 def calibrated_job(v: ValidatedRun, ds: Dataset, cal: Calibration, storage: Path) -> tuple[ValidatedRun, Job]:
     """The run with its knob at the calibrated value, and the job that releases it: the calibrated candidate
-    itself (centralized), or the value trained again on every training row (a federation; a table calibrated on a
-    sample, `CalibrationConfig.max_rows`, for its candidate's optimizer steps: `Calibration.epochs`)."""
+    itself (centralized, also where it trained on a sample: `CalibrationConfig.max_rows`), or the value trained
+    again on every training row (a federation)."""
     from veil.platform.executors import TrainOutcome, get_executor
 
     knob = cal.knob
-    config = knob.apply(v.method_config, cal.released.value)
-    if cal.epochs is not None:
-        config = dataclasses.replace(config, epochs=cal.epochs)
-    v = dataclasses.replace(v, method_config=config)
+    v = dataclasses.replace(v, method_config=knob.apply(v.method_config, cal.released.value))
     if cal.method is None:
         return v, get_executor(v.executor)(v, ds, storage)
     job = get_executor("inline")(v, ds, storage)

@@ -30,10 +30,10 @@ A centralized run releases the winning candidate itself (the model that was vali
 certified). A federation is trained again on every training row with the winning value: its clients release
 their rows during the federation, so a finished candidate cannot release the test rows afterwards. A table with
 more training rows than `CalibrationConfig.max_rows` is calibrated on a random sample of that many (each candidate
-costs about a plain run's training on the rows it sees) and the winning value is trained again on every training
-row for the optimizer steps its validated candidate took (`release_epochs`: fewer passes over more rows), since a
-model trained for more steps at the same knob value keeps more of s than the one that was validated; its
-certificate, on the whole test split, judges that model.
+costs about a plain run's training on the rows it sees), and its winning candidate, trained on the sample's fit
+rows, is released for every row: trained again on the whole table, the same value is another model (with the
+method's epochs it takes more steps; with fewer epochs, the same steps over rows seen once) whose leakage the
+validation did not measure and can differ either way.
 
 When no value is feasible the run goes on with the least leaking one by its own validation figures
 (`least_leaking`); its certificate decides met or not."""
@@ -145,14 +145,11 @@ class Calibration:
     seconds: float
     config: CalibrationConfig
     method: Method | None = None
-    """the released candidate's trained method (None: the run trains the value again, on every training row: a
-    federation, or a table sampled down to `CalibrationConfig.max_rows`)"""
+    """the released candidate's trained method (None: a federation, whose run trains the value again on every
+    training row)"""
     history: list[dict[str, float]] = field(default_factory=list)
     rows: int = 0
     """the training rows candidates were drawn from (the table's, or its sample)"""
-    epochs: int | None = None
-    """the epochs a table calibrated on a sample trains again for on every training row (`release_epochs`); None:
-    the method's own"""
 
     @property
     def met(self) -> bool:
@@ -171,7 +168,6 @@ class Calibration:
             "fit_rows": self.fit_rows,
             "validation_rows": self.validation_rows,
             "rows": self.rows,
-            "release_epochs": self.epochs,
             "seconds": round(self.seconds, 2),
             "trail": [c.to_dict() for c in sorted(self.trail, key=lambda c: c.position)],
             "front": self.front(),
@@ -190,7 +186,6 @@ class Calibration:
             "calibration.validation_rows": self.validation_rows,
             "calibration.rows": self.rows,
             "calibration.retrained": self.method is None,
-            **({"calibration.release_epochs": self.epochs} if self.epochs is not None else {}),
             "calibration.folds": self.config.folds,
         }
 
@@ -655,14 +650,6 @@ def search_range(knob: PrivacyKnob, target: Target) -> tuple[float, float]:
     return 0.0, top
 
 
-def release_epochs(epochs: int, fit_rows: int, train_rows: int) -> int:
-    """Epochs over `train_rows` rows that take about the optimizer steps `epochs` took over `fit_rows` (at least 1
-    where `epochs` is)."""
-    if epochs <= 0:
-        return epochs
-    return max(1, round(epochs * fit_rows / train_rows))
-
-
 def calibrate(
     v: ValidatedRun,
     ds: Dataset,
@@ -682,17 +669,17 @@ def calibrate(
     seed = v.spec.seed if config.seed is None else config.seed
     table_rows = len(ds.train)
     ds = sample_rows(ds, config.max_rows, seed + 104729)
-    sampled = len(ds.train) < table_rows
-    config = config.resolved(v.executor == "federated", smallest_class(ds, config.validation))
-    splits = calibration_splits(ds, config, seed + 7919)
-    epochs = getattr(v.method_config, "epochs", 0)
-    again = release_epochs(epochs, len(splits[0][1]), table_rows) if sampled and v.executor != "federated" else None
-    if sampled:
+    if len(ds.train) < table_rows:
         say(
             f"calibrating on a random {len(ds.train)} of the {table_rows} training rows (calibration.max_rows); the "
-            "chosen value then trains again on all of them"
-            + (f", for {again} epochs (the optimizer steps of {epochs} on the rows it validated)" if again else "")
+            + (
+                "chosen value then trains again on all of them"
+                if v.executor == "federated"
+                else "chosen candidate, trained on that sample, releases every row"
+            )
         )
+    config = config.resolved(v.executor == "federated", smallest_class(ds, config.validation))
+    splits = calibration_splits(ds, config, seed + 7919)
     per_fold = len(splits[0][2])
     folds = len(splits)
 
@@ -767,10 +754,9 @@ def calibrate(
         sum(len(val) for _, _, val in splits),
         time.time() - t0,
         config,
-        method if v.executor != "federated" and not sampled else None,
+        method if v.executor != "federated" else None,
         history,
         len(ds.train),
-        again if again != epochs else None,
     )
     say(
         f"calibrated {knob.field} = {released.value:.4g} in {cal.seconds:.1f} s ({len(trail)} candidates; validation "

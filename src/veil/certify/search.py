@@ -80,7 +80,7 @@ class CalibrationConfig:
     max_rows: int | None = param(
         MAX_ROWS,
         "training rows candidates are drawn from: a table with more trains and scores them on a random sample of this "
-        "many, then trains the chosen value again on every training row (null: calibrate on every row)",
+        "many and releases the chosen candidate for every row (a federation trains it again; null: every row)",
         ge=1000,
     )
     seed: int | None = param(None, "seed of the validation split and of the sample (unset: the run's seed)", ge=0)
