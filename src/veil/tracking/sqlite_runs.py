@@ -57,6 +57,7 @@ def child_runs(uri: str, parent_run_id: str, experiment_id: str | None = None) -
             where += " AND r.experiment_id = ?"
             args.append(int(experiment_id))
         ids = f"SELECT r.run_uuid FROM runs r JOIN tags p ON p.run_uuid = r.run_uuid WHERE {where}"
+        con.execute("BEGIN")  # one snapshot for the three reads: a sweep may be adding runs meanwhile
         info = con.execute(
             "SELECT run_uuid, status, start_time, end_time, experiment_id FROM runs "
             f"WHERE run_uuid IN ({ids}) ORDER BY start_time, run_uuid",
