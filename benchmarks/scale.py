@@ -261,14 +261,12 @@ def rows_args(n: int) -> list[str]:
 
 def rows_point(n: int, work: Path) -> dict[str, Any]:
     """`veil run -m gpp` with no options on `n` generated rows: the default target, its calibration and
-    certificate; the time by stage (calibration trains the released candidate, or past `calibration.max_rows` the
-    chosen value trains again: `train`; `other`: the process's start, the data, MLflow)."""
+    certificate; the time by stage (calibration trains the released candidate, past `calibration.max_rows` on a
+    sample of the rows; `other`: the process's start, the data, MLflow)."""
     r, out = run_json(rows_args(n), work)
     m = out["metrics"]
     stages = {k.removesuffix("_seconds"): round(float(m.get(k, 0.0)), 2) for k in STAGES}
     total = float(m["total_seconds"])  # the tracked run: after calibration, which trained the released candidate
-    if out["params"].get("calibration.retrained"):  # a sampled table: the chosen value trained on every row
-        stages["train"] = round(float(m["train_seconds"]), 2)
     stages["other"] = round(r["wall_s"] - sum(stages.values()), 2)  # start-up, data, the run's MLflow writes
     cert = out.get("certificate") or {}
     return {
