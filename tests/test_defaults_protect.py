@@ -26,8 +26,8 @@ from veil.audit.probes import auc_gap
 from veil.certify.calibrate import EXIT_NOT_MET
 from veil.certify.target import default_target
 from veil.datasets.registry import load_dataset
-from veil.run import RunSpec, execute
-from veil.validation import validate
+from veil.pipeline.run import RunSpec, execute
+from veil.pipeline.validation import validate
 
 DATA = {"n": 6000, "rho": 0.2, "test_fraction": 0.5}
 PRIVACY_METHODS = ("gpp", "eigan", "ldp-frl", "adjustable-ae", "d-eigan", "d-gpp", "ldp-fedavg")

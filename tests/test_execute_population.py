@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from mlflow.tracking import MlflowClient
 
-from veil.run import RunSpec, execute, execute_population
-from veil.validation import validate
+from veil.pipeline.run import RunSpec, execute, execute_population
+from veil.pipeline.validation import validate
 
 BETAS = (0.1, 1.0, 3.0)
 SMALL = {"epochs": 2, "d_z": 4, "encoder_hidden": [16, 16], "head_hidden": [8], "k": 2, "release_seed": 5}

@@ -13,8 +13,8 @@ from import_graph import cycles, graph, package_graph
 LOWER = ("veil.methods", "veil.audit", "veil.datasets")
 UPPER = (
     "veil.platform",
-    "veil.run",
-    "veil.runspec",
+    "veil.pipeline.run",
+    "veil.pipeline.spec",
     "veil.certify.calibrate",
     "veil.release",
     "veil.sweeps",
@@ -115,7 +115,7 @@ def test_platform_is_transport_only():
     """platform/ moves runs to where they train (executors, the federation's Ray runtimes, joining Ray): what a
     run is audited with and which tracking stores a cluster accepts are decided above it (run.py, tracking/)."""
     edges, _ = graph()
-    decided_elsewhere = ("veil.audit", "veil.certify", "veil.run", "veil.sweeps")
+    decided_elsewhere = ("veil.audit", "veil.certify", "veil.pipeline.run", "veil.sweeps")
     above = [(m, t) for m in edges if m.startswith("veil.platform") for t in edges[m]]
     bad = [(m, t) for m, t in above if any(t == d or t.startswith(d + ".") for d in decided_elsewhere)]
     assert bad == []
@@ -125,6 +125,14 @@ def test_certify_sits_between_the_audit_and_the_pipeline():
     """certify/ (targets, calibration, certificates) reads methods, audits and data and is read by the run
     pipeline: it imports nothing of the pipeline, the sweeps, tracking, the platform, Ray, MLflow or Optuna."""
     edges, third = graph()
-    above = ("veil.platform", "veil.run", "veil.sweeps", "veil.tracking", "veil.cli", "veil.nightly", "veil.release")
+    above = (
+        "veil.platform",
+        "veil.pipeline.run",
+        "veil.sweeps",
+        "veil.tracking",
+        "veil.cli",
+        "veil.nightly",
+        "veil.release",
+    )
     bad = [(m, t) for m in edges if m.startswith("veil.certify") for t in edges[m] if t.startswith(above)]
     assert bad == [] and not [m for m in edges if m.startswith("veil.certify") and third[m] & set(BLOCKED)]

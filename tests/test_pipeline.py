@@ -25,7 +25,7 @@ from veil.audit.settings import AuditConfig
 from veil.cli import main
 from veil.methods.configs.deviations import REPRODUCIBLE_RELEASE
 from veil.methods.configs.federation import FederationOptions
-from veil.run import RunSpec, execute
+from veil.pipeline.run import RunSpec, execute
 
 FIXTURE = Path(__file__).parent / "fixtures" / "pipeline_metrics_seed3.json"
 RUNS = {
@@ -173,7 +173,7 @@ def test_sweep_trial_validates_each_config_once(in_tmp, builds):
 
 def test_config_objects_are_the_ones_the_run_uses():
     """What `validate` built is what the executors get: no dict round trip."""
-    from veil.validation import validate
+    from veil.pipeline.validation import validate
 
     v = validate(RUNS["federated"])
     assert isinstance(v.audit_config, AuditConfig) and isinstance(v.federation, FederationOptions)

@@ -371,7 +371,7 @@ def test_only_selects_rows_and_entries():
 def test_importing_the_package_loads_no_torch_ray_or_mlflow():
     """Every module of veil.reproduce keeps torch, Ray and MLflow function-local (checked in a fresh interpreter)."""
     code = (
-        "import json, sys\nimport veil.reproduce.commands, veil.reproduce.render, veil.reproduce.runs\n"
+        "import json, sys\nimport veil.cli.reproduce, veil.reproduce.render, veil.reproduce.runs\n"
         "print(json.dumps([m for m in ('torch', 'ray', 'mlflow') if m in sys.modules]))"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)

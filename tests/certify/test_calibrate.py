@@ -38,9 +38,9 @@ from veil.datasets.base import Dataset, make_dataset
 from veil.datasets.registry import load_dataset
 from veil.errors import ConfigError
 from veil.methods.configs.base import PrivacyKnob
+from veil.pipeline.run import RunSpec, execute
+from veil.pipeline.validation import check_target, validate
 from veil.platform.executors import get_executor
-from veil.run import RunSpec, execute
-from veil.validation import check_target, validate
 
 DATA = {"n": 16000, "rho": 0.2, "test_fraction": 0.5}
 SMALL_GPP = {"encoder_hidden": [32, 32], "head_hidden": [16], "lr": 3e-3, "epochs": 8}

@@ -18,8 +18,8 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from veil.cli import print_summary
-from veil.run import RunSpec, execute
+from veil.cli.run import print_summary
+from veil.pipeline.run import RunSpec, execute
 
 pytestmark = [pytest.mark.ray, pytest.mark.chaos, pytest.mark.slow]
 

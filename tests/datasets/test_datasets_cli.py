@@ -1,4 +1,4 @@
-"""`veil datasets [list|show|fetch|verify|partition]`, run through veil.datasets.commands on a bare parser
+"""`veil datasets [list|show|fetch|verify|partition]`, run through veil.cli.datasets on a bare parser
 (as veil.cli wires it: handlers return an exit code; a VeilError becomes `error: ...` and exit 2)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import argparse
 import numpy as np
 import pytest
 
-from veil.datasets.commands import add_parser
+from veil.cli.datasets import add_parser
 from veil.errors import VeilError
 
 

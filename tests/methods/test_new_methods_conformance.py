@@ -54,8 +54,8 @@ def test_fit_encode_and_state_round_trip(name: str, ds) -> None:
 
 def test_run_validation_accepts_inf_and_refuses_bad_ranges() -> None:
     from veil.errors import ConfigError
-    from veil.run import RunSpec
-    from veil.validation import validate
+    from veil.pipeline.run import RunSpec
+    from veil.pipeline.validation import validate
 
     v = validate(RunSpec(method="ldp-frl", dataset="gaussian-correlated", params={"eps": "inf"}))
     assert v.method_config.eps == float("inf")

@@ -66,7 +66,7 @@ from veil.randomness import derive_seed
 
 if TYPE_CHECKING:
     from veil.certify.intervals import Resamples
-    from veil.runspec import ValidatedRun
+    from veil.pipeline.spec import ValidatedRun
 
 Note = Callable[[str], None]
 EpochHook = Callable[[int, dict[str, float]], None]

@@ -3,15 +3,12 @@ federation's Ray runtimes (`federation`), and the one place Veil starts or joins
 
 from veil.platform.cluster import THREAD_ENV, ensure_ray
 from veil.platform.executors import EXECUTORS, Job, TrainOutcome, get_executor, register_executor
-from veil.runspec import EXECUTOR_CHOICES, choose_executor
 
 __all__ = [
     "EXECUTORS",
-    "EXECUTOR_CHOICES",
     "Job",
     "THREAD_ENV",
     "TrainOutcome",
-    "choose_executor",
     "ensure_ray",
     "get_executor",
     "register_executor",

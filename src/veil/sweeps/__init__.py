@@ -1,8 +1,8 @@
 """Sweeps: YAML specs validated up front, Ray Tune trials suggested by Optuna samplers (by registry), Pareto
 fronts, hypervolume and reports read back from MLflow. Every name below is imported from its submodule when
 first asked for (PEP 562): `run_sweep` / `resume_sweep` load Ray Tune and the results numpy and pandas, while
-`veil.sweeps.spec`, `veil.sweeps.metrics` (the metric vocabulary) and `veil.sweeps.commands` (the CLI's parser)
-stay cheap to import."""
+`veil.sweeps.spec` and `veil.sweeps.metrics` (the metric vocabulary), which the CLI's parser reads, stay cheap
+to import."""
 
 from __future__ import annotations
 

@@ -241,7 +241,7 @@ def preload(spec: SweepSpec) -> Preloaded | None:
     """Each seed's dataset, loaded once by the driver and shipped to every trial through Ray's object store
     (`trainable`); None when the space searches a dataset parameter (each trial then loads its own)."""
     from veil.datasets.registry import Preloaded
-    from veil.validation import validate
+    from veil.pipeline.validation import validate
 
     if any(sp.canonical.startswith("dataset.") for sp in spec.space):
         return None
@@ -268,7 +268,7 @@ def check_dataset_labels(spec: SweepSpec, data: Preloaded | None) -> None:
     every trial. For a spec where `labels_need_data`. `data`: what `preload` loaded, every seed's dataset (read
     here, not copied); None when the space searches a dataset parameter, and the seeds' datasets load here."""
     from veil.datasets.registry import is_file_dataset, load_dataset
-    from veil.validation import validate
+    from veil.pipeline.validation import validate
 
     if data is not None and data.datasets:
         ds = next(iter(data.datasets.values()))  # every seed's dataset has the same labels

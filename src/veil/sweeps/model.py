@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 from veil.config import param
 from veil.names import MLFLOW_NAME_LIMITS
-from veil.runspec import EXECUTOR_CHOICES
+from veil.pipeline.spec import EXECUTOR_CHOICES
 from veil.sweeps.metrics import AUC_ORIGINS, CERTIFICATE_METRICS, SUMMARY_METRICS
 from veil.sweeps.objectives import Constraint, Objective
 from veil.sweeps.samplers import sampler_names
@@ -171,7 +171,7 @@ class SweepSpec:
     ):
         """The RunSpec of one seed of one trial: fixed params overlaid with the trial's searched `values`
         (keyed 'method.NAME' / 'dataset.NAME')."""
-        from veil.runspec import RunSpec
+        from veil.pipeline.spec import RunSpec
 
         params, dparams = dict(self.params), dict(self.dataset_params)
         for key, v in values.items():

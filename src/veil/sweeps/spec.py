@@ -32,7 +32,7 @@ import yaml
 from veil.certify.target import parse_target
 from veil.errors import ConfigError, UnknownNameError
 from veil.names import check_mlflow_name
-from veil.runspec import KeyRouter, centralized_refusal, check_keys, read_yaml_file
+from veil.pipeline.spec import KeyRouter, centralized_refusal, check_keys, read_yaml_file
 from veil.sweeps.metrics import MetricContext
 from veil.sweeps.model import SPEC_KEYS, SweepSpec
 from veil.sweeps.objectives import leakage_warnings, parse_constraints, parse_objectives, parse_reference
@@ -274,7 +274,7 @@ def _check_population(spec: SweepSpec, where: str) -> None:
 
 def _check_run(spec: SweepSpec, where: str) -> None:
     """Fixed params, every range end point and categorical value, audit and executor all validate."""
-    from veil.validation import validate
+    from veil.pipeline.validation import validate
 
     fields = {
         "method": spec.method,

@@ -23,14 +23,14 @@ from veil.datasets.base import Dataset
 from veil.datasets.registry import NOTHING, Preloaded
 from veil.datasets.transform import FeatureTransform
 from veil.methods.registry import get_method
-from veil.runspec import (
+from veil.pipeline.spec import (
     RUN_KEYS,
     RunSpec,
     ValidatedRun,
     load_run_file,
     spec_from_mapping,
 )
-from veil.validation import check_release, check_target, validate
+from veil.pipeline.validation import check_release, check_target, validate
 
 if TYPE_CHECKING:
     from veil.platform.executors import Job, TrainOutcome

@@ -1,4 +1,5 @@
-"""The `veil` command: run | methods | datasets | sweep | report | resume | nightly | ui | sync."""
+"""`veil run`: train one method on one dataset, audit, certify and log it; its console (progress bars,
+summary, the certificate's verdict)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def parse_value(text: str) -> Any:
 def split_assignments(items: Sequence[str], method: str, dataset: str) -> dict[str, dict[str, Any]]:
     """Route `--set key=value` to method, dataset, audit or federation params through the one `KeyRouter`
     (`seed` is the run's seed)."""
-    from veil.runspec import KeyRouter
+    from veil.pipeline.spec import KeyRouter
 
     router = KeyRouter.for_run(method, dataset)
     out: dict[str, dict[str, Any]] = {"method": {}, "dataset": {}, "audit": {}, "fed": {}, "run": {}, "calibration": {}}
@@ -65,8 +66,8 @@ def calibration_keys(method: str) -> list[str]:
 
 def dataset_assignments(items: Sequence[str], method: str, dataset: str) -> dict[str, Any]:
     """`-p KEY=VALUE` (the dataset parameters, as on `veil datasets`): unknown names fail naming `-p`."""
-    from veil.datasets.commands import parse_params
-    from veil.runspec import KeyRouter
+    from veil.cli.datasets import parse_params
+    from veil.pipeline.spec import KeyRouter
 
     router = KeyRouter.for_run(method, dataset)
     out = {}
@@ -76,7 +77,7 @@ def dataset_assignments(items: Sequence[str], method: str, dataset: str) -> dict
 
 
 def build_run_spec(args: argparse.Namespace):
-    from veil.runspec import load_run_file, spec_from_mapping
+    from veil.pipeline.spec import load_run_file, spec_from_mapping
 
     base = load_run_file(args.file) if args.file else None
     method = args.method or (base.method if base else None)
@@ -141,7 +142,7 @@ def named_by_flag(e: VeilError, args: argparse.Namespace) -> VeilError:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from veil.validation import validate
+    from veil.pipeline.validation import validate
 
     try:
         spec = build_run_spec(args)
@@ -150,7 +151,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise named_by_flag(e, args) from None
     if args.check:
         return check_run(v)
-    from veil.run import execute
+    from veil.pipeline.run import execute
 
     # only Ray Train's workers log from other nodes; every other executor logs from this process
     check_run_tracking(spec.tracking_uri, spec.address if v.executor == "ray-train" else "local", args)
@@ -301,7 +302,7 @@ def check_run_tracking(uri: str | None, address: str | None, args: argparse.Name
 def check_run(v: Any) -> int:
     """`veil run --check`: the parameters are valid and the data load; nothing trains, nothing is logged."""
     from veil.datasets.registry import load_dataset
-    from veil.validation import check_release, check_target
+    from veil.pipeline.validation import check_release, check_target
 
     ds = load_dataset(v.spec.dataset, v.dataset_config)
     check_release(v, ds)
@@ -376,62 +377,7 @@ def print_summary(result, executor: str, out) -> None:
     print(f"MLflow run {result.run_id} (experiment {result.experiment_id}) at {result.tracking_uri}", file=out)
 
 
-def cmd_methods(args: argparse.Namespace) -> int:
-    from veil.config import field_table
-    from veil.methods.cards import knob_text, method_card, method_config, method_names
-    from veil.methods.configs.base import show
-
-    names = method_names()  # plugins included: their classes are their cards
-    if args.name and args.name not in names:
-        raise UnknownNameError("method", args.name, list(names))
-    shown = {name: method_card(name) for name in sorted(names) if not args.name or name == args.name}
-    tables = {name: field_table(cls.Config) for name, cls in shown.items()}
-    every_row = [row for rows in tables.values() for row in rows]
-    width = max(len(r["name"]) for r in every_row)  # one width for the whole listing, so columns line up
-    dwidth = max(len(r["default"]) for r in every_row)
-    for name, cls in shown.items():
-        print(f"{name}  —  {cls.description}" + (f"  [source: {cls.paper}]" if cls.paper else ""))
-        print(f"    privacy knob: {knob_text(cls).replace('`', '')}")
-        for row in tables[name]:
-            allowed = f" ({row['allowed']})" if row["allowed"] else ""
-            paper = cls.paper_values.get(row["name"])
-            also = f" [paper: {show(paper.value)}]" if paper else ""
-            print(f"    {row['name']:<{width}}  default {row['default']:<{dwidth}}  {row['doc']}{allowed}{also}")
-        if args.name:
-            print_departures(cls, method_config(name, {}))
-    return 0
-
-
-def print_departures(cls: Any, defaults: Any) -> None:
-    """What `veil methods NAME` adds: the fields `preset: paper` changes and the defaults' recorded deviations."""
-    if cls.paper_values:
-        print("\n  Where the default differs from `--set preset=paper` (why):")
-        width = max(len(key) for key in cls.paper_values) + 1
-        for key, default, paper, why in cls.preset_differences(defaults):
-            print(f"    {key + ':':<{width}} {default} -> paper {paper}: {why}")
-    recorded = cls.recorded_deviations(defaults)
-    print("\n  Recorded as method.deviation.* at the defaults:" + ("" if recorded else " none"))
-    width = max((len(key) for key in recorded), default=0) + 1
-    for key, text in recorded.items():
-        print(f"    {key + ':':<{width}} {text}")
-
-
-def cmd_ui(args: argparse.Namespace) -> int:
-    from veil.sweeps.overview import latest_sweep_links
-    from veil.tracking.ui import serve
-
-    return serve(args.tracking_uri, port=args.port, links=latest_sweep_links)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    from veil import __version__
-
-    parser = argparse.ArgumentParser(
-        prog="veil", description="Private representation learning on Ray, tracked in MLflow."
-    )
-    parser.add_argument("--version", action="version", version=f"veil {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def add_parser(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser(
         "run",
         help="train one method on one dataset, audit it, certify it against a leakage target and log it to MLflow",
@@ -454,7 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a parameter: method field (beta=1), dataset field (rho=0.5 or dataset.n=2000), audit.FIELD, "
         "fed.FIELD (federation options), seed",
     )
-    from veil.datasets.commands import add_dataset_param_flag
+    from veil.cli.datasets import add_dataset_param_flag
 
     add_dataset_param_flag(run, "-p n=2000, or for your own file -p utility=COLUMN -p sensitive=COLUMN")
     run.add_argument(
@@ -509,78 +455,3 @@ def build_parser() -> argparse.ArgumentParser:
         "--check", action="store_true", help="validate the parameters and load the data, then stop (nothing trains)"
     )
     run.set_defaults(func=cmd_run)
-
-    methods = sub.add_parser("methods", help="list methods and their parameters")
-    methods.add_argument("name", nargs="?", help="show one method only")
-    methods.set_defaults(func=cmd_methods)
-
-    ui = sub.add_parser(
-        "ui",
-        help="open the MLflow UI on the store Veil logged to; prints the latest sweep's links",
-        description="A local store (default sqlite:///./mlflow.db) gets `mlflow server` on 127.0.0.1 until Ctrl-C; "
-        "a tracking server ($MLFLOW_TRACKING_URI or --tracking-uri http://...) is only linked to. Prints the URL "
-        "of the latest sweep's parent run (the front, linked) and of its trials' table. Never opens a browser.",
-    )
-    ui.add_argument(
-        "--tracking-uri",
-        dest="tracking_uri",
-        help="MLflow tracking URI (default $MLFLOW_TRACKING_URI or sqlite:///./mlflow.db)",
-    )
-    ui.add_argument("--port", type=int, help="port on 127.0.0.1 (default: a free one)")
-    ui.set_defaults(func=cmd_ui)
-
-    from veil.datasets import commands as dataset_commands
-
-    dataset_commands.add_parser(sub)
-    for module in _command_modules():
-        module.add_parser(sub)
-    return parser
-
-
-def _command_modules() -> list[Any]:
-    """Command groups that live beside their subsystem (sweeps, nightly, tracking sync, release)."""
-    from veil import nightly, release
-    from veil.sweeps import commands as sweep_commands
-    from veil.tracking import sync
-
-    return [sweep_commands, nightly, sync, release]
-
-
-def add_verbose_flag(parser: argparse.ArgumentParser) -> None:
-    """`--verbose` on the parser and on every subcommand under it, wherever the user types it."""
-    parser.add_argument(
-        "--verbose",
-        action="store_true",
-        default=argparse.SUPPRESS,  # a subcommand's default must not reset a value parsed before it
-        help="also show Ray's and MLflow's messages below warnings (log lines, progress bars)",
-    )
-    for action in parser._actions:  # noqa: SLF001 (argparse has no public accessor for subparsers)
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in dict.fromkeys(action.choices.values()):  # aliases repeat a parser
-                add_verbose_flag(sub)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    from veil import signals
-    from veil.console import set_verbose
-
-    parser = build_parser()
-    add_verbose_flag(parser)
-    args = parser.parse_args(argv)
-    set_verbose(getattr(args, "verbose", False))
-    signals.install()
-    try:
-        return signals.exit_code(int(args.func(args) or 0))
-    except VeilError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt as e:
-        print(f"interrupted{f' ({e})' if str(e) else ''}", file=sys.stderr)
-        return signals.exit_code(130)
-    except BrokenPipeError:  # `veil methods | head`: the reader has gone; end quietly, as `ls | head` does
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's exit flush must not fail again
-        return 141  # 128 + SIGPIPE, what a shell reports for a command its pipe's reader left
-
-
-if __name__ == "__main__":
-    sys.exit(main())

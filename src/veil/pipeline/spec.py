@@ -1,5 +1,5 @@
 """What a run is: the `RunSpec` a user writes (CLI flags, a YAML run file, a sweep trial) and the `ValidatedRun`
-that `veil.validation.validate` builds from it once. Reading a spec loads no torch: the registries and configs that
+that `veil.pipeline.validation.validate` builds from it once. Reading a spec loads no torch: the registries and configs that
 check its names are imported by the functions that look them up, and they are torch-free (the methods' cards, the
 audit's settings, the federation's options)."""
 

@@ -23,7 +23,7 @@ from veil.datasets.registry import dataset_params
 from veil.errors import ConfigError, UnknownNameError
 from veil.methods.cards import is_federated, method_card, method_config
 from veil.methods.configs.federation import FederationOptions
-from veil.runspec import (
+from veil.pipeline.spec import (
     EXECUTOR_CHOICES,
     RunSpec,
     ValidatedRun,
