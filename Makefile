@@ -23,12 +23,15 @@ lint: setup
 	$(VENV)/bin/mypy
 
 # the fast default: every test but those marked slow (chaos sweeps, the 2-node cluster, the calibrated
-# defaults of every method, ...); test-all runs everything, as CI does (.ci/run)
+# defaults of every method, ...); test-all runs everything, as CI does (.ci/run). Each in TEST_WORKERS
+# processes, a test file to a worker (its module fixtures set up once); TEST_WORKERS=0 runs them in this one.
+TEST_WORKERS ?= 2
+PYTEST_PAR = -n $(TEST_WORKERS) --dist loadfile
 test: lint
-	$(VENV)/bin/pytest -m "not slow"
+	$(VENV)/bin/pytest $(PYTEST_PAR) -m "not slow"
 
 test-all: lint
-	$(VENV)/bin/pytest --durations=15
+	$(VENV)/bin/pytest $(PYTEST_PAR) --durations=15
 
 # The MLflow UI on ./mlflow.db (127.0.0.1, a free port; prints the latest sweep's links). make ui UI_ARGS="--port 5000"
 ui: setup
