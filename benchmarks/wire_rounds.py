@@ -7,7 +7,7 @@ reveal and its high end, met, test rows, utility AUC).
 
     python benchmarks/wire_rounds.py DATASET N WARMUP EPOCHS WIRE_ROUNDS SEED [PARTITION] [KEY=VALUE ...]
 
-N 0 keeps the dataset's own size; WARMUP is D-GPP's warmup_epochs (ignored for other methods); KEY=VALUE sets a
+N 0 keeps the dataset's own size; WARMUP is D-GPP's or LDP-FedAvg's warmup_epochs (ignored for other methods); KEY=VALUE sets a
 method field (a JSON value: 'beta=[0.01]', K=5) or, as ds.KEY=VALUE, a dataset field (ds.sensitive=sex,race).
 METHOD=d-eigan / ldp-fedavg in the environment picks another method (default d-gpp). Seeds: `seed` and
 `release_seed` are SEED, the probes' seed too."""
@@ -39,7 +39,7 @@ def main(argv: list[str]) -> None:
     extra = dict(a.split("=", 1) for a in argv[7:])
     method = os.environ.get("METHOD", "d-gpp")
     params: dict[str, object] = {"epochs": epochs, "seed": seed, "release_seed": seed}
-    if method == "d-gpp":
+    if method in ("d-gpp", "ldp-fedavg"):
         params["warmup_epochs"] = warm
     params.update({k: json.loads(v) for k, v in extra.items() if not k.startswith("ds.")})
     ds_params = {k[3:]: dataset_value(v) for k, v in extra.items() if k.startswith("ds.")}

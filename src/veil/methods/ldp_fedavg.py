@@ -5,8 +5,10 @@ decoders); each selected client sets omega_k <- omega_t, runs `local_epochs` pas
     CE(y, y_hat) + beta * MSE(x, x_hat),   z = M_eps(v)  (the calibrated Laplace mechanism)
 and returns omega_k; the server sets omega_{t+1} = (1/K) sum_k omega_k, the uniform average (over the
 clients whose update arrived). Rounds = ceil(epochs / local_epochs); the paper uses one local pass
-and K = 20 clients. Networks and `LaplaceMechanism` come from `ldp_frl` / `mechanisms` unchanged.
-The released z is M_eps(v) from the final global model."""
+and K = 20 clients. Warm-up (Veil, `warmup_epochs`, default 20; 0 = Alg. 1): a client's first update takes
+that many extra local passes, so the first parameters the aggregator receives are not a fresh extractor's.
+Networks and `LaplaceMechanism` come from `ldp_frl` / `mechanisms` unchanged. The released z is M_eps(v) from
+the final global model."""
 
 from __future__ import annotations
 
@@ -126,7 +128,10 @@ class LDPFedAvg(LDPFedAvgCard, FederatedMethod, LDPFRL):
         opt = g.opt.take(rows, g.tensors(stacks))
         for i, n in enumerate(nodes):  # omega_k <- omega_t
             _set_flat(stacks, i, torch.as_tensor(np.asarray(messages[n.id]["omega"])))
-        plan, steps = ShardStack.epoch_plan(nodes, c.local_epochs, c.batch_size)
+        passes = [c.local_epochs + (0 if n.state.get("warm") else c.warmup_epochs) for n in nodes]
+        plan, steps = ShardStack.epoch_plan(nodes, passes, c.batch_size)
+        for n in nodes:
+            n.state["warm"] = True
         sums = torch.zeros(len(nodes), 2)
         classes = list(t.sensitive.values())
         for step in range(plan.shape[1]):

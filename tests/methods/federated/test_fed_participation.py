@@ -43,3 +43,22 @@ def test_half_the_nodes_hide_one_label_half_another():
     assert [r["sensitive"] for r in rows] == ["adversary_1"] * 2 + ["adversary_2"] * 2
     assert all(np.isfinite(r["adversary_auc"]) for r in rows)
     assert {"adversary_auc/adversary_1", "adversary_auc/adversary_2"} <= set(report.metrics())  # global: dataset roles
+
+
+def test_ldp_fedavg_warm_up_adds_local_passes_to_a_clients_first_update_only():
+    """warmup_epochs W: a client's first update takes local_epochs + W passes, later ones local_epochs. With the
+    same seeds, one round at 1 + 2 passes equals one round of local_epochs 3 exactly (the same minibatches in
+    the same order); a second round then adds one pass, as the paper's protocol does (tolerance 0)."""
+    ds = load_dataset("gaussian-correlated", {"n": 600})
+    base = {"K": 3, "d_z": 2, "encoder_hidden": [16], "seed": 0, "warmup_epochs": 0}
+
+    def omega(**params) -> np.ndarray:
+        m = create_method("ldp-fedavg", {**base, **params}, ds.task())
+        run_in_process(m, ds.train)
+        return m.global_state()["omega"]
+
+    warm = omega(epochs=1, warmup_epochs=2)
+    assert np.array_equal(warm, omega(epochs=3, local_epochs=3))
+    assert not np.array_equal(warm, omega(epochs=1))
+    two = omega(epochs=2, warmup_epochs=2)  # round 1: 3 passes, round 2: 1 pass
+    assert not np.array_equal(two, warm) and not np.array_equal(two, omega(epochs=6, local_epochs=3))

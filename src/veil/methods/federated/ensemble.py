@@ -346,16 +346,19 @@ class ShardStack:
         return min(batch_size, n)
 
     @staticmethod
-    def epoch_plan(nodes: Sequence[Node], epochs: int, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Row indices (P, T, b_max), -1 padded, for `epochs` shuffled passes of full minibatches per node
-        (as `BatchSampler.epoch`), and each node's number of steps (P,)."""
+    def epoch_plan(
+        nodes: Sequence[Node], epochs: int | Sequence[int], batch_size: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Row indices (P, T, b_max), -1 padded, for `epochs` shuffled passes of full minibatches per node (one
+        count for all, or one per node; as `BatchSampler.epoch`), and each node's number of steps (P,)."""
         plans, steps = [], []
-        for node in nodes:
+        passes = [epochs] * len(nodes) if isinstance(epochs, int) else list(epochs)
+        for node, e in zip(nodes, passes, strict=True):
             n = node.num_examples
             b = min(batch_size, n)
             spe = max(1, n // b)
             rows = []
-            for _ in range(epochs):
+            for _ in range(e):
                 perm = torch.randperm(n, generator=node.batch_gen)
                 rows += [perm[i * b : (i + 1) * b] for i in range(spe)]
             plans.append(rows)
