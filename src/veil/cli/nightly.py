@@ -8,6 +8,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from veil.cli import add_tracking_uri
 from veil.errors import ConfigError
 from veil.nightly import (
     DEFAULT_SUITE,
@@ -72,7 +73,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=str(DEFAULT_SUITE),
         help="suite YAML (default benchmarks/nightly.yaml under the working directory)",
     )
-    p.add_argument("--tracking-uri", dest="tracking_uri", help="MLflow tracking URI (default as for `veil run`)")
+    add_tracking_uri(p)
     p.add_argument("--address", help="Ray cluster to join for sweeps and ray-train runs")
     p.add_argument("--check", action="store_true", help="validate the suite and every spec in it, then stop")
     g = p.add_argument_group("reproduction suites (kind: reproduce, e.g. benchmarks/reproduce/suite.yaml)")

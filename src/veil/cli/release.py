@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from veil.cli import add_tracking_uri
 from veil.console import warn
 
 
@@ -51,9 +52,5 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--allow-unmet", dest="allow_unmet", action="store_true", help="release even without a met certificate"
     )
-    p.add_argument(
-        "--tracking-uri",
-        dest="tracking_uri",
-        help="MLflow tracking URI (default $MLFLOW_TRACKING_URI or sqlite:///./mlflow.db)",
-    )
+    add_tracking_uri(p)
     p.set_defaults(func=cmd_release)

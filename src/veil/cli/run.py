@@ -10,6 +10,7 @@ import os
 import sys
 from typing import Any, Sequence
 
+from veil.cli import add_tracking_uri
 from veil.console import warn
 from veil.errors import ConfigError, UnknownNameError, VeilError
 
@@ -440,11 +441,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="train on a CUDA GPU (none found: a warning, and training runs on CPU; tag veil.device says which)",
     )
     run.add_argument("--address", help="Ray cluster to join (e.g. 'auto'); default: a local Ray when needed")
-    run.add_argument(
-        "--tracking-uri",
-        dest="tracking_uri",
-        help="MLflow tracking URI (default $MLFLOW_TRACKING_URI or sqlite:///./mlflow.db)",
-    )
+    add_tracking_uri(run)
     run.add_argument("--experiment", help="MLflow experiment name (default 'veil')")
     run.add_argument("--run-name", dest="run_name", help="MLflow run name")
     run.add_argument(

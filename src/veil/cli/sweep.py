@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from veil.cli import add_tracking_uri
+
 
 def _print_files(files: dict, out=sys.stdout) -> None:
     print("files:", file=out)
@@ -119,11 +121,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     from veil.sweeps.spec import DEFAULT_ROOT
 
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--tracking-uri",
-        dest="tracking_uri",
-        help="MLflow tracking URI (default $MLFLOW_TRACKING_URI or sqlite:///./mlflow.db)",
-    )
+    add_tracking_uri(common)
     common.add_argument(
         "--storage",
         default=str(DEFAULT_ROOT),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from veil.cli import add_tracking_uri
 from veil.console import warn
 from veil.tracking.journal import LATE_TAG
 
@@ -22,10 +23,9 @@ def add_parser(sub: Any) -> None:
         "KILLED the RUNNING runs whose process on this host has ended. Exit 0 when nothing is left pending, "
         "1 when a journal could not be replayed yet (the table says why).",
     )
-    p.add_argument(
-        "--tracking-uri",
-        dest="tracking_uri",
-        help="only the journals of this store (default: every journal, each to its own store; stale runs are "
+    add_tracking_uri(
+        p,
+        "only the journals of this store (default: every journal, each to its own store; stale runs are "
         "looked for on those stores and on $MLFLOW_TRACKING_URI or sqlite:///./mlflow.db)",
     )
     p.set_defaults(func=cmd_sync)

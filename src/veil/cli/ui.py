@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from veil.cli import add_tracking_uri
+
 
 def cmd_ui(args: argparse.Namespace) -> int:
     from veil.sweeps.overview import latest_sweep_links
@@ -20,10 +22,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "a tracking server ($MLFLOW_TRACKING_URI or --tracking-uri http://...) is only linked to. Prints the URL "
         "of the latest sweep's parent run (the front, linked) and of its trials' table. Never opens a browser.",
     )
-    ui.add_argument(
-        "--tracking-uri",
-        dest="tracking_uri",
-        help="MLflow tracking URI (default $MLFLOW_TRACKING_URI or sqlite:///./mlflow.db)",
-    )
+    add_tracking_uri(ui)
     ui.add_argument("--port", type=int, help="port on 127.0.0.1 (default: a free one)")
     ui.set_defaults(func=cmd_ui)
