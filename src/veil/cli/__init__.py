@@ -25,15 +25,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def add_tracking_uri(parser: argparse.ArgumentParser, help: str | None = None) -> None:
-    """`--tracking-uri`, as every command that reads or writes runs takes it."""
-    parser.add_argument(
-        "--tracking-uri",
-        dest="tracking_uri",
-        help=help or "MLflow tracking URI (default $MLFLOW_TRACKING_URI or sqlite:///./mlflow.db)",
-    )
-
-
 def add_verbose_flag(parser: argparse.ArgumentParser) -> None:
     """`--verbose` on the parser and on every subcommand under it, wherever the user types it."""
     parser.add_argument(

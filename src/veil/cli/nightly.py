@@ -8,7 +8,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from veil.cli import add_tracking_uri
+from veil.cli.flags import add_tracking_uri
 from veil.errors import ConfigError
 from veil.nightly import (
     DEFAULT_SUITE,

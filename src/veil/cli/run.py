@@ -10,7 +10,7 @@ import os
 import sys
 from typing import Any, Sequence
 
-from veil.cli import add_tracking_uri
+from veil.cli.flags import add_tracking_uri
 from veil.console import warn
 from veil.errors import ConfigError, UnknownNameError, VeilError
 

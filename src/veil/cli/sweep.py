@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from veil.cli import add_tracking_uri
+from veil.cli.flags import add_tracking_uri
 
 
 def _print_files(files: dict, out=sys.stdout) -> None:

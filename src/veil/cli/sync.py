@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from veil.cli import add_tracking_uri
+from veil.cli.flags import add_tracking_uri
 from veil.console import warn
 from veil.tracking.journal import LATE_TAG
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from veil.cli import add_tracking_uri
+from veil.cli.flags import add_tracking_uri
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
