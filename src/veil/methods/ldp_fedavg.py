@@ -5,8 +5,10 @@ decoders); each selected client sets omega_k <- omega_t, runs `local_epochs` pas
     CE(y, y_hat) + beta * MSE(x, x_hat),   z = M_eps(v)  (the calibrated Laplace mechanism)
 and returns omega_k; the server sets omega_{t+1} = (1/K) sum_k omega_k, the uniform average (over the
 clients whose update arrived). Rounds = ceil(epochs / local_epochs); the paper uses one local pass
-and K = 20 clients. Warm-up (Veil, `warmup_epochs`, default 20; 0 = Alg. 1): a client's first update takes
-that many extra local passes, so the first parameters the aggregator receives are not a fresh extractor's.
+and K = 20 clients. Warm-up (Veil, `warmup_epochs`, default 20; 0 = Alg. 1): a client whose update the server
+has never received takes that many extra local passes, so the first parameters the aggregator receives are not
+a fresh extractor's. The server decides it per downlink (it knows who has uploaded), so a restarted node host
+does not warm up again and a client whose first update was lost still does.
 Networks and `LaplaceMechanism` come from `ldp_frl` / `mechanisms` unchanged. The released z is M_eps(v) from
 the final global model."""
 
@@ -128,10 +130,8 @@ class LDPFedAvg(LDPFedAvgCard, FederatedMethod, LDPFRL):
         opt = g.opt.take(rows, g.tensors(stacks))
         for i, n in enumerate(nodes):  # omega_k <- omega_t
             _set_flat(stacks, i, torch.as_tensor(np.asarray(messages[n.id]["omega"])))
-        passes = [c.local_epochs + (0 if n.state.get("warm") else c.warmup_epochs) for n in nodes]
+        passes = [c.local_epochs + int(messages[n.id]["warmup"]) for n in nodes]
         plan, steps = ShardStack.epoch_plan(nodes, passes, c.batch_size)
-        for n in nodes:
-            n.state["warm"] = True
         sums = torch.zeros(len(nodes), 2)
         classes = list(t.sensitive.values())
         for step in range(plan.shape[1]):
@@ -172,6 +172,7 @@ class LDPFedAvg(LDPFedAvgCard, FederatedMethod, LDPFRL):
 
     def server_start(self, sizes: Mapping[int, int]) -> None:
         super().server_start(sizes)
+        self.uploaded: set[int] = set()
         self.omega = (
             torch.cat([torch.nn.utils.parameters_to_vector(m.parameters()) for m in self._modules()])
             .detach()
@@ -183,8 +184,8 @@ class LDPFedAvg(LDPFedAvgCard, FederatedMethod, LDPFRL):
         return {"omega": self.omega.copy()}
 
     def configure(self, round: int, nodes: Sequence[int]) -> dict[int, Any]:
-        msg = {"omega": self.omega}
-        return {k: msg for k in nodes}
+        warm, cold = ({"omega": self.omega, "warmup": w} for w in (0, self.config.warmup_epochs))
+        return {k: warm if k in self.uploaded else cold for k in nodes}
 
     def aggregate(self, round: int, updates: Sequence[ClientUpdate], failures: Sequence[Failure]) -> Any:
         if updates:  # omega_{t+1} = (1/K) sum_k omega_k over the clients that delivered
@@ -196,7 +197,15 @@ class LDPFedAvg(LDPFedAvgCard, FederatedMethod, LDPFRL):
                 [(every, np.asarray(u.payload["omega"]), u.num_examples) for u in updates],
             )
             self._load(self.omega)
+            self.uploaded.update(u.node for u in updates)
         return {"omega": self.omega}
+
+    def server_state(self) -> dict[str, Any]:
+        return {**super().server_state(), "uploaded": sorted(self.uploaded)}
+
+    def load_server_state(self, state: Mapping[str, Any]) -> None:
+        super().load_server_state(state)
+        self.uploaded = set(state["uploaded"])
 
     def _load(self, vec: np.ndarray) -> None:
         v = torch.as_tensor(vec)

@@ -4,6 +4,7 @@ another) carried through training and the per-node audit."""
 from __future__ import annotations
 
 import numpy as np
+from veil_test_hooks import fault_env
 
 from veil.audit import AuditConfig
 from veil.audit.nodes import audit_final
@@ -11,6 +12,7 @@ from veil.datasets import load_dataset
 from veil.methods import create_method
 from veil.methods.configs.federation import FederationOptions
 from veil.methods.federated.core import NodeObjective
+from veil.methods.federated.ensemble import ShardStack
 from veil.methods.federated.simulation import run_in_process
 from veil.platform.federation import plan_on, run_planned
 
@@ -62,3 +64,35 @@ def test_ldp_fedavg_warm_up_adds_local_passes_to_a_clients_first_update_only():
     assert not np.array_equal(warm, omega(epochs=1))
     two = omega(epochs=2, warmup_epochs=2)  # round 1: 3 passes, round 2: 1 pass
     assert not np.array_equal(two, warm) and not np.array_equal(two, omega(epochs=6, local_epochs=3))
+
+
+def _passes_per_round(monkeypatch, faults: str) -> list[dict[int, int]]:
+    """Run a 3-round, 3-client LDP-FedAvg (one host per node, warmup_epochs 2) with the node deaths `faults`
+    ('NODE@ROUND'), and return each host call's local passes per node (a spy on `ShardStack.epoch_plan`)."""
+    for k, v in fault_env(faults).items():
+        monkeypatch.setenv(k, v)
+    calls: list[dict[int, int]] = []
+    plan = ShardStack.epoch_plan
+
+    def spy(nodes, epochs, batch_size):
+        calls.append({n.id: e for n, e in zip(nodes, epochs, strict=True)})
+        return plan(nodes, epochs, batch_size)
+
+    monkeypatch.setattr(ShardStack, "epoch_plan", staticmethod(spy))
+    ds = load_dataset("gaussian-correlated", {"n": 300})
+    m = create_method("ldp-fedavg", {"K": 3, "epochs": 3, "d_z": 2, "warmup_epochs": 2}, ds.task())
+    out = run_in_process(m, ds.train, options=FederationOptions(nodes_per_host=1))
+    assert out.restarts == 1
+    return calls
+
+
+def test_ldp_fedavg_warms_up_clients_the_server_never_heard_from(monkeypatch):
+    """The server, not the node host, knows who has uploaded: a host restarted after its node's first upload
+    does not warm up again (node 2 dies in round 2), and a node whose first update was lost still does (node 2
+    dies in round 1). One pass per round otherwise; exact counts."""
+    after_upload = _passes_per_round(monkeypatch, "2@2")
+    assert after_upload[:3] == [{0: 3}, {1: 3}, {2: 3}]  # round 1: every client warms up
+    assert after_upload[3:] == [{0: 1}, {1: 1}, {0: 1}, {1: 1}, {2: 1}]  # round 2 without node 2, then round 3
+    lost_first = _passes_per_round(monkeypatch, "2@1")
+    assert lost_first[:2] == [{0: 3}, {1: 3}]
+    assert lost_first[2:] == [{0: 1}, {1: 1}, {2: 3}, {0: 1}, {1: 1}, {2: 1}]
