@@ -4,7 +4,7 @@ VENV ?= .venv
 # CPU-only machines take the CPU torch wheel; GPU users run `make setup CONSTRAINTS=` to get a CUDA build.
 CONSTRAINTS ?= -c constraints-cpu.txt
 
-.PHONY: setup quickstart lint test test-all ui clean
+.PHONY: setup quickstart lint docs test test-all ui clean
 
 $(VENV)/.installed: pyproject.toml constraints-cpu.txt
 	$(PY) -m venv $(VENV)
@@ -18,9 +18,14 @@ quickstart: setup
 	$(VENV)/bin/veil sweep sweeps/quickstart.yaml
 
 lint: setup
-	$(VENV)/bin/ruff check src tests benchmarks
-	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks tools
+	$(VENV)/bin/ruff format --check src tests benchmarks tools
 	$(VENV)/bin/mypy
+
+# Generated docs: docs/methods.md and docs/sweeps.md's tables from the code (tests check they are current).
+docs: setup
+	$(VENV)/bin/python tools/methods_doc.py
+	$(VENV)/bin/python tools/sweeps_doc.py
 
 # the fast default: every test but those marked slow (chaos sweeps, the 2-node cluster, the calibrated
 # defaults of every method, ...); test-all runs everything, as CI does (.ci/run). Each in TEST_WORKERS

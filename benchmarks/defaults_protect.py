@@ -3,7 +3,7 @@
 
     python benchmarks/defaults_protect.py            # seeds 0 1 2, writes docs/defaults.md and the JSON below
 
-Each run goes through the real pipeline (`veil.pipeline.run.execute`) with `calibrate: false`, so the release is the knob's
+Each run goes through the real pipeline (`veil.pipeline.execute.execute`) with `calibrate: false`, so the release is the knob's
 default, certified against the default target (privacy_gap <= 0.05: the certificate's worst adversary, 95% upper
 end) into a throw-away MLflow store; every seed is reported. What a run with no options releases instead (the
 knob calibrated to the target) is measured by benchmarks/targets.py (docs/targets.md). Results:
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from veil.methods.tasks import PAPER_TASKS, PaperTask
-from veil.pipeline.run import RunSpec, execute
+from veil.pipeline.execute import RunSpec, execute
 
 ROOT = Path(__file__).resolve().parent.parent
 #: (label, preset, task or None for the method's paper task)

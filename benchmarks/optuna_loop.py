@@ -1,6 +1,6 @@
 """A sweep spec (sweeps/quickstart.yaml by default) as the plain multi-objective Optuna loop a user would write
 without `veil sweep`: one study with the spec's directions and its TPE sampler seeded with its sampler_seed,
-trials run one after another in this process, each one `veil.pipeline.run.execute` of the spec's run with the trial's
+trials run one after another in this process, each one `veil.pipeline.execute.execute` of the spec's run with the trial's
 searched values. Prints one JSON line: every trial's searched values and objective values, and where the time
 went (imports, the loop, each trial). The benchmark suite (`optuna-loop`) times this script as a subprocess
 against `veil sweep` of the same spec, so both pay Python start-up and imports.
@@ -24,7 +24,7 @@ import optuna  # noqa: E402
 import torch  # noqa: E402
 import yaml  # noqa: E402
 
-from veil.pipeline.run import RunSpec, execute  # noqa: E402
+from veil.pipeline.execute import RunSpec, execute  # noqa: E402
 
 IMPORT_S = time.perf_counter() - T0
 

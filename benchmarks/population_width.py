@@ -1,5 +1,5 @@
 """Whether a population pays at a sweep spec's network size: the spec's runs at a few values of one population knob
-trained one by one (`veil.pipeline.run.execute`) and as one population (`veil.pipeline.run.execute_population`), on one torch thread,
+trained one by one (`veil.pipeline.execute.execute`) and as one population (`veil.pipeline.execute.execute_population`), on one torch thread,
 for a few epochs, the audit cut to one small probe epoch (not what is compared). Prints one JSON line: each side's
 training seconds (a population's `train_seconds` is its group's time over its size) and their ratio.
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from veil.pipeline.run import RunSpec, execute, execute_population
+from veil.pipeline.execute import RunSpec, execute, execute_population
 from veil.pipeline.validation import validate
 
 

@@ -136,7 +136,7 @@ def ui_requests(db: Path, experiment_id: str, parent_run_id: str, sweep: str) ->
     `mlflow server` on 127.0.0.1 over the sweep's store: the parent run's page (`runs/get`), the sweep's runs table
     (its saved view's filter, the UI's first page of 100 rows) and, as the worst case, every child run of the
     parent in one request (the nested table expanded, or an export). The browser's rendering is not timed."""
-    from veil.tracking.ui import HOST, free_port, start_server, stop_server, wait_ready
+    from veil.tracking.server import HOST, free_port, start_server, stop_server, wait_ready
 
     port = free_port()
     base = f"http://{HOST}:{port}"

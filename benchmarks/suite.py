@@ -495,7 +495,7 @@ def population_runs(uri: str, quick: bool, members: int = 16) -> list[Any]:
     import numpy as np
     import yaml
 
-    from veil.pipeline.run import RunSpec
+    from veil.pipeline.execute import RunSpec
     from veil.pipeline.validation import validate
 
     q = yaml.safe_load((ROOT / "sweeps" / "quickstart.yaml").read_text())
@@ -523,7 +523,7 @@ def population_runs(uri: str, quick: bool, members: int = 16) -> list[Any]:
 def run_population(quick: bool) -> Row:
     """16 quickstart-size GPP trials as one population (`execute_population`) against the same 16 through
     `execute` one by one, in this process, one torch thread: trials/hour of each and how far members land."""
-    from veil.pipeline.run import execute, execute_population
+    from veil.pipeline.execute import execute, execute_population
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -596,7 +596,7 @@ def optuna_loop(path: Path, spec: dict[str, Any], cwd: Path, env: dict[str, str]
 
 def run_optuna_loop(quick: bool) -> Row:
     """sweeps/quickstart.yaml as the plain Optuna loop of benchmarks/optuna_loop.py (one study, the spec's TPE
-    sampler and seed, trials one after another, each `veil.pipeline.run.execute`) against `veil sweep` of the same spec;
+    sampler and seed, trials one after another, each `veil.pipeline.execute.execute`) against `veil sweep` of the same spec;
     all timed as subprocesses from a fresh directory (fresh MLflow store), hypervolumes by the same helper. The
     loop runs as a user's script gets it (torch's default threads: all cores) and again on one thread
     (OMP_NUM_THREADS=1, what each of Veil's trials gets): the second separates the threads' share of the gap."""

@@ -1,5 +1,5 @@
 """Time what a population's MLflow writes cost: 16 quickstart-size GPP members trained as one population, each
-audited, certified and logged as its own run (`veil.pipeline.run.execute_population`), against a tracking store of your
+audited, certified and logged as its own run (`veil.pipeline.execute.execute_population`), against a tracking store of your
 choice. Prints one JSON line: the population's wall seconds (after a warm-up population) and the store.
 
 Side by side with the code before MLflow calls moved off the training thread (a worktree of that commit):
@@ -20,7 +20,7 @@ import torch
 
 
 def members(uri: str, size: int, seed: int) -> list:
-    from veil.pipeline.spec import RunSpec
+    from veil.pipeline.runspec import RunSpec
     from veil.pipeline.validation import validate
 
     betas = np.geomspace(0.01, 4.0, size)
@@ -48,7 +48,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2, help="timed populations after the warm-up one")
     a = ap.parse_args()
     torch.set_num_threads(1)
-    from veil.pipeline.run import execute_population
+    from veil.pipeline.execute import execute_population
 
     execute_population(members(a.tracking_uri, a.size, 0))  # warm-up: imports, the dataset's cache, the store
     walls = []

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from veil.tracking.ui import free_port
+from veil.tracking.server import free_port
 
 # test support the processes a test starts import too (tests/support/veil_test_hooks.py: the runs' pause)
 sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))

@@ -12,7 +12,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from veil.tracking.ui import free_port
+from veil.tracking.server import free_port
 
 
 class OwnServer:

@@ -77,7 +77,7 @@ def test_listing_methods_and_checking_a_spec_load_no_torch_ray_or_mlflow(argv):
 
 def test_validating_a_run_spec_loads_no_torch_ray_or_mlflow():
     code = """
-        from veil.pipeline.spec import RunSpec
+        from veil.pipeline.runspec import RunSpec
         from veil.pipeline.validation import validate
         v = validate(RunSpec(method="dp-input", dataset="gaussian-correlated", params={"d_z": 4}, target={"eps": 1e5}))
         assert v.executor == "inline" and v.method_config.d_z == 4 and v.target.get("eps").limit == 1e5
@@ -87,7 +87,7 @@ def test_validating_a_run_spec_loads_no_torch_ray_or_mlflow():
 
 def test_reading_a_sweep_spec_loads_no_torch_ray_or_mlflow():
     code = """
-        from veil.sweeps.spec import load_sweep
+        from veil.sweeps.sweepspec import load_sweep
         spec = load_sweep("sweeps/quickstart.yaml", check_names=False)
         assert spec.method == "gpp" and spec.trials > 0
     """

@@ -26,7 +26,7 @@ from veil.audit.probes import auc_gap
 from veil.certify.calibrate import EXIT_NOT_MET
 from veil.certify.target import default_target
 from veil.datasets.registry import load_dataset
-from veil.pipeline.run import RunSpec, execute
+from veil.pipeline.execute import RunSpec, execute
 from veil.pipeline.validation import validate
 
 DATA = {"n": 6000, "rho": 0.2, "test_fraction": 0.5}
@@ -43,8 +43,8 @@ def knn_gap(method: str, result) -> float | None:
     (None for D-GPP, whose encoders stay on the clients)."""
     from sklearn.neighbors import KNeighborsClassifier
 
+    from veil.apply_encoder import load_released_method
     from veil.audit.train import sklearn_proba
-    from veil.release import load_released_method
 
     if method == "d-gpp":
         return None

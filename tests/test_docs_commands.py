@@ -150,10 +150,11 @@ def check(cmd: str, capsys) -> None:
                 check("veil " + line.split("/bin/veil ", 1)[1], capsys)
     elif argv[:3] == ["python", "-m", "veil.cli"]:
         check(shlex.join(["veil", *argv[3:]]), capsys)
-    elif argv[:3] == ["python", "-m", "veil.methods.docs"]:
-        from veil.methods.docs import render_markdown
-
-        assert argv[3:] == [">", "docs/methods.md"] and render_markdown() == (ROOT / "docs/methods.md").read_text()
+    elif argv[0] == "python" and argv[1].startswith("tools/"):
+        proc = subprocess.run(
+            [sys.executable, argv[1], "--check"], cwd=ROOT, capture_output=True, text=True, timeout=120
+        )
+        assert proc.returncode == 0, proc.stderr
     elif argv[:4] == ["python", "-m", "pip", "download"]:
         assert "PKG" in argv  # pip's own synopsis, quoted for fetching data by hand
     elif argv[0] == "python" and argv[1].startswith("benchmarks/"):

@@ -9,7 +9,7 @@ import veil_test_hooks
 from mlflow.tracking import MlflowClient
 
 from veil.errors import ConfigError
-from veil.pipeline.run import HOOK_ENV, RunSpec, execute
+from veil.pipeline.execute import HOOK_ENV, RunSpec, execute
 
 SPEC = RunSpec(
     "gpp",

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from mlflow.tracking import MlflowClient
 
-from veil.pipeline.run import RunSpec, execute, execute_population
+from veil.pipeline.execute import RunSpec, execute, execute_population
 from veil.pipeline.validation import validate
 
 BETAS = (0.1, 1.0, 3.0)

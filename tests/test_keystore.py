@@ -101,7 +101,7 @@ def test_a_run_keeps_its_key_unless_a_release_seed_stands_for_it(tmp_path: Path,
     keep: `veil release` derives it again), and a D-GPP run's keys stay on its clients."""
     from veil.datasets import load_dataset
     from veil.methods import create_method
-    from veil.pipeline.run import keep_release_key
+    from veil.pipeline.execute import keep_release_key
 
     monkeypatch.setenv(KEY_ENV, str(tmp_path / "keys"))
     task = load_dataset("gaussian-correlated", {"n": 40, "seed": 0}, use_cache=False).task()

@@ -13,14 +13,14 @@ from import_graph import cycles, graph, package_graph
 LOWER = ("veil.methods", "veil.audit", "veil.datasets")
 UPPER = (
     "veil.platform",
-    "veil.pipeline.run",
-    "veil.pipeline.spec",
+    "veil.pipeline.execute",
+    "veil.pipeline.runspec",
     "veil.certify.calibrate",
-    "veil.release",
+    "veil.apply_encoder",
     "veil.sweeps",
     "veil.tracking",
     "veil.cli",
-    "veil.nightly",
+    "veil.nightly_suite",
 )
 BLOCKED = ("ray", "mlflow", "optuna")
 
@@ -115,7 +115,7 @@ def test_platform_is_transport_only():
     """platform/ moves runs to where they train (executors, the federation's Ray runtimes, joining Ray): what a
     run is audited with and which tracking stores a cluster accepts are decided above it (run.py, tracking/)."""
     edges, _ = graph()
-    decided_elsewhere = ("veil.audit", "veil.certify", "veil.pipeline.run", "veil.sweeps")
+    decided_elsewhere = ("veil.audit", "veil.certify", "veil.pipeline.execute", "veil.sweeps")
     above = [(m, t) for m in edges if m.startswith("veil.platform") for t in edges[m]]
     bad = [(m, t) for m, t in above if any(t == d or t.startswith(d + ".") for d in decided_elsewhere)]
     assert bad == []
@@ -127,12 +127,12 @@ def test_certify_sits_between_the_audit_and_the_pipeline():
     edges, third = graph()
     above = (
         "veil.platform",
-        "veil.pipeline.run",
+        "veil.pipeline.execute",
         "veil.sweeps",
         "veil.tracking",
         "veil.cli",
-        "veil.nightly",
-        "veil.release",
+        "veil.nightly_suite",
+        "veil.apply_encoder",
     )
     bad = [(m, t) for m in edges if m.startswith("veil.certify") for t in edges[m] if t.startswith(above)]
     assert bad == [] and not [m for m in edges if m.startswith("veil.certify") and third[m] & set(BLOCKED)]

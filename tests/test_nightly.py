@@ -9,7 +9,7 @@ from mlflow.tracking import MlflowClient
 
 from veil.cli import main
 from veil.errors import ConfigError, UnknownNameError
-from veil.nightly import Tolerances, compare, format_checks, load_suite
+from veil.nightly_suite import Tolerances, compare, format_checks, load_suite
 
 ROOT = Path(__file__).resolve().parents[1]
 TOL = Tolerances(utility=0.02, leakage=0.02, throughput=0.5, hypervolume=0.05)

@@ -25,7 +25,7 @@ from veil.audit.settings import AuditConfig
 from veil.cli import main
 from veil.methods.configs.deviations import REPRODUCIBLE_RELEASE
 from veil.methods.configs.federation import FederationOptions
-from veil.pipeline.run import RunSpec, execute
+from veil.pipeline.execute import RunSpec, execute
 
 FIXTURE = Path(__file__).parent / "fixtures" / "pipeline_metrics_seed3.json"
 RUNS = {
@@ -150,7 +150,7 @@ def test_federated_run_validates_each_config_once(in_tmp, builds):
 
 
 def test_sweep_trial_validates_each_config_once(in_tmp, builds):
-    from veil.sweeps.spec import sweep_from_mapping
+    from veil.sweeps.sweepspec import sweep_from_mapping
     from veil.sweeps.trial import run_trial
     from veil.tracking.mlflow_run import resolve_tracking_uri
 

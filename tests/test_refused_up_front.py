@@ -205,7 +205,7 @@ def test_name_limits_are_mlflows():
 
 
 def test_names_are_refused_in_run_files_and_sweep_specs(in_tmp, capsys):
-    from veil.sweeps.spec import sweep_from_mapping
+    from veil.sweeps.sweepspec import sweep_from_mapping
 
     (in_tmp / "run.yaml").write_text(f"method: gpp\ndataset: gaussian-correlated\nexperiment: '{LONG}'\n")
     assert main(["run", str(in_tmp / "run.yaml"), "--check"]) == 2
@@ -233,8 +233,8 @@ def test_epochs_beyond_the_documented_limit_are_refused(in_tmp, capsys, method, 
 
 
 def test_sweep_trials_beyond_the_limit_are_refused():
-    from veil.sweeps.settings import MAX_TRIALS
-    from veil.sweeps.spec import sweep_from_mapping
+    from veil.sweeps.spec_keys import MAX_TRIALS
+    from veil.sweeps.sweepspec import sweep_from_mapping
 
     spec = {
         "method": "gpp",

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from veil.sweeps.overview import NOTE_TAG
-from veil.sweeps.spec import sweep_from_mapping
-from veil.tracking.ui import run_path, runs_path
+from veil.sweeps.sweepspec import sweep_from_mapping
+from veil.tracking.server import run_path, runs_path
 
 pytestmark = [pytest.mark.ray, pytest.mark.browser]
 

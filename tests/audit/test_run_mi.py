@@ -3,9 +3,9 @@
 import pytest
 
 from veil.errors import ConfigError
-from veil.pipeline.run import RunSpec, execute
+from veil.pipeline.execute import RunSpec, execute
 from veil.pipeline.validation import validate
-from veil.sweeps.spec import sweep_from_mapping
+from veil.sweeps.sweepspec import sweep_from_mapping
 
 
 def test_run_logs_mi_per_label_named_by_estimator(in_tmp):

@@ -31,14 +31,14 @@ from veil.certify.calibrate import (
     least_leaking,
     pooled,
 )
+from veil.certify.knob_search import CalibrationConfig
 from veil.certify.resolution import margin_of, null_margin
-from veil.certify.search import CalibrationConfig
 from veil.certify.target import parse_target
 from veil.datasets.base import Dataset, make_dataset
 from veil.datasets.registry import load_dataset
 from veil.errors import ConfigError
 from veil.methods.configs.base import PrivacyKnob
-from veil.pipeline.run import RunSpec, execute
+from veil.pipeline.execute import RunSpec, execute
 from veil.pipeline.validation import check_target, validate
 from veil.platform.executors import get_executor
 

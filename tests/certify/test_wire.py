@@ -151,8 +151,8 @@ def test_a_shared_encoder_is_reported_not_decisive() -> None:
 def test_veil_run_records_the_wire_section(in_tmp) -> None:
     """The pipeline: a D-GPP `veil run` with the default target certifies the sampled rounds, logs the wire metrics
     and puts the wire check among the certificate's (so it decides `met`); without a target nothing is sampled."""
-    from veil.pipeline.run import execute
-    from veil.pipeline.spec import RunSpec
+    from veil.pipeline.execute import execute
+    from veil.pipeline.runspec import RunSpec
 
     spec = RunSpec(
         method="d-gpp",

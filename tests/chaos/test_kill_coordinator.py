@@ -19,7 +19,7 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from veil.cli.run import print_summary
-from veil.pipeline.run import RunSpec, execute
+from veil.pipeline.execute import RunSpec, execute
 
 pytestmark = [pytest.mark.ray, pytest.mark.chaos, pytest.mark.slow]
 

@@ -18,7 +18,7 @@ import yaml
 from mlflow.tracking import MlflowClient
 from veil_test_hooks import fault_env
 
-from veil.pipeline.run import RunSpec, execute
+from veil.pipeline.execute import RunSpec, execute
 
 # D-EIGAN's earlier defaults (the paper preset with Adam and masked-mean), so a change of the protective
 # defaults does not move the figures compared below

@@ -23,7 +23,7 @@ from veil_test_hooks import hold_env
 
 from sweep_procs import ray_pids, stop_pids
 from veil.sweeps.results import TAG_NODE, TAG_ROLE, TAG_SUPERSEDED, TAG_SWEEP, TAG_TRIAL
-from veil.tracking.ui import free_port
+from veil.tracking.server import free_port
 
 pytestmark = [pytest.mark.cluster, pytest.mark.ray, pytest.mark.slow]  # ~2 min: a 2-node cluster
 

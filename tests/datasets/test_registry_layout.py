@@ -78,7 +78,7 @@ def test_params_of_another_dataset_are_refused():
 PACKAGE = "veil.datasets"
 FORBIDDEN = (
     "veil.platform",
-    "veil.pipeline.run",
+    "veil.pipeline.execute",
     "veil.sweeps",
     "veil.tracking",
     "veil.cli",

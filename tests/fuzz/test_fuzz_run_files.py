@@ -16,12 +16,12 @@ from veil.datasets.registry import DATASETS
 from veil.methods import METHODS
 from veil.methods.cards import is_federated
 from veil.methods.configs.federation import FederationOptions
-from veil.pipeline.spec import RUN_KEYS, ValidatedRun, load_run_file, spec_from_mapping
+from veil.pipeline.runspec import RUN_KEYS, ValidatedRun, load_run_file, spec_from_mapping
 from veil.pipeline.validation import validate
 from veil.sweeps.model import SPEC_KEYS
 from veil.sweeps.samplers import SAMPLER_OPTIONS
-from veil.sweeps.settings import MAX_TRIALS
-from veil.sweeps.spec import SweepSpec, load_sweep, sweep_from_mapping
+from veil.sweeps.spec_keys import MAX_TRIALS
+from veil.sweeps.sweepspec import SweepSpec, load_sweep, sweep_from_mapping
 
 REPO = Path(__file__).resolve().parents[2]
 names = lambda cls: [f.name for f in dataclasses.fields(cls)]  # noqa: E731

@@ -12,7 +12,7 @@ from veil.audit import AuditConfig, audit
 from veil.datasets import load_dataset
 from veil.errors import ConfigError
 from veil.methods import create_method, method_config
-from veil.pipeline.run import RunSpec, execute
+from veil.pipeline.execute import RunSpec, execute
 
 PROBE = AuditConfig(hidden=(16,), epochs=30, lr=1e-2, batch_size=128, standardize=True, seed=0)
 

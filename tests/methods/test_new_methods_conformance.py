@@ -54,7 +54,7 @@ def test_fit_encode_and_state_round_trip(name: str, ds) -> None:
 
 def test_run_validation_accepts_inf_and_refuses_bad_ranges() -> None:
     from veil.errors import ConfigError
-    from veil.pipeline.run import RunSpec
+    from veil.pipeline.execute import RunSpec
     from veil.pipeline.validation import validate
 
     v = validate(RunSpec(method="ldp-frl", dataset="gaussian-correlated", params={"eps": "inf"}))

@@ -7,7 +7,7 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from veil.pipeline.run import RunSpec, execute
+from veil.pipeline.execute import RunSpec, execute
 
 # EIGAN's earlier defaults (the paper preset with Adam), so a change of the protective defaults does not
 # move the figures compared below

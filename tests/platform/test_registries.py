@@ -7,7 +7,7 @@ import pytest
 
 from veil.cli import main
 from veil.errors import UnknownNameError
-from veil.pipeline.spec import choose_executor
+from veil.pipeline.runspec import choose_executor
 from veil.platform.executors import EXECUTORS, get_executor
 from veil.platform.federation import RUNTIME_NAMES, get_runtime
 

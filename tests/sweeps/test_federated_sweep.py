@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from veil.sweeps.results import TAG_TRIAL, search_child_runs
-from veil.sweeps.spec import sweep_from_mapping
+from veil.sweeps.sweepspec import sweep_from_mapping
 
 pytestmark = pytest.mark.ray
 

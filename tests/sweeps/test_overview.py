@@ -14,9 +14,9 @@ import pytest
 from veil.sweeps import overview
 from veil.sweeps.overview import NOTE_TAG, description, latest_sweep_links, publish, view_key
 from veil.sweeps.results import TAG_CONFIG, TAG_ROLE, TAG_SWEEP, TAG_TRIAL, SweepRef, collect
-from veil.sweeps.spec import sweep_from_mapping
+from veil.sweeps.sweepspec import sweep_from_mapping
 from veil.tracking import TrackedRun, client
-from veil.tracking.ui import SHARED_VIEW_TAG
+from veil.tracking.server import SHARED_VIEW_TAG
 
 SPEC = {
     "method": "gpp",

@@ -14,7 +14,7 @@ import pytest
 from veil.sweeps.pareto import hypervolume
 from veil.sweeps.plots import BETTER, POINT_LABEL, front_figure, front_png
 from veil.sweeps.results import SweepResults, analyze
-from veil.sweeps.spec import sweep_from_mapping
+from veil.sweeps.sweepspec import sweep_from_mapping
 
 TWO = {
     "method": "gpp",

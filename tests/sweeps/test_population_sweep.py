@@ -12,7 +12,7 @@ import pytest
 from optuna.distributions import FloatDistribution
 
 from veil.errors import ConfigError
-from veil.sweeps.population import (
+from veil.sweeps.population_trials import (
     MEMBER_RESULTS,
     MEMBERS,
     NUMBERS,
@@ -23,7 +23,7 @@ from veil.sweeps.population import (
 )
 from veil.sweeps.results import TAG_NUMBER, TAG_POPULATION, TAG_ROLE, TAG_TRIAL, search_child_runs
 from veil.sweeps.search import StudySearch
-from veil.sweeps.spec import sweep_from_mapping
+from veil.sweeps.sweepspec import sweep_from_mapping
 from veil.sweeps.trial import member_id
 
 GRID = {

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from veil.sweeps.driver import preload
-from veil.sweeps.spec import sweep_from_mapping
+from veil.sweeps.sweepspec import sweep_from_mapping
 from veil.sweeps.trial import run_trial
 from veil.tracking.mlflow_run import resolve_tracking_uri
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from veil.sweeps.monitor import SweepMonitor
-from veil.sweeps.spec import load_sweep
+from veil.sweeps.sweepspec import load_sweep
 from veil.sweeps.trial import number_from_name, trial_namer, trial_number, tune_key
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "sweeps" / "quickstart.yaml"

@@ -32,7 +32,7 @@ from veil.sweeps.results import (
     settle_members,
     tag_front,
 )
-from veil.sweeps.spec import sweep_from_mapping
+from veil.sweeps.sweepspec import sweep_from_mapping
 from veil.tracking import TrackedRun
 
 SPEC = {

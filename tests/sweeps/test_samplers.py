@@ -15,7 +15,7 @@ import yaml
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
 from veil.errors import ConfigError, UnknownNameError
-from veil.sweeps import spec as spec_module
+from veil.sweeps import sweepspec as spec_module
 from veil.sweeps.samplers import GRID, SAMPLER_OPTIONS, SAMPLERS, get_sampler, sampler_entry, sampler_names
 
 N_TRIALS = 12

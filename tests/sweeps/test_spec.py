@@ -14,7 +14,7 @@ from veil.errors import ConfigError, UnknownNameError, VeilError
 from veil.sweeps.metrics import known_metrics
 from veil.sweeps.samplers import SAMPLERS
 from veil.sweeps.space import decode_value, encode_value
-from veil.sweeps.spec import grid_points, load_sweep, sweep_from_mapping
+from veil.sweeps.sweepspec import grid_points, load_sweep, sweep_from_mapping
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted((ROOT / "sweeps").glob("*.yaml"))
@@ -420,8 +420,8 @@ def test_settings_left_out_take_the_field_defaults():
     """Each scalar setting's default is written once, on its SweepSpec field: the parser applies that one."""
     import dataclasses
 
-    from veil.sweeps.settings import Resources
-    from veil.sweeps.spec import SweepSpec
+    from veil.sweeps.spec_keys import Resources
+    from veil.sweeps.sweepspec import SweepSpec
 
     spec = sweep_from_mapping({k: v for k, v in BASE.items() if k != "trials"})
     fields = {f.name: f for f in dataclasses.fields(SweepSpec)}

@@ -15,7 +15,7 @@ import pytest
 
 from sweep_procs import veil_cmd
 from veil.sweeps.results import TAG_PARETO, TAG_ROLE, TAG_SWEEP, TAG_TRIAL, search_child_runs
-from veil.sweeps.spec import sweep_from_mapping
+from veil.sweeps.sweepspec import sweep_from_mapping
 
 pytestmark = pytest.mark.ray
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from veil.sweeps.docs import BEGIN, END, render_settings, updated
+from sweeps_doc import BEGIN, END, render_settings, updated
+
 from veil.sweeps.model import SPEC_KEYS
-from veil.sweeps.settings import Resources
-from veil.sweeps.spec import SweepSpec
+from veil.sweeps.spec_keys import Resources
+from veil.sweeps.sweepspec import SweepSpec
 
 DOC = Path(__file__).parents[2] / "docs" / "sweeps.md"
 
@@ -16,7 +17,7 @@ DOC = Path(__file__).parents[2] / "docs" / "sweeps.md"
 def test_the_settings_table_is_current():
     text = DOC.read_text()
     assert text.count(BEGIN) == 1 and text.count(END) == 1
-    assert updated(text) == text, "regenerate: python -m veil.sweeps.docs"
+    assert updated(text) == text, "regenerate: make docs"
 
 
 def test_every_setting_is_a_spec_key_with_a_doc():
@@ -33,7 +34,8 @@ def test_every_setting_is_a_spec_key_with_a_doc():
 def test_every_structured_key_has_a_row_saying_what_its_errors_say():
     """The space types, objective and constraint parts and nsga2/tpe options: each field a row, its allowed values
     the words `build(strict=True)` refuses a bad value with."""
-    from veil.sweeps.docs import KEYS_BEGIN, KEYS_END, render_keys
+    from sweeps_doc import KEYS_BEGIN, KEYS_END, render_keys
+
     from veil.sweeps.objectives import Constraint, Objective
     from veil.sweeps.samplers import NSGA2Options, TPEOptions
     from veil.sweeps.space import SPACE_TYPES

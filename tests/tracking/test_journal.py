@@ -16,7 +16,7 @@ import pytest
 
 from veil.tracking import TrackedRun, client
 from veil.tracking.journal import LATE_TAG, Journal, apply, pending
-from veil.tracking.sync import reap_stale, recover, replay, sync
+from veil.tracking.replay import reap_stale, recover, replay, sync
 
 
 @pytest.fixture(scope="module")
@@ -205,7 +205,7 @@ def test_a_resumed_sweeps_parent_is_reopened_through_the_journal(stores):
 def test_a_runs_table_view_is_journaled_with_its_run(stores):
     """A sweep's saved runs-table view is a tag of the experiment, written through the parent run: with the server
     away it waits in the run's journal and reaches the experiment at replay."""
-    from veil.tracking.ui import SHARED_VIEW_TAG, save_runs_view
+    from veil.tracking.server import SHARED_VIEW_TAG, save_runs_view
 
     store, down = stores
     run_id, run = dropped_run(store, down)

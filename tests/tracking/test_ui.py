@@ -18,7 +18,7 @@ import pytest
 from veil.cli import main
 from veil.sweeps.results import TAG_ROLE, TAG_SWEEP
 from veil.tracking import TrackedRun
-from veil.tracking.ui import free_port
+from veil.tracking.server import free_port
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 

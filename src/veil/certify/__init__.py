@@ -21,8 +21,8 @@ from veil.lazy import lazy_exports
 if TYPE_CHECKING:
     from veil.certify.calibrate import Calibration, calibrate
     from veil.certify.certificate import Certificate, certify
+    from veil.certify.knob_search import CalibrationConfig
     from veil.certify.resolution import check_resolution
-    from veil.certify.search import CalibrationConfig
     from veil.certify.target import Target, parse_target
 
 __all__ = [
@@ -42,7 +42,7 @@ _SUBMODULE = {
     "Certificate": "certificate",
     "certify": "certificate",
     "check_resolution": "resolution",
-    "CalibrationConfig": "search",
+    "CalibrationConfig": "knob_search",
     "Target": "target",
     "parse_target": "target",
 }

@@ -52,8 +52,8 @@ import numpy as np
 from veil.audit.probes import label_tasks, prepare
 from veil.audit.settings import AuditConfig
 from veil.audit.step import stacked_audit
+from veil.certify.knob_search import CalibrationConfig
 from veil.certify.resolution import Z_CERTIFICATE, margin_of, null_margin
-from veil.certify.search import CalibrationConfig
 from veil.certify.target import MI_PREFIX, Target
 from veil.config import build
 from veil.datasets.base import Dataset, split_indices
@@ -66,7 +66,7 @@ from veil.randomness import derive_seed
 
 if TYPE_CHECKING:
     from veil.certify.intervals import Resamples
-    from veil.pipeline.spec import ValidatedRun
+    from veil.pipeline.runspec import ValidatedRun
 
 Note = Callable[[str], None]
 EpochHook = Callable[[int, dict[str, float]], None]

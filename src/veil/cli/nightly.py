@@ -10,7 +10,7 @@ from pathlib import Path
 
 from veil.cli.flags import add_tracking_uri
 from veil.errors import ConfigError
-from veil.nightly import (
+from veil.nightly_suite import (
     DEFAULT_SUITE,
     compare,
     format_checks,

@@ -10,7 +10,7 @@ from veil.console import warn
 
 
 def cmd_release(args: argparse.Namespace) -> int:
-    from veil.release import release
+    from veil.apply_encoder import release
 
     info = release(
         args.run,

@@ -28,7 +28,7 @@ def parse_value(text: str) -> Any:
 def split_assignments(items: Sequence[str], method: str, dataset: str) -> dict[str, dict[str, Any]]:
     """Route `--set key=value` to method, dataset, audit or federation params through the one `KeyRouter`
     (`seed` is the run's seed)."""
-    from veil.pipeline.spec import KeyRouter
+    from veil.pipeline.runspec import KeyRouter
 
     router = KeyRouter.for_run(method, dataset)
     out: dict[str, dict[str, Any]] = {"method": {}, "dataset": {}, "audit": {}, "fed": {}, "run": {}, "calibration": {}}
@@ -57,7 +57,7 @@ def split_assignments(items: Sequence[str], method: str, dataset: str) -> dict[s
 
 def calibration_keys(method: str) -> list[str]:
     """The `calibration.` keys `--set` accepts for `method` (none for a method without a privacy knob)."""
-    from veil.certify.search import CalibrationConfig
+    from veil.certify.knob_search import CalibrationConfig
     from veil.methods.cards import method_card
 
     if method_card(method).privacy_knob is None:
@@ -68,7 +68,7 @@ def calibration_keys(method: str) -> list[str]:
 def dataset_assignments(items: Sequence[str], method: str, dataset: str) -> dict[str, Any]:
     """`-p KEY=VALUE` (the dataset parameters, as on `veil datasets`): unknown names fail naming `-p`."""
     from veil.cli.datasets import parse_params
-    from veil.pipeline.spec import KeyRouter
+    from veil.pipeline.runspec import KeyRouter
 
     router = KeyRouter.for_run(method, dataset)
     out = {}
@@ -78,7 +78,7 @@ def dataset_assignments(items: Sequence[str], method: str, dataset: str) -> dict
 
 
 def build_run_spec(args: argparse.Namespace):
-    from veil.pipeline.spec import load_run_file, spec_from_mapping
+    from veil.pipeline.runspec import load_run_file, spec_from_mapping
 
     base = load_run_file(args.file) if args.file else None
     method = args.method or (base.method if base else None)
@@ -152,7 +152,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise named_by_flag(e, args) from None
     if args.check:
         return check_run(v)
-    from veil.pipeline.run import execute
+    from veil.pipeline.execute import execute
 
     # only Ray Train's workers log from other nodes; every other executor logs from this process
     check_run_tracking(spec.tracking_uri, spec.address if v.executor == "ray-train" else "local", args)
@@ -292,7 +292,7 @@ def check_run_tracking(uri: str | None, address: str | None, args: argparse.Name
     the data load, naming where the URI came from."""
     from veil.platform.cluster import joins_cluster
     from veil.tracking.mlflow_run import check_tracking, require_shared_store, uri_source
-    from veil.tracking.sync import recover
+    from veil.tracking.replay import recover
 
     source = uri_source(args.tracking_uri) if args.tracking_uri or not uri else f"{args.file}: tracking_uri"
     resolved = check_tracking(uri, source)

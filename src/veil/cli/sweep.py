@@ -17,7 +17,7 @@ def _print_files(files: dict, out=sys.stdout) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from veil.sweeps.spec import load_sweep
+    from veil.sweeps.sweepspec import load_sweep
 
     spec = load_sweep(args.spec)  # every check happens here, before Ray or MLflow start
     if args.check:
@@ -118,7 +118,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from veil.sweeps.spec import DEFAULT_ROOT
+    from veil.sweeps.sweepspec import DEFAULT_ROOT
 
     common = argparse.ArgumentParser(add_help=False)
     add_tracking_uri(common)

@@ -10,7 +10,7 @@ from veil.console import warn
 from veil.tracking.journal import LATE_TAG
 
 if TYPE_CHECKING:
-    from veil.tracking.sync import Synced
+    from veil.tracking.replay import Synced
 
 
 def add_parser(sub: Any) -> None:
@@ -34,7 +34,7 @@ def add_parser(sub: Any) -> None:
 def cmd_sync(args: argparse.Namespace) -> int:
     from veil.tracking.journal import remote
     from veil.tracking.mlflow_run import absolute_uri, check_tracking, health_problem, local_store, resolve_tracking_uri
-    from veil.tracking.sync import reap_stale, sync
+    from veil.tracking.replay import reap_stale, sync
 
     uri = check_tracking(args.tracking_uri) if args.tracking_uri else None
     rows = sync(uri, found_by="veil sync")

@@ -9,7 +9,7 @@ from veil.cli.flags import add_tracking_uri
 
 def cmd_ui(args: argparse.Namespace) -> int:
     from veil.sweeps.overview import latest_sweep_links
-    from veil.tracking.ui import serve
+    from veil.tracking.server import serve
 
     return serve(args.tracking_uri, port=args.port, links=latest_sweep_links)
 

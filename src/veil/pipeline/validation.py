@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from veil.audit.settings import AuditConfig, check_mi_case
+from veil.certify.knob_search import CalibrationConfig
 from veil.certify.resolution import check_resolution
-from veil.certify.search import CalibrationConfig
 from veil.certify.target import Target, check_labels, default_target, parse_target
 from veil.config import build
 from veil.datasets.base import Dataset
@@ -23,7 +23,7 @@ from veil.datasets.registry import dataset_params
 from veil.errors import ConfigError, UnknownNameError
 from veil.methods.cards import is_federated, method_card, method_config
 from veil.methods.configs.federation import FederationOptions
-from veil.pipeline.spec import (
+from veil.pipeline.runspec import (
     EXECUTOR_CHOICES,
     RunSpec,
     ValidatedRun,

@@ -31,7 +31,7 @@ from veil.methods.registry import create_method
 from veil.registry import Registry
 
 if TYPE_CHECKING:
-    from veil.pipeline.spec import ValidatedRun
+    from veil.pipeline.runspec import ValidatedRun
 
 EpochHook = Callable[[int, dict[str, float]], None]
 NODE_LOCAL_NOTE = "node_local/* metrics are each node's own log, computed on the node: they never crossed the wire"

@@ -270,7 +270,7 @@ def sweep_spec(suite: ReproSuite, row: Row, entry: Entry, preset: str, mode: str
 
 def build_spec(suite: ReproSuite, row: Row, entry: Entry, preset: str, mode: str) -> Any:
     """Validate one variant's spec mapping into a SweepSpec; errors name the row, entry, preset and mode."""
-    from veil.sweeps.spec import sweep_from_mapping
+    from veil.sweeps.sweepspec import sweep_from_mapping
 
     where = f"{suite.path}: row {row.id}, entry {entry.label}" + (f", preset {preset}" if preset else "") + f" ({mode})"
     return sweep_from_mapping(spec_mapping(suite, row, entry, preset, mode), where=where)

@@ -1,7 +1,7 @@
 """Sweeps: YAML specs validated up front, Ray Tune trials suggested by Optuna samplers (by registry), Pareto
 fronts, hypervolume and reports read back from MLflow. Every name below is imported from its submodule when
 first asked for (PEP 562): `run_sweep` / `resume_sweep` load Ray Tune and the results numpy and pandas, while
-`veil.sweeps.spec` and `veil.sweeps.metrics` (the metric vocabulary), which the CLI's parser reads, stay cheap
+`veil.sweeps.sweepspec` and `veil.sweeps.metrics` (the metric vocabulary), which the CLI's parser reads, stay cheap
 to import."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from veil.sweeps.pareto import convex_hull_auc, hypervolume, pareto_front
     from veil.sweeps.results import SweepResults, analyze, collect, format_report
     from veil.sweeps.samplers import SAMPLERS, get_sampler
-    from veil.sweeps.spec import SweepSpec, load_sweep, sweep_from_mapping
+    from veil.sweeps.sweepspec import SweepSpec, load_sweep, sweep_from_mapping
     from veil.sweeps.trial import run_trial
 
 __all__ = [
@@ -51,9 +51,9 @@ _SUBMODULE = {
     "SweepOutcome": "driver",
     "SAMPLERS": "samplers",
     "get_sampler": "samplers",
-    "SweepSpec": "spec",
-    "load_sweep": "spec",
-    "sweep_from_mapping": "spec",
+    "SweepSpec": "sweepspec",
+    "load_sweep": "sweepspec",
+    "sweep_from_mapping": "sweepspec",
 }
 """Each name of `__all__` -> the submodule that defines it."""
 

@@ -31,7 +31,7 @@ from veil.sweeps.metrics import metric_label
 from veil.sweeps.monitor import SweepMonitor
 from veil.sweeps.objectives import check_metric_labels
 from veil.sweeps.overview import publish
-from veil.sweeps.population import MEMBERS, grid_chunks, product_points
+from veil.sweeps.population_trials import MEMBERS, grid_chunks, product_points
 from veil.sweeps.report import write_report
 from veil.sweeps.results import (
     DEFAULT_ROOT,
@@ -53,7 +53,7 @@ from veil.sweeps.results import (
     tag_front,
 )
 from veil.sweeps.space import encode_value
-from veil.sweeps.spec import SweepSpec, spec_yaml, sweep_from_mapping
+from veil.sweeps.sweepspec import SweepSpec, spec_yaml, sweep_from_mapping
 from veil.sweeps.trial import (
     CTX_KEY,
     federation_bundles,
@@ -211,7 +211,7 @@ def fit_to_cluster(spec: SweepSpec) -> SweepSpec:
 
     import ray
 
-    from veil.sweeps.settings import Resources
+    from veil.sweeps.spec_keys import Resources
 
     res = ray.cluster_resources()
     cpus, gpus = float(res.get("CPU", 0)), float(res.get("GPU", 0))
@@ -339,7 +339,7 @@ def run_sweep(
         require_shared_store,
         uri_source,
     )
-    from veil.tracking.sync import recover
+    from veil.tracking.replay import recover
 
     if trials is not None:
         if spec.sampler == "grid" and trials != spec.trials:
@@ -471,7 +471,7 @@ def finish_sweep(
     """Reconcile orphaned child runs, read the trials back from MLflow, tag the front, log the report files
     and metrics to the parent, and write its description (the front, linked) and the trials' runs-table view."""
     from veil.tracking.mlflow_run import TrackedRun, client
-    from veil.tracking.sync import sync
+    from veil.tracking.replay import sync
 
     # Trial runs that lost the server mid-sweep finished into the local journal: once it answers, replay them.
     when_tracking_answers(lambda: client(ref.tracking_uri).search_experiments(max_results=1), ref.tracking_uri)

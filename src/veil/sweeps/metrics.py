@@ -19,7 +19,7 @@ DIRECTIONS: dict[str, str] = {"max": "max", "maximize": "max", "min": "min", "mi
 #: convex-hull AUC origins: seed 003 reports (0, 0) and calls (0.5, 0.5) the logical one
 AUC_ORIGINS: dict[str, float] = {"zero": 0.0, "half": 0.5}
 
-#: metrics every audited run logs (veil.pipeline.run.execute: the fresh-probe audit plus timings)
+#: metrics every audited run logs (veil.pipeline.execute.execute: the fresh-probe audit plus timings)
 RUN_METRICS = (
     "utility_acc",
     "utility_auc",

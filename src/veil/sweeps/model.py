@@ -2,8 +2,8 @@
 follows from it (the run of one trial's seed, the params its parent MLflow run records, its certificate).
 
 Its `param()` fields are the spec's scalar settings, each default, range and doc line written there once
-(`veil.sweeps.settings` reads them, docs/sweeps.md's settings table is generated from them); its structured keys
-are read by `veil.sweeps.space` and `veil.sweeps.objectives`. `veil.sweeps.spec` builds one from a YAML file."""
+(`veil.sweeps.spec_keys` reads them, docs/sweeps.md's settings table is generated from them); its structured keys
+are read by `veil.sweeps.space` and `veil.sweeps.objectives`. `veil.sweeps.sweepspec` builds one from a YAML file."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from typing import Any, Mapping
 
 from veil.config import param
 from veil.names import MLFLOW_NAME_LIMITS
-from veil.pipeline.spec import EXECUTOR_CHOICES
+from veil.pipeline.runspec import EXECUTOR_CHOICES
 from veil.sweeps.metrics import AUC_ORIGINS, CERTIFICATE_METRICS, SUMMARY_METRICS
 from veil.sweeps.objectives import Constraint, Objective
 from veil.sweeps.samplers import sampler_names
-from veil.sweeps.settings import MAX_TRIALS, Resources
 from veil.sweeps.space import SearchParam
+from veil.sweeps.spec_keys import MAX_TRIALS, Resources
 
 SWEEP_EXECUTORS = tuple(e for e in EXECUTOR_CHOICES if e != "auto")
 
@@ -38,7 +38,7 @@ class SweepSpec:
     dataset_params: Mapping[str, Any] = field(default_factory=dict)
     audit: Mapping[str, Any] = field(default_factory=dict)
     # A `param` field is a setting: its default, range or choices and doc are written there only. The parser reads
-    # the scalar ones through `_setting`; docs/sweeps.md's settings table is generated from them (veil.sweeps.docs).
+    # the scalar ones through `_setting`; docs/sweeps.md's settings table is generated from them (tools/sweeps_doc.py).
     partition: str | None = param(
         None,
         "Federated methods only: how rows are split over the nodes (iid, dirichlet:0.3, silo:node, ...; default iid)",
@@ -171,7 +171,7 @@ class SweepSpec:
     ):
         """The RunSpec of one seed of one trial: fixed params overlaid with the trial's searched `values`
         (keyed 'method.NAME' / 'dataset.NAME')."""
-        from veil.pipeline.spec import RunSpec
+        from veil.pipeline.runspec import RunSpec
 
         params, dparams = dict(self.params), dict(self.dataset_params)
         for key, v in values.items():

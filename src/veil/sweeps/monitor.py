@@ -14,7 +14,7 @@ from ray.tune import Callback
 from ray.tune.stopper import Stopper
 
 from veil.sweeps.model import SweepSpec
-from veil.sweeps.population import MEMBER_RESULTS, MEMBERS, member_numbers, member_values
+from veil.sweeps.population_trials import MEMBER_RESULTS, MEMBERS, member_numbers, member_values
 from veil.sweeps.results import fmt_metric
 from veil.sweeps.space import format_value
 from veil.sweeps.trial import member_id, trial_number, tune_key

@@ -16,7 +16,7 @@ from veil.sweeps.results import (
 )
 from veil.sweeps.space import format_value
 from veil.tracking import TrackedRun, client
-from veil.tracking.ui import Link, column, run_path, runs_path, runs_view_state, save_runs_view
+from veil.tracking.server import Link, column, run_path, runs_path, runs_view_state, save_runs_view
 
 NOTE_TAG = "mlflow.note.content"
 FRONT_PLOT = "plots/front.png"

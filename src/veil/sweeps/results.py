@@ -31,7 +31,7 @@ from veil.errors import VeilError
 from veil.sweeps.metrics import is_gap_metric
 from veil.sweeps.pareto import convex_hull_auc, hypervolume, pareto_front
 from veil.sweeps.space import decode_value, format_value
-from veil.sweeps.spec import DEFAULT_ROOT, SweepSpec, sweep_from_mapping
+from veil.sweeps.sweepspec import DEFAULT_ROOT, SweepSpec, sweep_from_mapping
 from veil.tracking import PARENT_TAG, TrackedRun, check_tracking, client
 from veil.tracking.journal import LATE_TAG
 from veil.tracking.sqlite_runs import child_runs

@@ -26,7 +26,7 @@ GRID = "grid"
 
 
 class SamplerSpec(Protocol):
-    """What a sampler factory reads from a sweep spec (`veil.sweeps.spec.SweepSpec` has all of it)."""
+    """What a sampler factory reads from a sweep spec (`veil.sweeps.sweepspec.SweepSpec` has all of it)."""
 
     @property
     def sampler_options(self) -> Mapping[str, Any]: ...

@@ -20,7 +20,7 @@ from optuna.study import StudyDirection
 from optuna.trial import TrialState
 from ray.tune.search import Searcher
 
-from veil.sweeps.population import MEMBER_RESULTS, MEMBERS, NUMBERS, member_values
+from veil.sweeps.population_trials import MEMBER_RESULTS, MEMBERS, NUMBERS, member_values
 
 
 class StudySearch(Searcher):

@@ -2,8 +2,8 @@
 
 Each parameter's body is one of the `param()` dataclasses below, picked by its `type` (`veil.config.build_tagged`):
 its keys, defaults, allowed values and doc lines are written there once, and docs/sweeps.md's space table is
-generated from them (`veil.sweeps.docs`). The routing of a key to the method's or the dataset's config, and the
-check of every end point and value against that config, stay with the spec (`veil.sweeps.spec`).
+generated from them (`tools/sweeps_doc.py`). The routing of a key to the method's or the dataset's config, and the
+check of every end point and value against that config, stay with the spec (`veil.sweeps.sweepspec`).
 
     space:
       beta: {type: log, low: 0.05, high: 10}

@@ -1,6 +1,6 @@
 """One trial of a sweep, run inside a Ray Tune trial worker: `sweep_trial` (the Tune function trainable, which
 `trainable` wraps in `tune.with_resources`) runs every seed of its configuration sequentially through
-`veil.pipeline.run.execute` (inline by default: seconds per trial; or under Ray Train with `executor: ray-train`, the
+`veil.pipeline.execute.execute` (inline by default: seconds per trial; or under Ray Train with `executor: ray-train`, the
 trial itself then reserving only 0.1 CPU), or a population of configurations as one vectorised training, logs
 each trial's MLflow child run (FAILED with its error when it crashes) and reports the mean and std of each
 metric over the seeds. `run_trial` itself needs no Ray. Imports nothing of the driver's side
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 from veil.console import logger
 from veil.errors import VeilError
 from veil.sweeps.model import SweepSpec
-from veil.sweeps.population import MEMBER_RESULTS, MEMBERS, member_numbers
+from veil.sweeps.population_trials import MEMBER_RESULTS, MEMBERS, member_numbers
 from veil.sweeps.results import (
     STD_PREFIX,
     TAG_CONFIG,
@@ -223,7 +223,7 @@ def run_trial(
     is not a finite number; the child run is then FAILED with the error. `number` is the trial's number
     (`trial_number`), tagged so reports number trials as the progress lines do; `data`: the sweep's datasets,
     loaded once by its driver."""
-    from veil.pipeline.run import execute
+    from veil.pipeline.execute import execute
     from veil.pipeline.validation import validate
     from veil.tracking.mlflow_run import TrackedRun, experiment_id
 
@@ -292,11 +292,11 @@ def run_population(
     data: Preloaded | None = None,
 ) -> dict[str, Any]:
     """Run a population of trials (`members`: each one's searched values) as one vectorised training per seed
-    (`veil.pipeline.run.execute_population`), each member logged as its own trial run exactly as if it had run alone.
+    (`veil.pipeline.execute.execute_population`), each member logged as its own trial run exactly as if it had run alone.
     `number` is the Tune trial's, `numbers` the members' trial numbers (`member_numbers`; none by default).
     Returns {'members': [what `run_trial` reports, or None for a member that failed], 'trial_seconds'}; a
     member that fails (invalid values, a non-finite objective) is recorded FAILED and the rest go on."""
-    from veil.pipeline.run import execute_population
+    from veil.pipeline.execute import execute_population
     from veil.pipeline.validation import validate
     from veil.tracking.mlflow_run import TrackedRun, experiment_id
 

@@ -1,5 +1,5 @@
 """A run's MLflow calls kept on local disk while the tracking server is unreachable (replayed by
-`veil.tracking.sync`).
+`veil.tracking.replay`).
 
 When a call of a `TrackedRun` to a tracking server fails (connection refused, timeout, 5xx after MLflow's short
 retries), that call and every later call of the run go to a journal, `.veil/journal/<run id>/`: `meta.json`

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 DEFAULT_EXPERIMENT = "veil"
 PARENT_TAG = "mlflow.parentRunId"
 # Veil's experiments are model-training experiments (runs, not traces). MLflow 3.17's UI picks its view from the
-# page URL instead (`veil.tracking.ui` builds links that say so); the tag still names the kind for the UI's
+# page URL instead (`veil.tracking.server` builds links that say so); the tag still names the kind for the UI's
 # experiment-type settings and for MLflow versions that read it.
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
 

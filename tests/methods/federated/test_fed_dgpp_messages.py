@@ -26,7 +26,7 @@ from veil.methods import create_method
 from veil.methods.configs.federation import FederationOptions
 from veil.methods.federated.core import EncodersStayHome, iter_arrays, loads
 from veil.methods.federated.simulation import LocalFederation, plan_federation, run_federation, run_in_process
-from veil.pipeline.run import RunSpec, execute, load_method
+from veil.pipeline.execute import RunSpec, execute, load_method
 from veil.platform.executors import NODE_LOCAL_NOTE
 from veil.platform.federation import plan_on, run_planned
 

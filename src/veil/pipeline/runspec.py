@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import yaml
 
-from veil.certify.search import CalibrationConfig
+from veil.certify.knob_search import CalibrationConfig
 from veil.certify.target import Target, parse_target
 from veil.errors import ConfigError, UnknownNameError
 from veil.names import MLFLOW_NAME_LIMITS, check_mlflow_name
@@ -109,7 +109,7 @@ class RunSpec:
     calibrate: bool = True
     """Calibrate the privacy knob to the target when the run does not set it (sweep trials never do)."""
     calibration: Mapping[str, Any] = field(default_factory=dict)
-    """How calibration searches (`veil.certify.search.CalibrationConfig`: validation, folds, grid, refine, rounds,
+    """How calibration searches (`veil.certify.knob_search.CalibrationConfig`: validation, folds, grid, refine, rounds,
     max_rows, seed, ...)."""
 
     def method_values(self) -> dict[str, Any]:

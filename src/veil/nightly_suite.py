@@ -49,7 +49,7 @@ class Suite:
 
 def load_suite(path: str | Path) -> Suite:
     """Read and validate a suite file (safe YAML; unknown keys, methods and params fail here)."""
-    from veil.pipeline.run import spec_from_mapping
+    from veil.pipeline.execute import spec_from_mapping
     from veil.pipeline.validation import validate
 
     p = Path(path)
@@ -150,7 +150,7 @@ def previous_nightly(uri: str, experiment: str, digest: str) -> tuple[str | None
 
 def run_suite(suite: Suite, tracking_uri: str | None, address: str | None = None) -> tuple[str, dict[str, float]]:
     """Run every entry as a child of one parent nightly run; return its id and the flat figures."""
-    from veil.pipeline.run import execute, spec_from_mapping
+    from veil.pipeline.execute import execute, spec_from_mapping
     from veil.tracking import TrackedRun
 
     parent = TrackedRun.start(
@@ -193,7 +193,7 @@ def run_suite(suite: Suite, tracking_uri: str | None, address: str | None = None
 def run_nightly_sweep(spec_path: str, name: str, tracking_uri: str, address: str | None) -> float:
     """Run one sweep spec and return its hypervolume."""
     from veil.sweeps.driver import run_sweep
-    from veil.sweeps.spec import load_sweep_spec
+    from veil.sweeps.sweepspec import load_sweep_spec
 
     outcome = run_sweep(
         load_sweep_spec(spec_path),

@@ -32,20 +32,20 @@ import yaml
 from veil.certify.target import parse_target
 from veil.errors import ConfigError, UnknownNameError
 from veil.names import check_mlflow_name
-from veil.pipeline.spec import KeyRouter, centralized_refusal, check_keys, read_yaml_file
+from veil.pipeline.runspec import KeyRouter, centralized_refusal, check_keys, read_yaml_file
 from veil.sweeps.metrics import MetricContext
 from veil.sweeps.model import SPEC_KEYS, SweepSpec
 from veil.sweeps.objectives import leakage_warnings, parse_constraints, parse_objectives, parse_reference
-from veil.sweeps.population import product_points
+from veil.sweeps.population_trials import product_points
 from veil.sweeps.samplers import sampler_entry
-from veil.sweeps.settings import read_federation, read_mapping, read_resources, read_seeds, read_setting
 from veil.sweeps.space import SearchParam, grid_size, parse_space
+from veil.sweeps.spec_keys import read_federation, read_mapping, read_resources, read_seeds, read_setting
 
 #: where Tune keeps sweeps (`--storage`): <root>/<sweep name>
 DEFAULT_ROOT = Path(".veil") / "sweeps"
 
 _setting = functools.partial(read_setting, SweepSpec)
-"""Scalar setting KEY of a spec mapping (data, key, where), as its SweepSpec field allows (veil.sweeps.settings)."""
+"""Scalar setting KEY of a spec mapping (data, key, where), as its SweepSpec field allows (veil.sweeps.spec_keys)."""
 _mapping = read_mapping
 
 
@@ -324,4 +324,4 @@ def grid_points(spec: SweepSpec) -> list[dict[str, Any]]:
     return product_points({sp.canonical: sp.grid_values() for sp in spec.space})
 
 
-load_sweep_spec = load_sweep  # the name veil.nightly imports
+load_sweep_spec = load_sweep  # the name veil.nightly_suite imports

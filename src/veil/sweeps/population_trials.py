@@ -1,5 +1,5 @@
 """Population sweeps (`population: P`): each Tune trial trains up to P of the sweep's trials as one vectorised
-model (`veil.pipeline.run.execute_population`), and each member is still one Optuna trial and one MLflow trial run.
+model (`veil.pipeline.execute.execute_population`), and each member is still one Optuna trial and one MLflow trial run.
 
 `veil.sweeps.search.StudySearch` asks Optuna for a population at once (`study.ask` up to P times) while the
 sampler draws without looking at results (its `independent` trials), then one trial at a time, and tells each

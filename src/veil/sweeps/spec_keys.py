@@ -3,7 +3,7 @@ SweepSpec, and its `resources` and `seeds`.
 
 A scalar setting's default, range or choices and doc are written once, on its `param` field; `read_setting` applies
 them to the value a spec gives and `setting_accepts` says in words what they allow, for the errors and for the
-settings table of docs/sweeps.md (`veil.sweeps.docs`)."""
+settings table of docs/sweeps.md (`tools/sweeps_doc.py`)."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@ searched parameter (by type), an objective, a constraint and the sampler options
 so the documented defaults, ranges and meanings are the ones the parser applies and its errors say
 (tests/sweeps/test_sweeps_doc.py checks the doc is current).
 
-python -m veil.sweeps.docs [PATH]   (rewrites the tables between the markers of PATH, default docs/sweeps.md
-under the working directory)"""
+python tools/sweeps_doc.py [--check]   (rewrites the tables between the markers of docs/sweeps.md; or `make docs`)"""
 
 from __future__ import annotations
 
@@ -16,17 +15,17 @@ from veil.config import REQUIRED, allowed_text, hints
 from veil.sweeps.model import SweepSpec
 from veil.sweeps.objectives import Constraint, Objective
 from veil.sweeps.samplers import SAMPLERS, sampler_entry
-from veil.sweeps.settings import Resources, setting_accepts
 from veil.sweeps.space import SPACE_TYPES, TYPE_ALIASES
+from veil.sweeps.spec_keys import Resources, setting_accepts
 
-BEGIN = "<!-- sweep settings: generated from veil.sweeps.spec.SweepSpec by python -m veil.sweeps.docs -->"
+BEGIN = "<!-- sweep settings: generated from veil.sweeps.sweepspec.SweepSpec by python tools/sweeps_doc.py -->"
 END = "<!-- end of sweep settings -->"
 KEYS_BEGIN = (
     "<!-- sweep keys: generated from veil.sweeps.space, veil.sweeps.objectives and veil.sweeps.samplers "
-    "by python -m veil.sweeps.docs -->"
+    "by python tools/sweeps_doc.py -->"
 )
 KEYS_END = "<!-- end of sweep keys -->"
-DOC = Path("docs") / "sweeps.md"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "sweeps.md"
 OWN_NAMES = {"sampler": SAMPLERS}
 """Settings whose choices plugins extend: the doc lists Veil's own (its meaning says a plugin may add one), so it
 reads the same whichever plugins are installed."""
@@ -102,14 +101,15 @@ def updated(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Rewrite docs/sweeps.md's tables; with --check, only say whether they are current (exit 1 if not)."""
     args = sys.argv[1:] if argv is None else argv
-    doc = Path(args[0]) if args else DOC
-    if not doc.is_file():
-        print(
-            f"error: {doc} is not a file (run from a checkout's root, or pass docs/sweeps.md's path)", file=sys.stderr
-        )
-        return 2
-    doc.write_text(updated(doc.read_text()))
+    text = DOC.read_text()
+    if "--check" in args:
+        if updated(text) != text:
+            print(f"{DOC} is stale: run python tools/sweeps_doc.py", file=sys.stderr)
+            return 1
+        return 0
+    DOC.write_text(updated(text))
     return 0
 
 

@@ -23,7 +23,7 @@ from veil.datasets.base import Dataset
 from veil.datasets.registry import NOTHING, Preloaded
 from veil.datasets.transform import FeatureTransform
 from veil.methods.registry import get_method
-from veil.pipeline.spec import (
+from veil.pipeline.runspec import (
     RUN_KEYS,
     RunSpec,
     ValidatedRun,

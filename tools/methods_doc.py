@@ -1,11 +1,12 @@
 """Render docs/methods.md from the registry, so the documentation always matches the code.
 
-python -m veil.methods.docs > docs/methods.md"""
+python tools/methods_doc.py  (or `make docs`)"""
 
 from __future__ import annotations
 
 import inspect
 import sys
+from pathlib import Path
 
 from veil.config import field_table
 from veil.methods import METHODS, method_config
@@ -58,7 +59,7 @@ def render_markdown() -> str:
     out = [
         "# Methods",
         "",
-        "Generated from the code by `python -m veil.methods.docs > docs/methods.md` (a test checks it is current).",
+        "Generated from the code by `python tools/methods_doc.py` (`make docs`; a test checks it is current).",
         "`veil methods NAME` prints the same parameter table. Options that depart from the paper are recorded in",
         "each run's params as `method.deviation.*`.",
         "",
@@ -102,5 +103,21 @@ def preset_rows(name: str, cls: type[Method]) -> list[str]:
     return [*out, ""]
 
 
+DOC = Path(__file__).resolve().parents[1] / "docs" / "methods.md"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write docs/methods.md; with --check, only say whether it is current (exit 1 if not)."""
+    args = sys.argv[1:] if argv is None else argv
+    current = render_markdown()
+    if "--check" in args:
+        if DOC.read_text() != current:
+            print(f"{DOC} is stale: run python tools/methods_doc.py", file=sys.stderr)
+            return 1
+        return 0
+    DOC.write_text(current)
+    return 0
+
+
 if __name__ == "__main__":
-    sys.stdout.write(render_markdown())
+    sys.exit(main())
