@@ -234,7 +234,7 @@ def test_quick_flag_on_a_regression_suite_is_refused(capsys):
 
 # -- a real run ------------------------------------------------------------------------------------
 @pytest.mark.ray
-@pytest.mark.slow  # ~1 min: a whole quick suite run
+@pytest.mark.slow  # a whole quick suite run: ~1 min alone, several beside another Ray test
 def test_run_then_rebuild_the_table_from_mlflow(tmp_path):
     from mlflow.tracking import MlflowClient
 
@@ -244,7 +244,7 @@ def test_run_then_rebuild_the_table_from_mlflow(tmp_path):
     readme.write_text("intro\n<!-- reproduce:begin -->\nold\n<!-- reproduce:end -->\nrest\n")
     cmd = [sys.executable, "-m", "veil.cli", "nightly", "--suite", str(TOY / "suite.yaml"), "--tracking-uri", uri]
     cmd += ["--out", str(out)]
-    proc = subprocess.run([*cmd, "--readme", str(readme)], capture_output=True, text=True, cwd=tmp_path, timeout=400)
+    proc = subprocess.run([*cmd, "--readme", str(readme)], capture_output=True, text=True, cwd=tmp_path, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     results = json.loads((out / "results.json").read_text())
     assert [(r["row"], r["entry"]) for r in results] == [("gpp-toy", "GPP"), ("gpp-toy", "PCA"), ("gpp-toy", "GPP")]

@@ -30,6 +30,7 @@ from veil.certify.calibrate import (
     fold_splits,
     least_leaking,
     pooled,
+    refine_points,
 )
 from veil.certify.knob_search import CalibrationConfig
 from veil.certify.resolution import margin_of, null_margin
@@ -225,6 +226,33 @@ def test_a_bracket_is_refined_only_where_it_is_expected_to_keep_more_utility() -
     assert expected_gain(flat, (0.0, 0.5), target) == pytest.approx(
         0.015
     )  # under the default calibration.min_gain: not refined
+
+
+def test_a_refinement_stage_straddles_the_expected_crossing() -> None:
+    """`refine_points`: between an edge needing 0.04 and a neighbour needing 0.11 (positions 0.25 and 0.5) a 0.05
+    bound is expected to be crossed a seventh of the way in (0.2857): four values spread to twice that, two on each
+    side of it, where an even spread would put all four beyond it. No usable crossing (candidates inside, an MI
+    bound): the whole bracket. A crossing at the edge: a quarter of it."""
+    target = parse_target({"excess_gap": 0.05})
+    assert target is not None
+
+    def trail(needs: list[float]) -> list[Candidate]:
+        out = [Candidate(float(i), i / 4, 1, 0.5 + i / 10, {"excess_gap": n}) for i, n in enumerate(needs)]
+        assess(out, target, room(0.0))
+        return out
+
+    far = refine_points(trail([0.0, 0.04, 0.11]), (0.25, 0.5), target, 4)
+    assert far == pytest.approx([0.25 + k * (0.5 / 7) / 5 for k in range(1, 5)])
+    assert sum(p < 0.25 + 0.25 / 7 for p in far) == 2
+    pocket = refine_points(trail([0.04, 0.09, 0.11]), (0.0, 0.5), target, 4)
+    assert pocket == pytest.approx([0.1, 0.2, 0.3, 0.4])
+    at_edge = refine_points(trail([0.0, 0.05, 0.11]), (0.25, 0.5), target, 4)
+    assert at_edge == pytest.approx([0.25 + k * 0.0625 / 5 for k in range(1, 5)])
+    mi = parse_target({"mi/variational/s": 0.1})
+    assert mi is not None
+    assert refine_points(trail([0.0, 0.04, 0.11]), (0.25, 0.5), mi, 2) == pytest.approx(
+        [0.25 + 0.25 / 3, 0.25 + 0.5 / 3]
+    )
 
 
 def test_the_front_says_what_each_target_keeps() -> None:

@@ -15,7 +15,8 @@ A run given a target (or the default one) and not its knob calibrates before it 
 3. Refinement stages (bracketing): `refine` values between the feasible value nearest the useful end and the
    infeasible one beyond it, wherever they lie (the private end included), at most `rounds` times, and only while
    the bracket is expected to keep `min_gain` more utility than its feasible edge (`expected_gain`): each stage
-   trains a population, about as long as a plain run.
+   trains a population, about as long as a plain run, with its values straddling where the bound is expected to be
+   crossed (`refine_points`), so one stage usually lands on both sides of it.
 4. Every candidate is judged together (`assess`): leakage grows with the knob, so each figure is fitted by an
    increasing isotonic regression over the knob from its least leaking candidate on, pooling the noise of
    neighbouring candidates. A candidate is feasible when its certificate will be met with probability
@@ -87,6 +88,8 @@ EXIT_NOT_MET = 3
 MIN_BRACKET = 0.005
 #: a validation utility this much above the feasible edge's marks where the trade-off turns (`bracket`)
 UTILITY_STEP = 0.03
+#: the least share of a bracket a refinement stage spreads its values over (`refine_points`)
+REFINE_MIN_SHARE = 0.25
 #: bootstrap resamples of the validation rows that give each candidate's spread
 VALIDATION_DRAWS = 200
 
@@ -734,7 +737,7 @@ def calibrate(
                 f"utility AUC at most (under calibration.min_gain {config.min_gain:g})"
             )
             break
-        trainer.stage(list(np.linspace(upper[0], upper[1], refine + 2)[1:-1]), stage)
+        trainer.stage(refine_points(trainer.trail, upper, target, refine), stage)
     trail = trainer.trail
     feasible_ones = [c for c in trail if c.feasible]
     # utility grows with the position as leakage does; one validation split's utility is noise near the private
@@ -791,28 +794,54 @@ def bracket(trail: Sequence[Candidate]) -> tuple[float, float] | None:
     return edge.position, upper.position
 
 
-def expected_gain(trail: Sequence[Candidate], bracket_: tuple[float, float], target: Target) -> float:
-    """How much more validation utility refining `bracket_` is expected to find than its feasible edge keeps. With
-    candidates inside the bracket, the most any of them (or its far end) keeps beyond the edge: the limit an excess
-    bound needs does not always grow with the knob, and a feasible pocket may lie anywhere between them. With none,
-    where the limit each end needs (`Candidate.needs`), interpolated linearly in position, crosses each bound: the
-    utility interpolated there minus the edge's. Infinite for a bound that is not interval-checked (eps, MI)."""
+def crossing_share(trail: Sequence[Candidate], bracket_: tuple[float, float], target: Target) -> float | None:
+    """Where, as a share of `bracket_` from its feasible edge, the limit each end needs (`Candidate.needs`),
+    interpolated linearly in position, first crosses a bound. None where that says nothing: a bound that is not
+    interval-checked (eps, MI), an end without a finite figure, or candidates inside the bracket (the limit an
+    excess bound needs does not always grow with the knob, so a feasible pocket may lie anywhere between them)."""
     lo, hi = bracket_
     if any(not b.interval_checked for b in target.bounds):
-        return math.inf
+        return None
+    if len([c for c in trail if lo < c.position <= hi]) > 1:
+        return None
     edge = next(c for c in trail if c.position == lo)
-    inside = [c for c in trail if lo < c.position <= hi]
-    if len(inside) > 1:
-        return max(c.utility for c in inside) - edge.utility
     far = next(c for c in trail if c.position == hi)
     share = 1.0
     for b in target.bounds:
         below, above = edge.needs(b.metric), far.needs(b.metric)
         if not (math.isfinite(below) and math.isfinite(above)):
-            return math.inf
+            return None
         if above > b.limit:
             share = min(share, max(0.0, (b.limit - below) / max(above - below, 1e-12)))
+    return share
+
+
+def expected_gain(trail: Sequence[Candidate], bracket_: tuple[float, float], target: Target) -> float:
+    """How much more validation utility refining `bracket_` is expected to find than its feasible edge keeps: the
+    utility interpolated where the bound is crossed (`crossing_share`) minus the edge's. With candidates inside the
+    bracket, the most any of them (or its far end) keeps beyond the edge, as a feasible pocket may lie anywhere;
+    infinite where the crossing cannot be placed (a bound that is not interval-checked, a figure missing)."""
+    lo, hi = bracket_
+    edge = next(c for c in trail if c.position == lo)
+    inside = [c for c in trail if lo < c.position <= hi]
+    if len(inside) > 1:
+        return max(c.utility for c in inside) - edge.utility
+    share = crossing_share(trail, bracket_, target)
+    if share is None:
+        return math.inf
+    far = next(c for c in trail if c.position == hi)
     return share * (far.utility - edge.utility)
+
+
+def refine_points(trail: Sequence[Candidate], bracket_: tuple[float, float], target: Target, n: int) -> list[float]:
+    """The `n` positions of a refinement stage: spread evenly over the part of `bracket_` from its feasible edge to
+    twice the expected crossing (`crossing_share`; at least a quarter of the bracket), so the stage straddles the
+    boundary instead of spending most of its values where the bound is expected to fail; the whole bracket where
+    the crossing cannot be placed. A wrong guess costs nothing extra: the next stage's bracket still shrinks."""
+    lo, hi = bracket_
+    share = crossing_share(trail, bracket_, target)
+    width = 1.0 if share is None else min(1.0, max(2 * share, REFINE_MIN_SHARE))
+    return [float(p) for p in np.linspace(lo, lo + width * (hi - lo), n + 2)[1:-1]]
 
 
 def worst_excess(c: Candidate, target: Target) -> float:
