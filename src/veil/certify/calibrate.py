@@ -837,7 +837,7 @@ def refine_points(trail: Sequence[Candidate], bracket_: tuple[float, float], tar
     """The `n` positions of a refinement stage: spread evenly over the part of `bracket_` from its feasible edge to
     twice the expected crossing (`crossing_share`; at least a quarter of the bracket), so the stage straddles the
     boundary instead of spending most of its values where the bound is expected to fail; the whole bracket where
-    the crossing cannot be placed. A wrong guess costs nothing extra: the next stage's bracket still shrinks."""
+    the crossing cannot be placed. A wrong guess still shrinks the bracket a further stage (`rounds`) refines."""
     lo, hi = bracket_
     share = crossing_share(trail, bracket_, target)
     width = 1.0 if share is None else min(1.0, max(2 * share, REFINE_MIN_SHARE))
