@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import ray
 
-from veil.datasets.registry import Preloaded, load_dataset
+from veil.datasets.catalog import Preloaded, load_dataset
 from veil.errors import VeilError
 
 CASES: list[tuple[str, dict[str, Any]]] = [

@@ -22,11 +22,11 @@ import time
 from veil.audit.settings import AuditConfig
 from veil.certify.target import default_target
 from veil.certify.wire import audit_wire, wire_capture
-from veil.datasets.registry import load_dataset
+from veil.datasets.catalog import load_dataset
+from veil.methods.builtin import create_method
 from veil.methods.configs.federation import FederationOptions
 from veil.methods.federated.core import FederatedRoles
 from veil.methods.federated.simulation import LocalFederation, plan_federation, run_federation
-from veil.methods.registry import create_method
 
 
 def dataset_value(v: str) -> object:

@@ -25,7 +25,7 @@ from mlflow.tracking import MlflowClient
 from veil.audit.probes import auc_gap
 from veil.certify.calibrate import EXIT_NOT_MET
 from veil.certify.target import default_target
-from veil.datasets.registry import load_dataset
+from veil.datasets.catalog import load_dataset
 from veil.pipeline.execute import RunSpec, execute
 from veil.pipeline.validation import validate
 

@@ -102,7 +102,7 @@ def veil_plan(args: list[str]) -> list[str]:
     ):
         return [*path, "--help"]
     if path[:2] == ["datasets", "partition"]:
-        from veil.datasets.registry import get_dataset_entry
+        from veil.datasets.catalog import get_dataset_entry
 
         if get_dataset_entry(args[2]).kind == "real":
             return [*path, "--help"]

@@ -77,8 +77,8 @@ def test_lower_layers_work_with_ray_mlflow_optuna_blocked():
                 importlib.import_module(info.name)
         from veil.audit.probes import AuditConfig
         from veil.audit.step import audit_release
-        from veil.datasets.registry import load_dataset
-        from veil.methods.registry import create_method
+        from veil.datasets.catalog import load_dataset
+        from veil.methods.builtin import create_method
         ds = load_dataset("gaussian-nodes", {{"n": 200}})
         for name in ("gpp", "d-eigan"):
             m = create_method(name, {{"epochs": 1}}, ds.task())

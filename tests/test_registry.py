@@ -7,9 +7,9 @@ import pytest
 
 from veil.audit.families import PROBE_FAMILIES
 from veil.audit.mi import MI_ESTIMATORS, register_estimator
-from veil.datasets.registry import DATASETS  # the registry module imports every built-in dataset
+from veil.datasets.catalog import DATASETS  # the registry module imports every built-in dataset
 from veil.errors import UnknownNameError
-from veil.methods import METHODS  # loads veil.methods.registry, which imports every built-in method
+from veil.methods import METHODS  # loads veil.methods.builtin, which imports every built-in method
 from veil.methods.federated.aggregation import AGGREGATION_RULES
 from veil.methods.population import POPULATIONS
 from veil.platform.executors import EXECUTORS

@@ -192,7 +192,7 @@ def test_keep_refuses_a_feature_and_an_unknown_run_is_named(runs, monkeypatch, c
 
 def test_the_transform_reproduces_the_training_features_and_survives_the_cache(in_tmp) -> None:
     """The recorded transform applied to the training file gives back the dataset's own feature matrix."""
-    from veil.datasets.registry import dataset_params, load_dataset
+    from veil.datasets.catalog import dataset_params, load_dataset
 
     table(400, 11).to_csv("t.csv", index=False)
     ds = load_dataset("t.csv", dataset_params("t.csv", {"utility": "approved", "sensitive": "group"}))

@@ -13,8 +13,8 @@ import dataclasses
 import numpy as np
 import torch
 
-from veil.datasets.registry import load_dataset
-from veil.methods.registry import create_method
+from veil.datasets.catalog import load_dataset
+from veil.methods.builtin import create_method
 
 
 def main() -> None:

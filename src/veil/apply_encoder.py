@@ -56,7 +56,7 @@ def load_released_method(config_file: Path, state_file: Path) -> Any:
     import torch
 
     from veil.datasets.base import TaskSpec
-    from veil.methods.registry import create_method, method_config
+    from veil.methods.builtin import create_method, method_config
 
     meta = json.loads(config_file.read_text())
     task = TaskSpec(**meta["task"])

@@ -20,10 +20,10 @@ from veil.certify.certificate import certify
 from veil.certify.target import default_target, parse_target
 from veil.certify.wire import WireCapture, attach, audit_wire, sampled_rounds, view_data, wire_capture
 from veil.datasets.base import Dataset
-from veil.datasets.registry import load_dataset
+from veil.datasets.catalog import load_dataset
+from veil.methods.builtin import create_method
 from veil.methods.configs.federation import FederationOptions
 from veil.methods.federated.simulation import LocalFederation, plan_federation, run_federation
-from veil.methods.registry import create_method
 
 CFG = AuditConfig(hidden=(32,), epochs=5, bootstrap=400, suite=("logistic", "hist-gradient-boosting"))
 TOL = 1e-12

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 import veil.datasets
-from veil.datasets.cards import card_dirs, card_names, load_card, read_card, validate_card
-from veil.datasets.registry import DATASETS
+from veil.datasets.card_files import card_dirs, card_names, load_card, read_card, validate_card
+from veil.datasets.catalog import DATASETS
 from veil.errors import DataError, UnknownNameError
 
 REPO = Path(__file__).resolve().parents[2]

@@ -409,7 +409,7 @@ def test_local_copy_matching_a_sources_checksum_is_verified(cache, tmp_path, mon
 def test_every_automatic_download_has_a_checksum():
     """Every file a shipped card downloads by itself is checked against a sha256 on record: its own, its source's,
     or the archive's it comes in. (Cards without automatic sources, e.g. MIMIC, fetch only from the user's copy.)"""
-    from veil.datasets.cards import card_names, load_card
+    from veil.datasets.card_files import card_names, load_card
 
     missing = []
     for name in card_names():

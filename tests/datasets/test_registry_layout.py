@@ -8,14 +8,14 @@ import pytest
 
 import veil.config
 import veil.datasets
-import veil.datasets.registry as registry
+import veil.datasets.catalog as registry
 from import_graph import cycles, graph
 from veil.datasets import dataset_params, get_dataset_entry, load_dataset
 from veil.datasets.synthetic import CorrelatedParams, MixtureParams
 
 
 def _counting_build(monkeypatch: pytest.MonkeyPatch) -> list[type]:
-    """Wrap veil.config.build (and any alias of it in veil.datasets.registry) to record each call."""
+    """Wrap veil.config.build (and any alias of it in veil.datasets.catalog) to record each call."""
     calls: list[type] = []
     real = veil.config.build
 

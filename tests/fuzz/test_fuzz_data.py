@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from veil.datasets import load_dataset
 from veil.datasets.base import Dataset
-from veil.datasets.cards import (
+from veil.datasets.card_files import (
     _COLUMN_KEYS,
     _FILE_KEYS,
     _LABEL_KEYS,

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from veil.audit.settings import AuditConfig
-from veil.datasets.registry import DATASETS
+from veil.datasets.catalog import DATASETS
 from veil.methods import METHODS
 from veil.methods.cards import is_federated
 from veil.methods.configs.federation import FederationOptions

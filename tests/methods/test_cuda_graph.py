@@ -12,7 +12,7 @@ import torch
 
 import veil.methods.base as base
 from veil.datasets import load_dataset
-from veil.datasets.registry import dataset_params
+from veil.datasets.catalog import dataset_params
 from veil.methods import create_method
 from veil.methods.base import BatchSampler, TrainContext
 from veil.methods.cards import method_names

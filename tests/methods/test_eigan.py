@@ -8,8 +8,8 @@ import pytest
 
 from veil.datasets import load_dataset
 from veil.methods import create_method, method_config
+from veil.methods.builtin import get_method
 from veil.methods.federated.ensemble import StackedOptimizer
-from veil.methods.registry import get_method
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from veil.datasets import load_dataset
-from veil.datasets.registry import dataset_params
+from veil.datasets.catalog import dataset_params
 from veil.methods import create_method, method_config
 from veil.methods.base import TrainContext
 from veil.methods.federated.ensemble import StackedOptimizer

@@ -19,9 +19,9 @@ from veil.audit.probes import audit
 from veil.audit.settings import AuditConfig
 from veil.datasets.base import Dataset
 from veil.methods.base import MethodConfig
+from veil.methods.builtin import create_method, get_method
 from veil.methods.federated.core import EncodersStayHome, FederatedRoles
 from veil.methods.federated.simulation import run_in_process
-from veil.methods.registry import create_method, get_method
 
 SMALL = {"d_z": 3, "batch_size": 32, "seed": 0, "release_seed": 0}
 """Values every check sets (reproducible releases: the round trip compares z)."""
@@ -95,7 +95,7 @@ def check_method(name: str, values: Mapping[str, Any], data: Dataset) -> dict[st
 def main(argv: list[str] | None = None) -> int:
     import yaml
 
-    from veil.datasets.registry import load_dataset
+    from veil.datasets.catalog import load_dataset
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("name", help="a registered method (plugins included)")

@@ -61,8 +61,8 @@ from veil.datasets.base import Dataset, split_indices
 from veil.datasets.loading import subsample
 from veil.errors import ConfigError, DataError
 from veil.methods.base import Method
+from veil.methods.builtin import get_method
 from veil.methods.configs.base import PrivacyKnob
-from veil.methods.registry import get_method
 from veil.randomness import derive_seed
 
 if TYPE_CHECKING:
@@ -545,8 +545,8 @@ class Trainer:
         """Each value's method trained on `ds`'s train rows, its history, release of the fit and scored rows, and
         audit report."""
         from veil.methods.base import TrainContext
+        from veil.methods.builtin import create_method
         from veil.methods.population import plan_population, population_form
-        from veil.methods.registry import create_method
 
         configs = self.configs(values)
         name = self.v.spec.method

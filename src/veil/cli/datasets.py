@@ -97,8 +97,8 @@ def parse_params(items: list[str]) -> dict[str, Any]:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    from veil.datasets.catalog import DATASETS
     from veil.datasets.fetch import is_fetched
-    from veil.datasets.registry import DATASETS
     from veil.plugins import load_plugins
 
     load_plugins()
@@ -123,9 +123,9 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from veil.datasets.cards import card_text, load_card
+    from veil.datasets.card_files import card_text, load_card
+    from veil.datasets.catalog import get_dataset_entry, load_dataset
     from veil.datasets.fetch import is_fetched, raw_dir
-    from veil.datasets.registry import get_dataset_entry, load_dataset
 
     entry = get_dataset_entry(args.name)
     if entry.kind != "real":  # synthetic generators and user files have no card
@@ -171,8 +171,8 @@ def _print_params(entry: Any) -> None:
 
 
 def cmd_fetch(args: argparse.Namespace) -> int:
+    from veil.datasets.catalog import DATASETS, get_dataset_entry
     from veil.datasets.fetch import fetch
-    from veil.datasets.registry import DATASETS, get_dataset_entry
 
     entry = get_dataset_entry(args.name)
     if entry.kind != "real":
@@ -186,9 +186,9 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    from veil.datasets.catalog import get_dataset_entry
     from veil.datasets.counts import check_counts
     from veil.datasets.fetch import verify
-    from veil.datasets.registry import get_dataset_entry
 
     get_dataset_entry(args.name)
     ok = True
@@ -204,8 +204,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
+    from veil.datasets.catalog import load_dataset
     from veil.datasets.partition import describe, parse_scheme, partition
-    from veil.datasets.registry import load_dataset
 
     try:
         scheme, kw = parse_scheme(args.scheme)

@@ -302,7 +302,7 @@ def check_run_tracking(uri: str | None, address: str | None, args: argparse.Name
 
 def check_run(v: Any) -> int:
     """`veil run --check`: the parameters are valid and the data load; nothing trains, nothing is logged."""
-    from veil.datasets.registry import load_dataset
+    from veil.datasets.catalog import load_dataset
     from veil.pipeline.validation import check_release, check_target
 
     ds = load_dataset(v.spec.dataset, v.dataset_config)

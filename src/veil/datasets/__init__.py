@@ -26,8 +26,7 @@ from veil.lazy import lazy_exports
 if TYPE_CHECKING:
     from veil.datasets import partition
     from veil.datasets.base import Dataset, Split, TaskSpec, make_dataset
-    from veil.datasets.partition import SCHEMES, parse_scheme
-    from veil.datasets.registry import (
+    from veil.datasets.catalog import (
         DATASETS,
         DatasetEntry,
         cache_dir,
@@ -36,6 +35,7 @@ if TYPE_CHECKING:
         load_dataset,
         register_dataset,
     )
+    from veil.datasets.partition import SCHEMES, parse_scheme
 
 __all__ = [
     "DATASETS",
@@ -62,7 +62,7 @@ _DEFINED_IN = {
     "SCHEMES": "partition",
     "parse_scheme": "partition",
 }
-"""Where a name of `__all__` is defined; the others come from `registry`, which registers every built-in dataset
+"""Where a name of `__all__` is defined; the others come from `catalog`, which registers every built-in dataset
 (the table `DATASETS` holds them all, as it did when this package imported everything)."""
 
-__getattr__ = lazy_exports(__name__, {n: None if n == "partition" else _DEFINED_IN.get(n, "registry") for n in __all__})
+__getattr__ = lazy_exports(__name__, {n: None if n == "partition" else _DEFINED_IN.get(n, "catalog") for n in __all__})

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from veil.datasets.cards import load_card
+from veil.datasets.card_files import load_card
 from veil.datasets.fetch import require_fetched, storage_name
 
 

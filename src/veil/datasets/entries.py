@@ -1,7 +1,7 @@
 """The dataset table: `DatasetEntry`, the `DATASETS` registry and the `register_dataset` decorator.
 
 The bottom of veil.datasets: it imports only veil.datasets.base, so generators and loaders can register
-themselves without importing the registry's lookup and loading code (veil.datasets.registry)."""
+themselves without importing the registry's lookup and loading code (veil.datasets.catalog)."""
 
 from __future__ import annotations
 

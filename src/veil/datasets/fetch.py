@@ -36,7 +36,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Iterator
 
 from veil.datasets.cache import cache_dir
-from veil.datasets.cards import Card, load_card
+from veil.datasets.card_files import Card, load_card
 from veil.datasets.formats import celeba_square, read_celeba_attrs
 from veil.errors import DataError
 

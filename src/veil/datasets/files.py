@@ -29,7 +29,7 @@ import pandas as pd
 
 from veil.config import param
 from veil.datasets.base import Dataset, assemble, split_indices
-from veil.datasets.cards import read_card
+from veil.datasets.card_files import read_card
 from veil.datasets.entries import DatasetEntry
 from veil.datasets.transform import Column
 from veil.errors import DataError

@@ -10,7 +10,7 @@ import pandas as pd
 
 from veil.config import param
 from veil.datasets.base import Dataset, assemble
-from veil.datasets.cards import load_card
+from veil.datasets.card_files import load_card
 from veil.datasets.files import read_table, table_to_dataset
 from veil.datasets.loading import drop_constant_onehots, onehot, random_split, raw_file, register_real
 from veil.errors import DataError

@@ -16,7 +16,7 @@ from veil.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext
-    from veil.methods.registry import create_method, get_method, method_config
+    from veil.methods.builtin import create_method, get_method, method_config
     from veil.methods.table import METHODS, register_method
 
 __all__ = [
@@ -32,11 +32,11 @@ __all__ = [
     "register_method",
 ]
 
-# METHODS through the registry, whose import registers every built-in method; register_method from the table
+# METHODS through `builtin`, whose import registers every built-in method; register_method from the table
 __getattr__ = lazy_exports(
     __name__,
     {
-        n: "table" if n == "register_method" else "base" if n[0].isupper() and n != "METHODS" else "registry"
+        n: "table" if n == "register_method" else "base" if n[0].isupper() and n != "METHODS" else "builtin"
         for n in __all__
     },
 )

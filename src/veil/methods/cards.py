@@ -48,7 +48,7 @@ BUILT_IN: tuple[type[MethodCard], ...] = (
     DGPPCard,
     LDPFedAvgCard,
 )
-"""Every built-in method's card, in the order `veil.methods.registry` registers the methods."""
+"""Every built-in method's card, in the order `veil.methods.builtin` registers the methods."""
 
 CARDS: dict[str, type[MethodCard]] = {card.name: card for card in BUILT_IN}
 """The built-in cards by method name."""

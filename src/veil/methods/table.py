@@ -1,6 +1,6 @@
 """The method table: `METHODS` (method classes by kebab-case name) and the `register_method` decorator.
 
-The bottom of the method registry, torch-free: method modules (and plugins) register here, `veil.methods.registry`
+The bottom of the method registry, torch-free: method modules (and plugins) register here, `veil.methods.builtin`
 imports every built-in method so that the table is full once it is loaded, and `veil.methods.cards` reads the
 plugins' classes from here without importing a built-in method's torch code."""
 
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from veil.methods.base import Method
 
 METHODS: Registry[type[Method]] = Registry("method")
-"""Every registered method class by name (full once `veil.methods.registry` is loaded; plugins add theirs)."""
+"""Every registered method class by name (full once `veil.methods.builtin` is loaded; plugins add theirs)."""
 
 
 def register_method(cls: type[Method]) -> type[Method]:

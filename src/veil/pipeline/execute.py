@@ -20,9 +20,9 @@ from veil.certify.calibrate import EXIT_NOT_MET, Calibration, Runner, calibrate
 from veil.certify.certificate import Certificate, certify
 from veil.config import as_params
 from veil.datasets.base import Dataset
-from veil.datasets.registry import NOTHING, Preloaded
+from veil.datasets.catalog import NOTHING, Preloaded
 from veil.datasets.transform import FeatureTransform
-from veil.methods.registry import get_method
+from veil.methods.builtin import get_method
 from veil.pipeline.runspec import (
     RUN_KEYS,
     RunSpec,
@@ -618,7 +618,7 @@ def load_method(state_file: str | Path, method: str, config: Mapping[str, Any], 
     """Rebuild a trained method from a `model/state.pt` artifact (loaded with weights_only=True)."""
     import torch
 
-    from veil.methods.registry import create_method
+    from veil.methods.builtin import create_method
 
     m = create_method(method, config, task)
     m.load_state(torch.load(state_file, weights_only=True))

@@ -116,7 +116,7 @@ class RunSpec:
         return {"seed": self.seed, **self.params}
 
     def dataset_values(self) -> dict[str, Any]:
-        from veil.datasets.registry import get_dataset_entry
+        from veil.datasets.catalog import get_dataset_entry
 
         values = dict(self.dataset_params)
         try:
@@ -255,7 +255,7 @@ class KeyRouter:
     def for_run(cls, method: str, dataset: str) -> KeyRouter:
         """The router for runs of `method` on `dataset` (unknown names raise, listing the valid ones)."""
         from veil.audit.settings import AuditConfig
-        from veil.datasets.registry import get_dataset_entry
+        from veil.datasets.catalog import get_dataset_entry
         from veil.methods.cards import is_federated, method_card
         from veil.methods.configs.federation import FederationOptions
 

@@ -25,9 +25,9 @@ import torch
 from veil.console import logger, warn
 from veil.datasets.base import Dataset
 from veil.methods.base import TrainContext
+from veil.methods.builtin import create_method
 from veil.methods.federated.core import FederatedRoles
 from veil.methods.federated.simulation import FederationOutcome, FederationPlan
-from veil.methods.registry import create_method
 from veil.registry import Registry
 
 if TYPE_CHECKING:

@@ -175,7 +175,7 @@ class CoordinatorService(Coordinated):
     def __init__(self, layout: HostLayout, hosts: list[Any], *, seed: int, tap: Tap | None = None) -> None:
         import ray
 
-        from veil.methods.registry import create_method
+        from veil.methods.builtin import create_method
 
         method = create_method(layout.method_name, layout.config, layout.task)  # the validated config, not rebuilt
         assert isinstance(method, FederatedRoles), f"{layout.method_name} is not a federated method"
@@ -240,7 +240,7 @@ def start_hosts(layout: HostLayout) -> list[Any]:
     import ray
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    from veil.methods.registry import get_method
+    from veil.methods.builtin import get_method
 
     actor_cls: Any = ray.remote(NodeHost)
     threads = max(1, int(layout.cpus_per_actor))

@@ -66,7 +66,7 @@ from veil.sweeps.trial import (
 )
 
 if TYPE_CHECKING:
-    from veil.datasets.registry import Preloaded
+    from veil.datasets.catalog import Preloaded
 
 
 def default_name(spec: SweepSpec) -> str:
@@ -240,7 +240,7 @@ def fit_to_cluster(spec: SweepSpec) -> SweepSpec:
 def preload(spec: SweepSpec) -> Preloaded | None:
     """Each seed's dataset, loaded once by the driver and shipped to every trial through Ray's object store
     (`trainable`); None when the space searches a dataset parameter (each trial then loads its own)."""
-    from veil.datasets.registry import Preloaded
+    from veil.datasets.catalog import Preloaded
     from veil.pipeline.validation import validate
 
     if any(sp.canonical.startswith("dataset.") for sp in spec.space):
@@ -256,7 +256,7 @@ def preload_in_background(spec: SweepSpec) -> Future[Preloaded | None]:
 
 def labels_need_data(spec: SweepSpec) -> bool:
     """Whether `check_dataset_labels` must see the data before Ray starts: per-label metrics, or a user's file."""
-    from veil.datasets.registry import is_file_dataset
+    from veil.datasets.catalog import is_file_dataset
 
     per_label = any(metric_label(m) for m in [*spec.metrics, *(c.metric for c in spec.constraints)])
     return per_label or is_file_dataset(spec.dataset)
@@ -267,7 +267,7 @@ def check_dataset_labels(spec: SweepSpec, data: Preloaded | None) -> None:
     (so checked) with every seed's split: refused before Ray starts or the parent run exists rather than failing
     every trial. For a spec where `labels_need_data`. `data`: what `preload` loaded, every seed's dataset (read
     here, not copied); None when the space searches a dataset parameter, and the seeds' datasets load here."""
-    from veil.datasets.registry import is_file_dataset, load_dataset
+    from veil.datasets.catalog import is_file_dataset, load_dataset
     from veil.pipeline.validation import validate
 
     if data is not None and data.datasets:

@@ -65,7 +65,7 @@ class _Sections:
         self.router: KeyRouter | None = None
         if not check:
             return
-        from veil.datasets.registry import get_dataset_entry
+        from veil.datasets.catalog import get_dataset_entry
         from veil.methods.cards import method_card
 
         try:
@@ -99,7 +99,7 @@ class _Sections:
 
 def _check_values(spec_fields: dict[str, Any], sp: SearchParam, where: str) -> None:
     """Every end point / categorical value must build a valid method or dataset config."""
-    from veil.datasets.registry import dataset_params
+    from veil.datasets.catalog import dataset_params
     from veil.methods.cards import method_config
 
     probes = list(sp.values) if sp.type == "categorical" else [sp.low, sp.high]
@@ -254,7 +254,7 @@ def _check_population(spec: SweepSpec, where: str) -> None:
     """A population (> 1) needs a centralized method with a population form, trained inline on one worker."""
     if spec.population == 1:
         return
-    import veil.methods.registry  # noqa: F401  (importing every built-in method registers their population forms)
+    import veil.methods.builtin  # noqa: F401  (importing every built-in method registers their population forms)
     from veil.methods.population import population_methods
 
     names = population_methods()

@@ -38,7 +38,7 @@ from veil.sweeps.space import decode_value, format_value
 from veil.tracking import PARENT_TAG
 
 if TYPE_CHECKING:
-    from veil.datasets.registry import Preloaded
+    from veil.datasets.catalog import Preloaded
 
 CTX_KEY = "_veil"
 
