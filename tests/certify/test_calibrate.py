@@ -253,6 +253,8 @@ def test_a_refinement_stage_straddles_the_expected_crossing() -> None:
     assert refine_points(trail([0.0, 0.04, 0.11]), (0.25, 0.5), mi, 2) == pytest.approx(
         [0.25 + 0.25 / 3, 0.25 + 0.5 / 3]
     )
+    # an MI bound is not interval-checked: refining is always worth a stage, candidates inside or not
+    assert expected_gain(trail([0.04, 0.09, 0.11]), (0.0, 0.5), mi) == math.inf
 
 
 def test_the_front_says_what_each_target_keeps() -> None:

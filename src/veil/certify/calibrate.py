@@ -822,6 +822,8 @@ def expected_gain(trail: Sequence[Candidate], bracket_: tuple[float, float], tar
     bracket, the most any of them (or its far end) keeps beyond the edge, as a feasible pocket may lie anywhere;
     infinite where the crossing cannot be placed (a bound that is not interval-checked, a figure missing)."""
     lo, hi = bracket_
+    if any(not b.interval_checked for b in target.bounds):
+        return math.inf
     edge = next(c for c in trail if c.position == lo)
     inside = [c for c in trail if lo < c.position <= hi]
     if len(inside) > 1:
