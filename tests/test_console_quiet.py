@@ -4,6 +4,7 @@ logging level when imported), from an empty directory (so MLflow creates its dat
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -29,8 +30,8 @@ def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return {**base, **(extra or {})}
 
 
-def start(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "veil.cli", *args]
+def start(cwd: Path, *args: str, env: dict[str, str] | None = None, launcher: Path | None = None) -> subprocess.Popen:
+    cmd = [sys.executable, *([str(launcher)] if launcher else ["-m", "veil.cli"]), *args]
     return subprocess.Popen(cmd, cwd=cwd, env=_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -46,6 +47,14 @@ def assert_only_veil_lines(proc: subprocess.CompletedProcess) -> None:
     assert [ln for ln in lines if not VEIL_LINE.match(ln)] == []
     assert not [n for n in NOISE if n in proc.stdout]
     assert lines[-1].startswith("MLflow run ")
+
+
+def assert_no_name_added_beside_a_thread(writes: Path, veils: str) -> None:
+    """The run's environment writes (`support/env_writes.py`): Veil's `veils`, MLflow's telemetry switch and
+    Ray's PYTHONBREAKPOINT among them, and none that added a name while another Python thread was alive."""
+    recorded = [json.loads(line) for line in writes.read_text().splitlines()]
+    assert [w for w in recorded if w["op"] == "set" and w["new"] and w["others"]] == []
+    assert {veils, "MLFLOW_DISABLE_TELEMETRY", "PYTHONBREAKPOINT"} <= {w["key"] for w in recorded}
 
 
 PCA = ["run", "-m", "pca", "-d", "gaussian-quadrant", "-p", "n=400", "--set", "audit.epochs=2"]
@@ -87,17 +96,21 @@ def _stop(pids: set[int]) -> None:
 @pytest.mark.slow
 def test_federated_run_on_ray_prints_only_veils_lines(tmp_path):
     """Nodes in Ray actors (runtime virtual): no forwarded worker lines (`core_worker.cc ... E`), no notice of
-    Ray's token authentication."""
+    Ray's token authentication; and no other thread ran while a name was added to the environment."""
     ray_tmp = f"/tmp/vq-{uuid.uuid4().hex[:8]}"  # Ray's socket paths have a length limit
     args = ["run", "-m", "d-eigan", "-d", "gaussian-nodes", "--set", "K=4", "--set", "epochs=2", "--target", "none"]
+    writes = tmp_path / "env-writes.jsonl"
+    env = {"RAY_TMPDIR": ray_tmp, "VEIL_TEST_ENV_WRITES": str(writes)}
     try:
-        proc = finish(start(tmp_path, *args, "--set", "audit.epochs=2", "--quiet", env={"RAY_TMPDIR": ray_tmp}))
+        proc = finish(start(tmp_path, *args, "--set", "audit.epochs=2", "--quiet", env=env, launcher=ENV_WRITES))
     finally:
         _stop(_pids_with(ray_tmp))
     assert_only_veil_lines(proc)
     assert "executor federated:virtual" in proc.stdout and "rounds 2  bytes up " in proc.stdout
+    assert_no_name_added_beside_a_thread(writes, "RAY_OVERRIDE_JOB_RUNTIME_ENV")
 
 
+ENV_WRITES = Path(__file__).parent / "support" / "env_writes.py"
 SLOW_SWEEP = """\
 method: gpp
 dataset: gaussian-correlated
@@ -114,15 +127,16 @@ concurrency: 1
 @pytest.mark.ray
 @pytest.mark.slow
 def test_interrupted_sweep_ends_with_veils_resume_hint(tmp_path):
-    """Ctrl-C: Tune stops the sweep; its `Tuner.restore(...)` advice is not shown, Veil's hint comes last."""
+    """Ctrl-C: Tune stops the sweep; its `Tuner.restore(...)` advice is not shown, Veil's hint comes last. Up to
+    there no other thread ran while a name was added to the environment (a rare SIGSEGV at start: process_env)."""
     (tmp_path / "slow.yaml").write_text(SLOW_SWEEP)
     ray_tmp = f"/tmp/vq-{uuid.uuid4().hex[:8]}"
-    log = tmp_path / "sweep.log"
+    log, writes = tmp_path / "sweep.log", tmp_path / "env-writes.jsonl"
     with open(log, "w") as out:
         driver = subprocess.Popen(
-            [sys.executable, "-m", "veil.cli", "sweep", "slow.yaml", "--name", "cut"],
+            [sys.executable, str(ENV_WRITES), "sweep", "slow.yaml", "--name", "cut"],
             cwd=tmp_path,
-            env=_env({"RAY_TMPDIR": ray_tmp}),
+            env=_env({"RAY_TMPDIR": ray_tmp, "VEIL_TEST_ENV_WRITES": str(writes)}),
             stdout=out,
             stderr=subprocess.STDOUT,
         )
@@ -141,6 +155,7 @@ def test_interrupted_sweep_ends_with_veils_resume_hint(tmp_path):
     lines = [ln for ln in text.splitlines() if ln.strip()]
     assert lines[-1] == "error: the sweep was interrupted before every trial ran; continue it with `veil resume cut`"
     assert "Tuner.restore" not in text and "Token authentication" not in text
+    assert_no_name_added_beside_a_thread(writes, "TUNE_GLOBAL_CHECKPOINT_S")
 
 
 def test_warnings_go_through_the_veil_logger(capsys):

@@ -4,6 +4,7 @@ nightly | sync | ui), each with its `add_parser`; `main` wires them and turns a 
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import os
 import sys
 from typing import Sequence
@@ -39,13 +40,26 @@ def add_verbose_flag(parser: argparse.ArgumentParser) -> None:
                 add_verbose_flag(sub)
 
 
+def report_crashes() -> None:
+    """A crash in native code prints every thread's Python stack on stderr, for the bug report (unless a
+    handler is on already, or stderr has no file descriptor, as under a test's capture)."""
+    if faulthandler.is_enabled():
+        return
+    try:
+        faulthandler.enable()
+    except (AttributeError, ValueError, OSError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    from veil import signals
+    from veil import process_env, signals
     from veil.console import set_verbose
 
+    report_crashes()
     parser = build_parser()
     add_verbose_flag(parser)
     args = parser.parse_args(argv)
+    process_env.settle()  # first, on this thread: see process_env
     set_verbose(getattr(args, "verbose", False))
     signals.install()
     try:

@@ -208,19 +208,15 @@ def execute_loaded(
     """`execute` on data already loaded for `v`: check, calibrate the knob when the run asks for it, plan with the
     run's executor, track."""
     from veil.platform.executors import get_executor, local_device
-    from veil.tracking.mlflow_run import open_store_in_background
 
     check_release(v, ds)
     check_target(v, ds)  # cheap: before the executor, which may start Ray to place a federation
     storage = storage or Path(".veil") / "ray"
-    store = open_store_in_background(v.spec.tracking_uri)  # while the executor plans (and may start Ray)
     job = get_executor(v.executor)(v, ds, storage)  # its refusals come before calibration's minutes
     if v.calibration is None:
-        store.result()
         return track(v, ds, job, on_epoch=on_epoch, parent_run_id=parent_run_id, note=note)
     runner = Runner(local_device(v.spec.use_gpu) if v.executor != "federated" else "cpu", get_executor)
     cal = calibrate(v, ds, v.target, v.calibration, runner, note, on_epoch)
-    store.result()
     v, job = calibrated_job(v, ds, cal, storage)
     trains = cal.method is None  # trained again (a federation); else its epochs are only logged
     return track(

@@ -6,7 +6,7 @@ import os
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping
 
-from veil import signals
+from veil import process_env, signals
 from veil.console import verbose
 from veil.tracking.journal import journal_env
 
@@ -33,9 +33,7 @@ def ensure_ray(address: str | None = None, *, log_to_driver: bool | None = None)
 
     if ray.is_initialized():
         return False
-    # Submitted as a Ray job with env_vars of its own (`ray job submit --runtime-env-json ...`), ray.init's
-    # runtime_env would conflict with the job's and fail; this makes Ray combine them (Veil's thread caps win).
-    os.environ.setdefault("RAY_OVERRIDE_JOB_RUNTIME_ENV", "1")
+    process_env.settle()
     ray.init(
         address=address or os.environ.get("RAY_ADDRESS") or "local",
         include_dashboard=False,

@@ -15,17 +15,15 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import time
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from veil import process_env
 from veil.console import warn
 from veil.errors import ConfigError, VeilError
-from veil.lazy import in_background
 from veil.platform.cluster import ray_session
 from veil.sweeps.metrics import metric_label
 from veil.sweeps.monitor import SweepMonitor
@@ -175,15 +173,8 @@ def build_tuner(spec: SweepSpec, ctx: Mapping[str, Any], exp_dir: Path, monitor:
 
 
 def tune_defaults() -> None:
-    """Driver-side Tune settings (an explicit environment variable wins)."""
-    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # the legacy reporter honours verbose=0: our monitor prints
-    # Tune snapshots the experiment every 10 s or more by default; trials here take seconds, so snapshot
-    # every 2 s: after a driver kill fewer finished trials have to run again.
-    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "2")
-    # Trials report to MLflow. Tune's own result files (JSON, CSV, TensorBoard, which cannot take a population's
-    # per-member list) would be unread copies written on every report, and at the end of `fit` Tune reads each
-    # trial's back into a DataFrame that nothing uses and the driver holds to the end.
-    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    """Driver-side Tune settings (`process_env.DEFAULTS`; an explicit environment variable wins)."""
+    process_env.settle()
     quiet_missing_result_files()
 
 
@@ -246,12 +237,6 @@ def preload(spec: SweepSpec) -> Preloaded | None:
     if any(sp.canonical.startswith("dataset.") for sp in spec.space):
         return None
     return Preloaded.of(spec.dataset, [validate(spec.run_spec({}, seed)).dataset_config for seed in spec.seeds])
-
-
-def preload_in_background(spec: SweepSpec) -> Future[Preloaded | None]:
-    """`preload` (and the import of the run machinery it needs) on a thread of its own, while Ray starts;
-    `.result()` waits for it and raises its error."""
-    return in_background(preload, spec, name="veil-preload")
 
 
 def labels_need_data(spec: SweepSpec) -> bool:
@@ -335,7 +320,6 @@ def run_sweep(
     from veil.tracking.mlflow_run import (
         TrackedRun,
         check_tracking,
-        open_store_in_background,
         require_shared_store,
         uri_source,
     )
@@ -360,16 +344,13 @@ def run_sweep(
     require_shared_store(uri, joins_cluster(address), uri_source(tracking_uri))
     recover(uri, "veil sweep")
     t0 = time.time()
-    loading = preload_in_background(spec)  # while Ray starts, unless the labels must be checked before
+    data = preload(spec)  # before Ray starts: no thread of Veil's runs while ray.init sets its variables
     if labels_need_data(spec):
-        check_dataset_labels(spec, loading.result())
+        check_dataset_labels(spec, data)
     tune_defaults()
-    store = open_store_in_background(uri, spec.experiment)  # while Ray starts
     with ray_session(address):
         t_ray = time.time()
         spec = fit_to_cluster(spec)
-        data = loading.result()
-        store.result()
         parent = TrackedRun.start(
             uri,
             spec.experiment,
@@ -563,10 +544,9 @@ def resume_sweep(
     spec = sweep_from_mapping(state["spec"], where=state["source"])
     require_shared_store(sref.tracking_uri, joins_cluster(address), f"sweep {sref.name}'s tracking URI")
     t0 = time.time()
-    loading = preload_in_background(spec)  # while Ray starts
+    data = preload(spec)
     tune_defaults()
     with ray_session(address):
-        data = loading.result()
         try:
             reopen_parent(sref.tracking_uri, sref.parent_run_id)
             if not quiet:

@@ -28,26 +28,11 @@ if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
 
 JOURNAL_ENV = "VEIL_JOURNAL_DIR"
-HTTP_DEFAULTS = {
-    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",  # MLflow's 7 retries with backoff 2 stall ~249 s per call
-    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",  # waits 1 s, then 2 s
-    "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0.5",
-    "MLFLOW_HTTP_REQUEST_TIMEOUT": "15",  # seconds per attempt (MLflow: 120)
-}
-"""Environment defaults for MLflow's HTTP client in every Veil process; a value the user set wins. A refused
-connection then fails in ~3 s, a server that hangs in at most ~50 s, before the run goes to the journal."""
-
 HOST_TAG, PID_TAG, PID_START_TAG = "veil.host", "veil.pid", "veil.pid_start"
 LATE_TAG = "veil.late"
 OFFLINE_PREFIX = "offline-"
 IDS_FILE = "ids.json"
 STALE_SEARCH_MAX = 200
-
-
-def set_http_defaults() -> None:
-    """Short MLflow HTTP retries and timeouts for this process (and what it starts), unless the user set them."""
-    for key, value in HTTP_DEFAULTS.items():
-        os.environ.setdefault(key, value)
 
 
 def journal_root() -> Path:

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence
 from urllib.parse import urlsplit
 
+from veil import process_env
 from veil.console import warn
 from veil.errors import ConfigError, TrackingUnavailable
-from veil.lazy import in_background
 from veil.tracking import journal
 from veil.tracking.journal import Journal
 
@@ -228,7 +228,7 @@ def client(uri: str) -> MlflowClient:
     """The one place Veil builds an `MlflowClient` (explicit tracking URI, no fluent global state)."""
     from mlflow.tracking import MlflowClient
 
-    journal.set_http_defaults()
+    process_env.settle()
     if uri.startswith("sqlite:///") and uri not in _schema_ready:
         _open_store_once(uri)
     return MlflowClient(tracking_uri=uri)
@@ -244,29 +244,6 @@ def _open_store_once(uri: str) -> None:
     with FileLock(f"{local_store(uri)}.lock", timeout=SCHEMA_LOCK_TIMEOUT_S):
         MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
     _schema_ready.add(uri)
-
-
-def open_store_in_background(uri: str | None, experiment: str | None = None) -> Future[None]:
-    """Import MLflow and open an embedded (sqlite) store on a thread of its own, ahead of the first write, while the
-    caller starts Ray or plans its run (the import and the store's schema check take seconds). Without `experiment`
-    only a store that exists already is opened, so a run refused after this leaves no file behind; with it, the
-    experiment is got or created too (a caller past its refusals). `.result()` waits for it. A failure is left to
-    the first write (`TrackedRun.start`), which reports it."""
-    resolved = resolve_tracking_uri(uri)
-
-    def open_store() -> None:
-        from mlflow.tracking import MlflowClient  # noqa: F401 - the import is half the cost
-
-        db = local_store(resolved) if resolved.startswith("sqlite:///") else None
-        try:
-            if db is not None and experiment is not None:
-                experiment_id(resolved, experiment)
-            elif db is not None and db.exists():
-                client(resolved)
-        except Exception:  # noqa: BLE001 - the first write meets the same error and reports it
-            pass
-
-    return in_background(open_store, name="veil-store")
 
 
 def experiment_id(uri: str, name: str) -> str:
