@@ -26,8 +26,11 @@ NOISE = ("Creating initial MLflow database tables", "Token authentication", "cor
 
 
 def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "VEIL_VERBOSE", "RAY_ADDRESS"))}
-    return {**base, **(extra or {})}
+    """A new user's environment: none of what Veil (or a run earlier in this process) sets for itself."""
+    from veil.process_env import DEFAULTS
+
+    drop = ("MLFLOW_", "VEIL_VERBOSE", "RAY_ADDRESS", *DEFAULTS)
+    return {**{k: v for k, v in os.environ.items() if not k.startswith(drop)}, **(extra or {})}
 
 
 def start(cwd: Path, *args: str, env: dict[str, str] | None = None, launcher: Path | None = None) -> subprocess.Popen:
