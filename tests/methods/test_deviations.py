@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from veil.datasets.base import TaskSpec
+from veil.datasets.dataset import TaskSpec
 from veil.methods import METHODS, create_method, method_config
 from veil.methods.configs.eigan import EIGAN_PAPER_VALUES
 

@@ -2,7 +2,7 @@
 
 Layout, bottom to top (a module imports only modules listed before it, and never this package):
 
-- base: Dataset, Split, TaskSpec, make_dataset, assemble; cards: the YAML dataset cards;
+- dataset: Dataset, Split, TaskSpec, make_dataset, assemble; cards: the YAML dataset cards;
   formats: raw-file readers shared by fetch and the loaders; partition: federated partitioners;
 - entries: DatasetEntry, DATASETS, register_dataset; cache: cache_dir and the Parquet form;
 - fetch: `veil datasets fetch` into the cache; files: the user's own .csv / .parquet files;
@@ -25,7 +25,6 @@ from veil.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from veil.datasets import partition
-    from veil.datasets.base import Dataset, Split, TaskSpec, make_dataset
     from veil.datasets.catalog import (
         DATASETS,
         DatasetEntry,
@@ -35,6 +34,7 @@ if TYPE_CHECKING:
         load_dataset,
         register_dataset,
     )
+    from veil.datasets.dataset import Dataset, Split, TaskSpec, make_dataset
     from veil.datasets.partition import SCHEMES, parse_scheme
 
 __all__ = [
@@ -55,10 +55,10 @@ __all__ = [
 ]
 
 _DEFINED_IN = {
-    "Dataset": "base",
-    "Split": "base",
-    "TaskSpec": "base",
-    "make_dataset": "base",
+    "Dataset": "dataset",
+    "Split": "dataset",
+    "TaskSpec": "dataset",
+    "make_dataset": "dataset",
     "SCHEMES": "partition",
     "parse_scheme": "partition",
 }

@@ -15,7 +15,6 @@ from typing import Any, Mapping
 from veil.config import build
 from veil.errors import UnknownNameError
 from veil.methods.configs.adjustable_ae import AdjustableAECard
-from veil.methods.configs.base import MethodCard, MethodConfig
 from veil.methods.configs.baselines import (
     AutoencoderCard,
     DPInputCard,
@@ -30,6 +29,7 @@ from veil.methods.configs.gpp import GPPCard
 from veil.methods.configs.ldp_fedavg import LDPFedAvgCard
 from veil.methods.configs.ldp_frl import LDPFRLCard
 from veil.methods.configs.linear_arl import LinearARLCard
+from veil.methods.configs.method_card import MethodCard, MethodConfig
 from veil.methods.table import METHODS
 from veil.plugins import load_plugins
 

@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 import numpy as np
 import torch
 
-from veil.datasets.base import Split
+from veil.datasets.dataset import Split
 from veil.errors import ConfigError, VeilError
 from veil.randomness import NODE_RELEASE_STREAM, NODE_STREAM, ReleaseKey, derive_seed, release_generator
 
