@@ -15,7 +15,7 @@ from veil.errors import UnknownNameError
 from veil.methods import METHODS
 from veil.methods.baselines import PCA
 from veil.methods.cards import CARDS, is_federated, method_card, method_config, method_names
-from veil.methods.configs.baselines import PCAConfig
+from veil.methods.configs.baselines_card import PCAConfig
 from veil.methods.method import Method
 from veil.methods.table import register_method
 

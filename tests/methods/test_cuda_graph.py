@@ -16,7 +16,7 @@ from veil.datasets.catalog import dataset_params
 from veil.methods import create_method
 from veil.methods.cards import method_names
 from veil.methods.cuda_graph import GraphedStep
-from veil.methods.federated.method import FederatedMethod
+from veil.methods.federated.fed_method import FederatedMethod
 from veil.methods.method import BatchSampler, TrainContext
 
 needs_cuda = pytest.mark.skipif(

@@ -21,7 +21,7 @@ from veil.audit.settings import AuditConfig
 from veil.datasets.dataset import Dataset, Split
 from veil.methods.configs.fed_options import FederationOptions
 from veil.methods.federated.core import FederationError, NodeObjective, Release
-from veil.methods.federated.method import FederatedMethod
+from veil.methods.federated.fed_method import FederatedMethod
 from veil.methods.federated.simulation import FederationPlan
 
 

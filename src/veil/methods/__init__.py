@@ -2,11 +2,11 @@
 
 Layout, bottom to top: `configs` (each method's config dataclass and card, torch-free) and `cards` (cards by name,
 torch-free); `table` (METHODS, register_method); `method` (the Method interface), nets and the method modules
-(torch), which register on import; `registry` (get_method, create_method), which imports every built-in method.
+(torch), which register on import; `builtin` (get_method, create_method), which imports every built-in method.
 
 The names below are imported from their submodule when first asked for (PEP 562), so that importing a light
-submodule (a method's card, to validate a spec) does not load torch: `from veil.methods import METHODS` loads the
-registry, and with it every built-in method, as importing this package did."""
+submodule (a method's card, to validate a spec) does not load torch: `from veil.methods import METHODS` loads
+`builtin`, and with it every built-in method, as importing this package did."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from veil.datasets.dataset import Split
-from veil.methods.configs.baselines import (
+from veil.methods.configs.baselines_card import (
     AutoencoderCard,
     AutoencoderConfig,
     DPInputCard,

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from veil.datasets.dataset import Split, TaskSpec
-from veil.methods.configs.eigan import EIGANCard, EIGANConfig
+from veil.methods.configs.eigan_card import EIGANCard, EIGANConfig
 from veil.methods.ensemble_ops import copy_ces, privacy_term, single
 from veil.methods.federated.ensemble import Stack, step_all
 from veil.methods.method import Batch, BatchSampler, Method, MethodConfig, TrainContext, step

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from veil.datasets.dataset import Split, TaskSpec
-from veil.methods.configs.gpp import GPPCard, GPPConfig
+from veil.methods.configs.gpp_card import GPPCard, GPPConfig
 from veil.methods.ensemble_ops import copy_ces, pair, privacy_term
 from veil.methods.federated.ensemble import Stack, step_all
 from veil.methods.method import Batch, BatchSampler, Method, MethodConfig, TrainContext, step

@@ -27,7 +27,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from veil.datasets.dataset import Split, TaskSpec
-from veil.methods.configs.ldp_frl import LDPFRLCard, LDPFRLConfig
+from veil.methods.configs.ldp_frl_card import LDPFRLCard, LDPFRLConfig
 from veil.methods.ensemble_ops import copy_ces, single
 from veil.methods.federated.ensemble import Stack, step_all
 from veil.methods.mechanisms import LaplaceMechanism, l1_sensitivity

@@ -21,8 +21,8 @@ from veil.methods.federated.core import (
     ResourceError,
     derive_seed,
 )
+from veil.methods.federated.fed_method import FederatedMethod
 from veil.methods.federated.host import NodeHost
-from veil.methods.federated.method import FederatedMethod
 from veil.methods.federated.simulation import (
     FederationOutcome,
     FederationPlan,

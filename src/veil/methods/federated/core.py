@@ -348,7 +348,7 @@ def sparse_count(phi: float, size: int) -> int:
 # ---------------------------------------------------------------------------------------------------
 class FederatedRoles(ABC):
     """The roles of a federated algorithm: client (node hosts), server (coordinator) and driver (`assemble`).
-    Methods subclass `veil.methods.federated.method.FederatedMethod`, which adds `fit`; the hosts, the
+    Methods subclass `veil.methods.federated.fed_method.FederatedMethod`, which adds `fit`; the hosts, the
     coordinator and the simulation see only these roles. The abstract methods are what every federated method
     must define; `release_rows` only a method with `private_encoders`."""
 

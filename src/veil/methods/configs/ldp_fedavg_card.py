@@ -9,7 +9,7 @@ from veil.config import MAX_EPOCHS, param
 from veil.methods.configs.deviations import (
     fraction_deviation,
 )
-from veil.methods.configs.ldp_frl import LDP_PAPER_VALUES, LDPFRLCard, LDPFRLConfig
+from veil.methods.configs.ldp_frl_card import LDP_PAPER_VALUES, LDPFRLCard, LDPFRLConfig
 from veil.methods.configs.method_card import MethodConfig, PaperValue
 
 UNDERTRAINED = (

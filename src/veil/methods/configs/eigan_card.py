@@ -1,4 +1,4 @@
-"""EIGAN's config and card (the method: `veil.methods.eigan`); D-EIGAN's build on them (`configs.d_eigan`)."""
+"""EIGAN's config and card (the method: `veil.methods.eigan`); D-EIGAN's build on them (`configs.d_eigan_card`)."""
 
 from __future__ import annotations
 
