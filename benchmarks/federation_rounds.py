@@ -27,7 +27,7 @@ def run_one(k: int, runtime: str, args: argparse.Namespace, nodes_per_host: int 
     from veil.datasets import load_dataset
     from veil.errors import VeilError
     from veil.methods import create_method
-    from veil.methods.configs.federation import FederationOptions
+    from veil.methods.configs.fed_options import FederationOptions
     from veil.platform.federation import plan_on, run_planned
 
     n = int(round(k * args.rows_per_node / 0.75))  # 25% of the rows are held out as test

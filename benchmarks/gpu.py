@@ -119,7 +119,7 @@ def audit_case(name: str, device: str, quick: bool) -> dict[str, Any]:
     from veil.audit.settings import AuditConfig
     from veil.datasets import load_dataset
     from veil.methods import create_method
-    from veil.methods.base import TrainContext
+    from veil.methods.method import TrainContext
 
     c = AUDIT_CASES[name]
     ds = load_dataset(c.dataset, c.dataset_params)
@@ -239,7 +239,7 @@ def population_bench(device: str, quick: bool, case: str = "quickstart") -> dict
     from veil.audit.step import audit_releases
     from veil.datasets import load_dataset
     from veil.methods import create_method, method_config
-    from veil.methods.base import TrainContext
+    from veil.methods.method import TrainContext
     from veil.methods.population import fit_population
 
     name, data, params, audit_params, members = population_case(case, quick)
@@ -310,9 +310,9 @@ def eigan_bench(device: str, quick: bool, limit_tflops: float) -> dict[str, Any]
     GPU's share of its float32 matmul limit."""
     from paper_loops import eigan as paper_eigan
 
-    from veil.datasets.base import TaskSpec
+    from veil.datasets.dataset import TaskSpec
     from veil.methods import create_method
-    from veil.methods.base import TrainContext
+    from veil.methods.method import TrainContext
 
     b = CENTRALIZED["eigan"]
     rows, epochs = (b.quick_rows, b.quick_epochs) if quick else (b.rows, b.epochs)

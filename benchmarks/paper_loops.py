@@ -13,8 +13,8 @@ import torch
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-from veil.datasets.base import Split
-from veil.methods.base import Method
+from veil.datasets.dataset import Split
+from veil.methods.method import Method
 
 Loop = Callable[[Method, Split, int], int]
 """(a freshly built method, training rows, epochs) -> training rows processed (main minibatches only)."""

@@ -99,7 +99,7 @@ def step_flops_per_row(method: Any, split: Any) -> float:
 
     from torch.utils.flop_counter import FlopCounterMode
 
-    from veil.methods.base import BatchSampler, TrainContext
+    from veil.methods.method import BatchSampler, TrainContext
 
     m = copy.deepcopy(method)
     if hasattr(m, "scaler"):
@@ -143,7 +143,7 @@ CENTRALIZED = {
 def adult_shape(rows: int, seed: int = 0) -> Any:
     """Adult-shaped training rows: `rows` x 102 float32 features (one-hot blocks and scaled numbers in the real
     data; Gaussian here), a binary utility label and a binary sensitive label correlated with the features."""
-    from veil.datasets.base import Split
+    from veil.datasets.dataset import Split
 
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((rows, 102)).astype(np.float32)
@@ -158,7 +158,7 @@ def profile_shares(method: Any, split: Any, steps: int = 3) -> dict[str, float]:
 
     from torch.profiler import ProfilerActivity, profile
 
-    from veil.methods.base import BatchSampler, TrainContext
+    from veil.methods.method import BatchSampler, TrainContext
 
     m = copy.deepcopy(method)
     m.make_optimizers()
@@ -192,7 +192,7 @@ def run_centralized(name: str, quick: bool) -> Row:
     """Veil's `fit` and the paper-style loop, same networks, batch size, seed and rows; best of the repeats."""
     from paper_loops import LOOPS
 
-    from veil.datasets.base import TaskSpec
+    from veil.datasets.dataset import TaskSpec
     from veil.methods import create_method
 
     b = CENTRALIZED[name]

@@ -24,7 +24,7 @@ from veil.certify.target import default_target
 from veil.certify.wire import audit_wire, wire_capture
 from veil.datasets.catalog import load_dataset
 from veil.methods.builtin import create_method
-from veil.methods.configs.federation import FederationOptions
+from veil.methods.configs.fed_options import FederationOptions
 from veil.methods.federated.core import FederatedRoles
 from veil.methods.federated.simulation import LocalFederation, plan_federation, run_federation
 

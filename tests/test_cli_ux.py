@@ -10,8 +10,8 @@ from pathlib import Path
 from veil.cli import main
 from veil.config import field_table
 from veil.methods import METHODS
-from veil.methods.base import Method
-from veil.methods.configs.base import ClosedFormConfig
+from veil.methods.configs.method_card import ClosedFormConfig
+from veil.methods.method import Method
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 FIELD_ROW = re.compile(r"^    (\S+)\s+default (.+?)\s{2,}(\S)")

@@ -24,7 +24,7 @@ import veil.config
 from veil.audit.settings import AuditConfig
 from veil.cli import main
 from veil.methods.configs.deviations import REPRODUCIBLE_RELEASE
-from veil.methods.configs.federation import FederationOptions
+from veil.methods.configs.fed_options import FederationOptions
 from veil.pipeline.execute import RunSpec, execute
 
 FIXTURE = Path(__file__).parent / "fixtures" / "pipeline_metrics_seed3.json"

@@ -201,7 +201,7 @@ def test_the_transform_reproduces_the_training_features_and_survives_the_cache(i
     kinds = {c.name: c.kind for c in ds.transform.columns}
     assert kinds == {"income": "numeric", "debt_ratio": "numeric", "region": "categorical"}
     x = ds.transform.apply(pd.read_csv("t.csv"), "t.csv")
-    from veil.datasets.base import split_indices
+    from veil.datasets.dataset import split_indices
 
     train_idx, test_idx = split_indices(400, 0.25, 0)
     assert np.allclose(x[train_idx], ds.train.x, atol=1e-5) and np.allclose(x[test_idx], ds.test.x, atol=1e-5)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from veil.config import field_table
 from veil.methods import METHODS, method_config
-from veil.methods.base import Method
 from veil.methods.cards import knob_text
+from veil.methods.method import Method
 from veil.methods.tasks import PAPER_TASKS
 
 PRESETS = [

@@ -55,7 +55,7 @@ def load_released_method(config_file: Path, state_file: Path) -> Any:
     otherwise the caller sets `release_key`)."""
     import torch
 
-    from veil.datasets.base import TaskSpec
+    from veil.datasets.dataset import TaskSpec
     from veil.methods.builtin import create_method, method_config
 
     meta = json.loads(config_file.read_text())

@@ -42,7 +42,7 @@ def test_half_the_scale_fails(eps: float, d: int) -> None:
 
 def test_the_ldp_frl_release_path_passes() -> None:
     """The method's own mechanism, through its trained-shape extractor, on data rows."""
-    from veil.datasets.base import TaskSpec
+    from veil.datasets.dataset import TaskSpec
     from veil.methods.builtin import create_method
 
     m = create_method("ldp-frl", {"eps": 2.0, "d_z": 2}, TaskSpec(3, {"u": 2}, {"s": 2}))

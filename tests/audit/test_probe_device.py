@@ -15,7 +15,7 @@ from veil.audit import AuditConfig, audit
 from veil.audit.probes import audit_many
 from veil.audit.train import probe_device, train_classifier
 from veil.config import build
-from veil.datasets.base import Split
+from veil.datasets.dataset import Split
 from veil.errors import ConfigError
 
 CUDA = torch.cuda.is_available()

@@ -10,7 +10,7 @@ from veil.audit.probes import auc_gap, auc_score, log_loss, probe_metrics
 from veil.audit.settings import mi_choices
 from veil.config import build
 from veil.datasets import load_dataset
-from veil.datasets.base import Split
+from veil.datasets.dataset import Split
 from veil.errors import ConfigError
 
 CFG = AuditConfig(epochs=15, hidden=(32,))

@@ -17,7 +17,7 @@ from veil.audit.nodes import PER_NODE_COLUMNS, audit_final, node_probe, role_spl
 from veil.audit.probes import audit_many
 from veil.audit.train import train_classifier, train_classifiers_stacked
 from veil.datasets import load_dataset
-from veil.datasets.base import Split
+from veil.datasets.dataset import Split
 from veil.errors import DataError
 from veil.methods import create_method
 from veil.platform.federation import plan_on, run_planned

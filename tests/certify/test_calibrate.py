@@ -35,10 +35,10 @@ from veil.certify.calibrate import (
 from veil.certify.knob_search import CalibrationConfig
 from veil.certify.resolution import margin_of, null_margin
 from veil.certify.target import parse_target
-from veil.datasets.base import Dataset, make_dataset
 from veil.datasets.catalog import load_dataset
+from veil.datasets.dataset import Dataset, make_dataset
 from veil.errors import ConfigError
-from veil.methods.configs.base import PrivacyKnob
+from veil.methods.configs.method_card import PrivacyKnob
 from veil.pipeline.execute import RunSpec, execute
 from veil.pipeline.validation import check_target, validate
 from veil.platform.executors import get_executor

@@ -17,7 +17,7 @@ from veil.audit.settings import AuditConfig
 from veil.certify.certificate import Check, certified_instead, certify, judge
 from veil.certify.intervals import Interval
 from veil.certify.target import Bound, Target, parse_target
-from veil.datasets.base import Dataset, Split
+from veil.datasets.dataset import Dataset, Split
 
 CFG = AuditConfig(hidden=(32,), epochs=5, bootstrap=400, suite=("logistic", "hist-gradient-boosting"))
 GAP = Target((Bound("privacy_gap", 0.05),))

@@ -19,10 +19,10 @@ from veil.audit.settings import AuditConfig
 from veil.certify.certificate import certify
 from veil.certify.target import default_target, parse_target
 from veil.certify.wire import WireCapture, attach, audit_wire, sampled_rounds, view_data, wire_capture
-from veil.datasets.base import Dataset
 from veil.datasets.catalog import load_dataset
+from veil.datasets.dataset import Dataset
 from veil.methods.builtin import create_method
-from veil.methods.configs.federation import FederationOptions
+from veil.methods.configs.fed_options import FederationOptions
 from veil.methods.federated.simulation import LocalFederation, plan_federation, run_federation
 
 CFG = AuditConfig(hidden=(32,), epochs=5, bootstrap=400, suite=("logistic", "hist-gradient-boosting"))

@@ -112,7 +112,7 @@ def test_coordinator_dying_mid_round_replays_the_round_exactly(ray_local, tmp_pa
     exactly (same bytes on the wire, the same psi, the same release of every client's own rows)."""
     from veil.datasets import load_dataset
     from veil.methods import create_method
-    from veil.methods.configs.federation import FederationOptions
+    from veil.methods.configs.fed_options import FederationOptions
     from veil.methods.federated.simulation import run_in_process
     from veil.platform.federation import plan_on, run_planned
 

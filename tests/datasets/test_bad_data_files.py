@@ -15,7 +15,7 @@ import yaml
 
 from veil.cli import main
 from veil.datasets import load_dataset
-from veil.datasets.base import split_indices
+from veil.datasets.dataset import split_indices
 from veil.datasets.files import MIN_SIDE_ROWS, min_class_rows
 from veil.errors import DataError
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from veil.datasets import load_dataset
-from veil.datasets.base import Split
+from veil.datasets.dataset import Split
 from veil.datasets.partition import SCHEMES, describe, parse_scheme, partition, skew
 from veil.errors import ConfigError, DataError, UnknownNameError
 

@@ -96,7 +96,7 @@ def test_datasets_import_graph_has_no_cycle_and_no_upward_import():
             t for t in edges[m] | third[m] if t in FORBIDDEN or t.startswith(tuple(f + "." for f in FORBIDDEN))
         )
         assert not bad, f"{m} imports {bad}"
-    # submodules import concrete modules (veil.datasets.base), never names from the package itself
+    # submodules import concrete modules (veil.datasets.dataset), never names from the package itself
     assert not [m for m, deps in inside.items() if m != PACKAGE and PACKAGE in deps], (
         "a submodule imports veil.datasets"
     )

@@ -16,7 +16,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from veil.datasets import load_dataset
-from veil.datasets.base import Dataset
 from veil.datasets.card_files import (
     _COLUMN_KEYS,
     _FILE_KEYS,
@@ -30,6 +29,7 @@ from veil.datasets.card_files import (
     read_card,
     validate_card,
 )
+from veil.datasets.dataset import Dataset
 from veil.datasets.files import MIN_SIDE_ROWS
 from veil.errors import VeilError
 

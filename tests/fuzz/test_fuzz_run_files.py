@@ -15,7 +15,7 @@ from veil.audit.settings import AuditConfig
 from veil.datasets.catalog import DATASETS
 from veil.methods import METHODS
 from veil.methods.cards import is_federated
-from veil.methods.configs.federation import FederationOptions
+from veil.methods.configs.fed_options import FederationOptions
 from veil.pipeline.runspec import RUN_KEYS, ValidatedRun, load_run_file, spec_from_mapping
 from veil.pipeline.validation import validate
 from veil.sweeps.model import SPEC_KEYS

@@ -4,8 +4,8 @@ row equally often, a seeded stream."""
 import numpy as np
 import torch
 
-from veil.datasets.base import Split
-from veil.methods.base import BatchSampler
+from veil.datasets.dataset import Split
+from veil.methods.method import BatchSampler
 
 
 def sampler(n: int, batch: int, seed: int = 0) -> BatchSampler:

@@ -13,10 +13,10 @@ from veil.audit.settings import mi_choices, suite_choices
 from veil.audit.vocabulary import MI_SUMMARIES, PROBE_FAMILY_NAMES
 from veil.errors import UnknownNameError
 from veil.methods import METHODS
-from veil.methods.base import Method
 from veil.methods.baselines import PCA
 from veil.methods.cards import CARDS, is_federated, method_card, method_config, method_names
-from veil.methods.configs.baselines import PCAConfig
+from veil.methods.configs.baselines_card import PCAConfig
+from veil.methods.method import Method
 from veil.methods.table import register_method
 
 

@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 import torch
 
-import veil.methods.base as base
+import veil.methods.method as method_module
 from veil.datasets import load_dataset
 from veil.datasets.catalog import dataset_params
 from veil.methods import create_method
-from veil.methods.base import BatchSampler, TrainContext
 from veil.methods.cards import method_names
 from veil.methods.cuda_graph import GraphedStep
-from veil.methods.federated.method import FederatedMethod
+from veil.methods.federated.fed_method import FederatedMethod
+from veil.methods.method import BatchSampler, TrainContext
 
 needs_cuda = pytest.mark.skipif(
     not torch.cuda.is_available(), reason="needs a CUDA GPU (a lent GPU machine: benchmarks/gpu.py)"
@@ -49,7 +49,7 @@ class CountingStep(GraphedStep):
 def test_graphed_eigan_trains_exactly_as_eager_steps(data, monkeypatch, preset: str):
     """Every parameter and every epoch's mean losses equal the eager loop's on the same GPU (fused Adam, and the
     paper preset's plain SGD), and the graph did replay all but the warm-up steps."""
-    monkeypatch.setattr(base, "GraphedStep", CountingStep)
+    monkeypatch.setattr(method_module, "GraphedStep", CountingStep)
     CountingStep.replays = 0
     params = {**EIGAN, "preset": preset}
     graphed, graphed_history = fit(data, params, TrainContext("cuda"))

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from veil.datasets.base import TaskSpec
+from veil.datasets.dataset import TaskSpec
 from veil.methods import METHODS, create_method, method_config
-from veil.methods.configs.eigan import EIGAN_PAPER_VALUES
+from veil.methods.configs.eigan_card import EIGAN_PAPER_VALUES
 
 UNIFORM = "encoder pushes adversaries to uniform predictions instead of maximising their CE"
 MEAN = "releases the mean mu instead of the paper's stochastic draw mu + sigma*eps"

@@ -8,7 +8,7 @@ import pytest
 from veil.audit.probes import audit
 from veil.audit.settings import AuditConfig
 from veil.datasets import load_dataset
-from veil.datasets.base import Split, TaskSpec
+from veil.datasets.dataset import Split, TaskSpec
 from veil.errors import ConfigError
 from veil.methods import create_method, method_config
 

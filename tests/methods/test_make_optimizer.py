@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from veil.datasets.base import Split, TaskSpec
+from veil.datasets.dataset import Split, TaskSpec
 from veil.methods import create_method, nets
 
 

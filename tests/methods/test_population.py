@@ -14,8 +14,8 @@ import torch
 from veil.datasets import load_dataset
 from veil.datasets.catalog import dataset_params
 from veil.methods import create_method, method_config
-from veil.methods.base import TrainContext
 from veil.methods.federated.ensemble import StackedOptimizer
+from veil.methods.method import TrainContext
 from veil.methods.population import LoneAdam, fit_population, plan_population, population_form, population_groups
 
 SMALL = {"epochs": 2, "d_z": 4, "encoder_hidden": (16, 16), "head_hidden": (8,), "k": 2, "seed": 3}

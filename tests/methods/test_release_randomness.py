@@ -22,13 +22,13 @@ from veil.audit.settings import AuditConfig
 from veil.audit.step import audit_release
 from veil.datasets import load_dataset
 from veil.methods import create_method
-from veil.methods.base import Method
 from veil.methods.configs.deviations import REPRODUCIBLE_RELEASE
-from veil.methods.configs.federation import FederationOptions
+from veil.methods.configs.fed_options import FederationOptions
 from veil.methods.federated.core import NodeData, NodeObjective, dumps, loads
 from veil.methods.federated.host import NodeHost
 from veil.methods.federated.simulation import run_in_process
 from veil.methods.gpp import GaussianEncoder
+from veil.methods.method import Method
 
 TINY_NET = {"epochs": 1, "batch_size": 32, "seed": 4}
 STOCHASTIC: dict[str, dict[str, Any]] = {

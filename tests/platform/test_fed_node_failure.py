@@ -7,7 +7,7 @@ from veil_test_hooks import fault_env
 
 from veil.datasets import load_dataset
 from veil.methods import create_method
-from veil.methods.configs.federation import FederationOptions
+from veil.methods.configs.fed_options import FederationOptions
 from veil.methods.federated.simulation import run_in_process
 
 

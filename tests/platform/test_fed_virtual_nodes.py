@@ -10,7 +10,7 @@ import pytest
 
 from veil.datasets import load_dataset
 from veil.methods import create_method
-from veil.methods.configs.federation import FederationOptions
+from veil.methods.configs.fed_options import FederationOptions
 from veil.methods.federated.simulation import run_in_process
 from veil.platform.federation import plan_on, run_planned
 

@@ -15,7 +15,7 @@ from veil.audit.probes import AuditReport, label_tasks, prepare, proba_score
 from veil.audit.settings import AuditConfig
 from veil.audit.train import Classifier, Standardizer, probe_device, seeded_torch
 from veil.config import as_params
-from veil.datasets.base import Split
+from veil.datasets.dataset import Split
 from veil.methods.nets import mlp
 
 

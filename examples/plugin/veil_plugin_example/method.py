@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from veil.config import param
-from veil.datasets.base import Split
+from veil.datasets.dataset import Split
 from veil.methods.baselines import LinearBaseline
-from veil.methods.configs.base import ClosedFormConfig
+from veil.methods.configs.method_card import ClosedFormConfig
 from veil.methods.table import register_method
 
 

@@ -27,7 +27,7 @@ from veil.audit.families import PROBE_FAMILIES, ProbeBudget, get_probe, probe_na
 from veil.audit.probes import label_tasks, prepare, probe_metrics
 from veil.audit.vocabulary import PROBE_DEVICES
 from veil.config import MAX_EPOCHS, as_params, param
-from veil.datasets.base import Split
+from veil.datasets.dataset import Split
 
 if TYPE_CHECKING:
     from veil.audit.settings import AuditConfig

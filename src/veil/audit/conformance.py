@@ -17,11 +17,11 @@ import torch
 
 from veil.audit.probes import audit
 from veil.audit.settings import AuditConfig
-from veil.datasets.base import Dataset
-from veil.methods.base import MethodConfig
+from veil.datasets.dataset import Dataset
 from veil.methods.builtin import create_method, get_method
 from veil.methods.federated.core import EncodersStayHome, FederatedRoles
 from veil.methods.federated.simulation import run_in_process
+from veil.methods.method import MethodConfig
 
 SMALL = {"d_z": 3, "batch_size": 32, "seed": 0, "release_seed": 0}
 """Values every check sets (reproducible releases: the round trip compares z)."""

@@ -18,10 +18,10 @@ import numpy as np
 
 from veil.audit.probes import AuditReport, audit, audit_many
 from veil.audit.settings import AuditConfig
-from veil.datasets.base import Dataset, Split
-from veil.methods.configs.federation import FederationOptions
+from veil.datasets.dataset import Dataset, Split
+from veil.methods.configs.fed_options import FederationOptions
 from veil.methods.federated.core import FederationError, NodeObjective, Release
-from veil.methods.federated.method import FederatedMethod
+from veil.methods.federated.fed_method import FederatedMethod
 from veil.methods.federated.simulation import FederationPlan
 
 

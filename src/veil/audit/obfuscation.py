@@ -24,7 +24,7 @@ from veil.audit.probes import accuracy_auc, label_tasks
 from veil.audit.settings import AuditConfig
 from veil.audit.train import Classifier, train_classifier
 from veil.config import as_params
-from veil.datasets.base import Split
+from veil.datasets.dataset import Split
 from veil.errors import DataError
 
 #: (metric prefix, role, train input, test input)

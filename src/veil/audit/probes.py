@@ -13,7 +13,7 @@ from scipy.stats import rankdata
 from veil.audit.settings import AuditConfig
 from veil.audit.train import Classifier, Standardizer, torch_threads, train_classifier, train_classifiers_stacked
 from veil.config import as_params
-from veil.datasets.base import Split
+from veil.datasets.dataset import Split
 from veil.errors import DataError
 
 __all__ = [

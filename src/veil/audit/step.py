@@ -14,10 +14,10 @@ import numpy as np
 from veil.audit.probes import AuditReport, audit, audit_many, label_tasks
 from veil.audit.settings import AuditConfig
 from veil.audit.train import probe_device
-from veil.datasets.base import Dataset
-from veil.methods.base import Method
+from veil.datasets.dataset import Dataset
 from veil.methods.configs.deviations import REPRODUCIBLE_RELEASE
 from veil.methods.federated.simulation import FederationPlan
+from veil.methods.method import Method
 
 
 @dataclass

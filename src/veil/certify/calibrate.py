@@ -57,12 +57,12 @@ from veil.certify.knob_search import CalibrationConfig
 from veil.certify.resolution import Z_CERTIFICATE, margin_of, null_margin
 from veil.certify.target import MI_PREFIX, Target
 from veil.config import build
-from veil.datasets.base import Dataset, split_indices
+from veil.datasets.dataset import Dataset, split_indices
 from veil.datasets.loading import subsample
 from veil.errors import ConfigError, DataError
-from veil.methods.base import Method
 from veil.methods.builtin import get_method
-from veil.methods.configs.base import PrivacyKnob
+from veil.methods.configs.method_card import PrivacyKnob
+from veil.methods.method import Method
 from veil.randomness import derive_seed
 
 if TYPE_CHECKING:
@@ -544,8 +544,8 @@ class Trainer:
     ) -> list[tuple[Method, list[dict[str, float]], np.ndarray, np.ndarray, Any]]:
         """Each value's method trained on `ds`'s train rows, its history, release of the fit and scored rows, and
         audit report."""
-        from veil.methods.base import TrainContext
         from veil.methods.builtin import create_method
+        from veil.methods.method import TrainContext
         from veil.methods.population import plan_population, population_form
 
         configs = self.configs(values)

@@ -39,7 +39,7 @@ from veil.certify.intervals import (
 )
 from veil.certify.resolution import ASSURANCE
 from veil.certify.target import INTERVAL_CHECKED, MI_PREFIX, Target
-from veil.datasets.base import Dataset
+from veil.datasets.dataset import Dataset
 
 CONFIDENCE = 0.95
 #: confidence of the empirical epsilon test: a correctly scaled mechanism fails it less than once in 1,000 runs
@@ -359,7 +359,7 @@ def certify(
     calibration: Mapping[str, Any] | None = None,
 ) -> Certificate:
     """The certificate of the release (z_train, z_test) of `ds` against `target`. `report` is the audit's (its
-    probes' test probabilities are reused); `ldp` a `veil.methods.base.LDPRelease` for eps-LDP releases."""
+    probes' test probabilities are reused); `ldp` a `veil.methods.method.LDPRelease` for eps-LDP releases."""
     z_tr, z_te = prepare(z_train, z_test, cfg.standardize)
     n = len(ds.test)
     counts = Resamples(n, cfg.bootstrap, cfg.seed + 7)

@@ -13,7 +13,7 @@ import numpy as np
 from veil.audit.settings import AuditConfig
 from veil.certify.intervals import Resolution, null_resolution
 from veil.certify.target import Target
-from veil.datasets.base import Dataset
+from veil.datasets.dataset import Dataset
 from veil.errors import UncertifiableTarget
 
 

@@ -40,7 +40,7 @@ from veil.audit.probes import audit
 from veil.audit.settings import AuditConfig
 from veil.certify.certificate import Certificate, Check, certify
 from veil.certify.target import Target
-from veil.datasets.base import Dataset
+from veil.datasets.dataset import Dataset
 from veil.methods.federated.core import Release
 from veil.methods.federated.simulation import FederationPlan
 

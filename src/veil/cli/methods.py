@@ -12,7 +12,7 @@ from veil.errors import UnknownNameError
 def cmd_methods(args: argparse.Namespace) -> int:
     from veil.config import field_table
     from veil.methods.cards import knob_text, method_card, method_config, method_names
-    from veil.methods.configs.base import show
+    from veil.methods.configs.method_card import show
 
     names = method_names()  # plugins included: their classes are their cards
     if args.name and args.name not in names:

@@ -2,19 +2,21 @@
 
 Layout, bottom to top (a module imports only modules listed before it, and never this package):
 
-- base: Dataset, Split, TaskSpec, make_dataset, assemble; cards: the YAML dataset cards;
+- dataset: Dataset, Split, TaskSpec, make_dataset, assemble; card_files: the YAML dataset cards;
   formats: raw-file readers shared by fetch and the loaders; partition: federated partitioners;
 - entries: DatasetEntry, DATASETS, register_dataset; cache: cache_dir and the Parquet form;
-- fetch: `veil datasets fetch` into the cache; files: the user's own .csv / .parquet files;
+- fetch: `veil datasets fetch` into the cache; files and transform: the user's own .csv / .parquet files and
+  how their columns become features;
 - synthetic, tabular, images, hapt (helpers in loading, raw counts in counts): the datasets, registered on import;
-- registry: get_dataset_entry, dataset_params, load_dataset (imports synthetic and the loaders);
-- commands: the `veil datasets` CLI.
+- catalog: get_dataset_entry, dataset_params, load_dataset (imports synthetic and the loaders).
+
+The `veil datasets` command is `veil.cli.datasets`.
 
 `partition` here is the submodule (call `partition.partition(split, scheme, nodes, seed)`): re-exporting the
 function under the same name would hide the module, so `import veil.datasets.partition` would give a function.
 
 The names below are imported from their submodule when first asked for (PEP 562), so that importing a light
-submodule (`commands`, to build the CLI's parser) does not load numpy, pandas and every loader.
+submodule (`entries`, to build the CLI's parser) does not load numpy, pandas and every loader.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from veil.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from veil.datasets import partition
-    from veil.datasets.base import Dataset, Split, TaskSpec, make_dataset
     from veil.datasets.catalog import (
         DATASETS,
         DatasetEntry,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
         load_dataset,
         register_dataset,
     )
+    from veil.datasets.dataset import Dataset, Split, TaskSpec, make_dataset
     from veil.datasets.partition import SCHEMES, parse_scheme
 
 __all__ = [
@@ -55,10 +57,10 @@ __all__ = [
 ]
 
 _DEFINED_IN = {
-    "Dataset": "base",
-    "Split": "base",
-    "TaskSpec": "base",
-    "make_dataset": "base",
+    "Dataset": "dataset",
+    "Split": "dataset",
+    "TaskSpec": "dataset",
+    "make_dataset": "dataset",
     "SCHEMES": "partition",
     "parse_scheme": "partition",
 }

@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from veil.datasets.base import Dataset, from_frame, to_frame
+from veil.datasets.dataset import Dataset, from_frame, to_frame
 from veil.datasets.transform import FeatureTransform
 
 META_KEY = b"veil.dataset"

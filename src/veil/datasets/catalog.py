@@ -16,8 +16,8 @@ from typing import Any, Mapping
 
 from veil import config
 from veil.datasets import hapt, images, synthetic, tabular  # noqa: F401 (they register the datasets on import)
-from veil.datasets.base import Dataset
 from veil.datasets.cache import cache_dir, read_parquet, write_parquet
+from veil.datasets.dataset import Dataset
 from veil.datasets.entries import DATASETS, FILE_SUFFIXES, DatasetEntry, is_file_dataset, register_dataset
 from veil.datasets.files import file_entry
 from veil.errors import UnknownNameError

@@ -1,6 +1,6 @@
 """The dataset table: `DatasetEntry`, the `DATASETS` registry and the `register_dataset` decorator.
 
-The bottom of veil.datasets: it imports only veil.datasets.base, so generators and loaders can register
+The bottom of veil.datasets: it imports only veil.datasets.dataset, so generators and loaders can register
 themselves without importing the registry's lookup and loading code (veil.datasets.catalog)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from veil.datasets.base import Dataset
+from veil.datasets.dataset import Dataset
 from veil.registry import Registry
 
 

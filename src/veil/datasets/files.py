@@ -28,8 +28,8 @@ import numpy as np
 import pandas as pd
 
 from veil.config import param
-from veil.datasets.base import Dataset, assemble, split_indices
 from veil.datasets.card_files import read_card
+from veil.datasets.dataset import Dataset, assemble, split_indices
 from veil.datasets.entries import DatasetEntry
 from veil.datasets.transform import Column
 from veil.errors import DataError

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from veil.config import param
-from veil.datasets.base import Dataset, assemble
+from veil.datasets.dataset import Dataset, assemble
 from veil.datasets.loading import random_split, raw_file, register_real
 from veil.errors import DataError
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from veil.config import param
-from veil.datasets.base import Dataset, assemble
+from veil.datasets.dataset import Dataset, assemble
 from veil.datasets.formats import CELEBA_IMAGES, read_celeba_attrs, read_celeba_partition
 from veil.datasets.loading import random_split, raw_file, register_real, subsample
 from veil.errors import DataError

@@ -1,5 +1,5 @@
 """Helpers shared by the real-data loaders: raw file paths, registration with the fetched files' digest,
-one-hot encoding and subsampling. The loaders build their Dataset with `veil.datasets.base.assemble` (from a
+one-hot encoding and subsampling. The loaders build their Dataset with `veil.datasets.dataset.assemble` (from a
 given, not random, train/test split, with train-only standardisation), next to make_dataset."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from veil.datasets.base import split_indices
+from veil.datasets.dataset import split_indices
 from veil.datasets.entries import register_dataset
 from veil.datasets.fetch import fingerprint, require_fetched
 from veil.errors import DataError

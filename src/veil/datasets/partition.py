@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from veil.datasets.base import Split
+from veil.datasets.dataset import Split
 from veil.errors import ConfigError, DataError, UnknownNameError
 
 SCHEMES = ("iid", "dirichlet", "silo", "variance", "quantity")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from veil.config import param
-from veil.datasets.base import Dataset, make_dataset
+from veil.datasets.dataset import Dataset, make_dataset
 from veil.datasets.entries import register_dataset
 
 

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 
 from veil.config import param
-from veil.datasets.base import Dataset, assemble
 from veil.datasets.card_files import load_card
+from veil.datasets.dataset import Dataset, assemble
 from veil.datasets.files import read_table, table_to_dataset
 from veil.datasets.loading import drop_constant_onehots, onehot, random_split, raw_file, register_real
 from veil.errors import DataError

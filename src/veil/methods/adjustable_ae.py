@@ -36,10 +36,10 @@ from torch import nn
 from torch.nn import functional as F
 
 from veil.config import build
-from veil.datasets.base import Split, TaskSpec
+from veil.datasets.dataset import Split, TaskSpec
 from veil.errors import ConfigError
-from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext, step
-from veil.methods.configs.adjustable_ae import AdjustableAECard, AdjustableAEConfig
+from veil.methods.configs.adjustable_ae_card import AdjustableAECard, AdjustableAEConfig
+from veil.methods.method import Batch, BatchSampler, Method, MethodConfig, TrainContext, step
 from veil.methods.nets import loss_row, loss_sum, make_optimizer, mlp
 from veil.methods.population import Fitted, register_population
 from veil.methods.table import register_method

@@ -8,16 +8,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from veil.datasets.base import Split
-from veil.methods.base import (
-    Batch,
-    BatchSampler,
-    LDPRelease,
-    Method,
-    TrainContext,
-    step,
-)
-from veil.methods.configs.baselines import (
+from veil.datasets.dataset import Split
+from veil.methods.configs.baselines_card import (
     AutoencoderCard,
     AutoencoderConfig,
     DPInputCard,
@@ -29,6 +21,14 @@ from veil.methods.configs.baselines import (
     RandomProjectionCard,
 )
 from veil.methods.mechanisms import LaplaceMechanism, l1_sensitivity
+from veil.methods.method import (
+    Batch,
+    BatchSampler,
+    LDPRelease,
+    Method,
+    TrainContext,
+    step,
+)
 from veil.methods.nets import make_optimizer, mlp
 from veil.methods.table import register_method
 from veil.randomness import Noise, gaussian_like

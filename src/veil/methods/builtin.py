@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from veil.datasets.base import TaskSpec
+from veil.datasets.dataset import TaskSpec
 
 from veil.methods import adjustable_ae, baselines, eigan, gpp, ldp_frl, linear_arl  # noqa: F401  isort: skip
 from veil.methods import d_eigan, d_gpp, ldp_fedavg  # noqa: F401  isort: skip  (federated)
-from veil.methods.base import Method, MethodConfig
 from veil.methods.cards import method_config
+from veil.methods.method import Method, MethodConfig
 from veil.methods.table import METHODS
 
 

@@ -14,22 +14,22 @@ from typing import Any, Mapping
 
 from veil.config import build
 from veil.errors import UnknownNameError
-from veil.methods.configs.adjustable_ae import AdjustableAECard
-from veil.methods.configs.base import MethodCard, MethodConfig
-from veil.methods.configs.baselines import (
+from veil.methods.configs.adjustable_ae_card import AdjustableAECard
+from veil.methods.configs.baselines_card import (
     AutoencoderCard,
     DPInputCard,
     NoisyEncoderCard,
     PCACard,
     RandomProjectionCard,
 )
-from veil.methods.configs.d_eigan import DEIGANCard
-from veil.methods.configs.d_gpp import DGPPCard
-from veil.methods.configs.eigan import EIGANCard
-from veil.methods.configs.gpp import GPPCard
-from veil.methods.configs.ldp_fedavg import LDPFedAvgCard
-from veil.methods.configs.ldp_frl import LDPFRLCard
-from veil.methods.configs.linear_arl import LinearARLCard
+from veil.methods.configs.d_eigan_card import DEIGANCard
+from veil.methods.configs.d_gpp_card import DGPPCard
+from veil.methods.configs.eigan_card import EIGANCard
+from veil.methods.configs.gpp_card import GPPCard
+from veil.methods.configs.ldp_fedavg_card import LDPFedAvgCard
+from veil.methods.configs.ldp_frl_card import LDPFRLCard
+from veil.methods.configs.linear_arl_card import LinearARLCard
+from veil.methods.configs.method_card import MethodCard, MethodConfig
 from veil.methods.table import METHODS
 from veil.plugins import load_plugins
 

@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping, TypeVar
 
 import torch
 
-# a `veil.methods.base.Batch` (its `clone` and `copy_`), not imported: base imports this module
+# a `veil.methods.method.Batch` (its `clone` and `copy_`), not imported: `method` imports this module
 Batch = Any
 
 WARMUP = 3

@@ -40,7 +40,7 @@ import torch
 from torch import nn
 
 from veil.errors import ConfigError
-from veil.methods.configs.d_eigan import DEIGANCard, DEIGANConfig
+from veil.methods.configs.d_eigan_card import DEIGANCard, DEIGANConfig
 from veil.methods.eigan import EIGAN, encoder_objective
 from veil.methods.ensemble_ops import (
     assign_slots,
@@ -64,7 +64,7 @@ from veil.methods.federated.ensemble import (
     load_flat_module,
     step_all,
 )
-from veil.methods.federated.method import FederatedMethod
+from veil.methods.federated.fed_method import FederatedMethod
 from veil.methods.nets import loss_sum, mlp
 from veil.methods.table import register_method
 

@@ -45,8 +45,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from veil.errors import ConfigError
-from veil.methods.base import Method
-from veil.methods.configs.d_gpp import DGPPCard, DGPPConfig
+from veil.methods.configs.d_gpp_card import DGPPCard, DGPPConfig
 from veil.methods.ensemble_ops import (
     assign_slots,
     copy_ces,
@@ -72,8 +71,9 @@ from veil.methods.federated.ensemble import (
     seeded_modules,
     step_all,
 )
-from veil.methods.federated.method import FederatedMethod
+from veil.methods.federated.fed_method import FederatedMethod
 from veil.methods.gpp import GaussianEncoder, released, reparameterize
+from veil.methods.method import Method
 from veil.methods.nets import ClassifierBank, gaussian_kl_rows, loss_sum, make_optimizer, mlp
 from veil.methods.table import register_method
 from veil.randomness import Noise, ReleaseKey, for_rows

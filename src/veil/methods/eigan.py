@@ -16,11 +16,11 @@ from typing import Sequence, cast
 import torch
 from torch import nn
 
-from veil.datasets.base import Split, TaskSpec
-from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext, step
-from veil.methods.configs.eigan import EIGANCard, EIGANConfig
+from veil.datasets.dataset import Split, TaskSpec
+from veil.methods.configs.eigan_card import EIGANCard, EIGANConfig
 from veil.methods.ensemble_ops import copy_ces, privacy_term, single
 from veil.methods.federated.ensemble import Stack, step_all
+from veil.methods.method import Batch, BatchSampler, Method, MethodConfig, TrainContext, step
 from veil.methods.nets import ClassifierBank, loss_row, loss_sum, make_optimizer, mlp
 from veil.methods.population import (
     Fitted,

@@ -15,11 +15,11 @@ from typing import Sequence, cast
 import torch
 from torch import nn
 
-from veil.datasets.base import Split, TaskSpec
-from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext, step
-from veil.methods.configs.gpp import GPPCard, GPPConfig
+from veil.datasets.dataset import Split, TaskSpec
+from veil.methods.configs.gpp_card import GPPCard, GPPConfig
 from veil.methods.ensemble_ops import copy_ces, pair, privacy_term
 from veil.methods.federated.ensemble import Stack, step_all
+from veil.methods.method import Batch, BatchSampler, Method, MethodConfig, TrainContext, step
 from veil.methods.nets import ClassifierBank, gaussian_kl, gaussian_kl_rows, loss_row, loss_sum, make_optimizer, mlp
 from veil.methods.population import (
     Fitted,

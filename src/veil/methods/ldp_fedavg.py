@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from veil.methods.configs.ldp_fedavg import LDPFedAvgCard, LDPFedAvgConfig
+from veil.methods.configs.ldp_fedavg_card import LDPFedAvgCard, LDPFedAvgConfig
 from veil.methods.ensemble_ops import (
     assign_slots,
     copy_ces,
@@ -45,7 +45,7 @@ from veil.methods.federated.ensemble import (
     noise_like,
     step_all,
 )
-from veil.methods.federated.method import FederatedMethod
+from veil.methods.federated.fed_method import FederatedMethod
 from veil.methods.ldp_frl import LDPFRL, BoundedExtractor, side_input, side_width
 from veil.methods.nets import loss_sum, mlp
 from veil.methods.table import register_method

@@ -26,8 +26,12 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from veil.datasets.base import Split, TaskSpec
-from veil.methods.base import (
+from veil.datasets.dataset import Split, TaskSpec
+from veil.methods.configs.ldp_frl_card import LDPFRLCard, LDPFRLConfig
+from veil.methods.ensemble_ops import copy_ces, single
+from veil.methods.federated.ensemble import Stack, step_all
+from veil.methods.mechanisms import LaplaceMechanism, l1_sensitivity
+from veil.methods.method import (
     Batch,
     BatchSampler,
     LDPRelease,
@@ -36,10 +40,6 @@ from veil.methods.base import (
     TrainContext,
     step,
 )
-from veil.methods.configs.ldp_frl import LDPFRLCard, LDPFRLConfig
-from veil.methods.ensemble_ops import copy_ces, single
-from veil.methods.federated.ensemble import Stack, step_all
-from veil.methods.mechanisms import LaplaceMechanism, l1_sensitivity
 from veil.methods.nets import ClassifierBank, loss_row, loss_sum, make_optimizer, mlp
 from veil.methods.population import (
     Fitted,

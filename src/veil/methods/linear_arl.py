@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from veil.datasets.base import Split
+from veil.datasets.dataset import Split
 from veil.methods.baselines import LinearBaseline
-from veil.methods.configs.linear_arl import LinearARLCard, LinearARLConfig
+from veil.methods.configs.linear_arl_card import LinearARLCard, LinearARLConfig
 from veil.methods.table import register_method
 
 

@@ -16,10 +16,10 @@ from typing import Callable, Mapping, Protocol, Sequence, cast
 
 import torch
 
-from veil.datasets.base import Split, TaskSpec
-from veil.methods.base import Batch, BatchSampler, Method, MethodConfig, TrainContext
-from veil.methods.configs.base import show
+from veil.datasets.dataset import Split, TaskSpec
+from veil.methods.configs.method_card import show
 from veil.methods.federated.ensemble import Stack, StackedOptimizer
+from veil.methods.method import Batch, BatchSampler, Method, MethodConfig, TrainContext
 from veil.methods.nets import ClassifierBank
 from veil.registry import Registry
 

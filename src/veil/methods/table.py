@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from veil.registry import Registry
 
 if TYPE_CHECKING:
-    from veil.methods.base import Method
+    from veil.methods.method import Method
 
 METHODS: Registry[type[Method]] = Registry("method")
 """Every registered method class by name (full once `veil.methods.builtin` is loaded; plugins add theirs)."""

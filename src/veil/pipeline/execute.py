@@ -19,8 +19,8 @@ from veil.audit.step import AuditOutcome, audit_release, audit_releases
 from veil.certify.calibrate import EXIT_NOT_MET, Calibration, Runner, calibrate
 from veil.certify.certificate import Certificate, certify
 from veil.config import as_params
-from veil.datasets.base import Dataset
 from veil.datasets.catalog import NOTHING, Preloaded
+from veil.datasets.dataset import Dataset
 from veil.datasets.transform import FeatureTransform
 from veil.methods.builtin import get_method
 from veil.pipeline.runspec import (
@@ -497,7 +497,7 @@ def train_population(
 ) -> list[RunResult]:
     """Train `runs` (one population) as one model, audit each member, and track each in its own MLflow run
     exactly as `execute` would (tags veil.population.* added)."""
-    from veil.methods.base import TrainContext
+    from veil.methods.method import TrainContext
     from veil.methods.population import fit_population
     from veil.platform.executors import TrainOutcome, get_executor
     from veil.tracking.mlflow_run import Writer, resolve_tracking_uri, writes_in_background

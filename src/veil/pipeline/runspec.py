@@ -19,7 +19,7 @@ from veil.names import MLFLOW_NAME_LIMITS, check_mlflow_name
 
 if TYPE_CHECKING:
     from veil.audit.settings import AuditConfig
-    from veil.methods.configs.federation import FederationOptions
+    from veil.methods.configs.fed_options import FederationOptions
 
 RUN_KEYS = (
     "method",
@@ -257,7 +257,7 @@ class KeyRouter:
         from veil.audit.settings import AuditConfig
         from veil.datasets.catalog import get_dataset_entry
         from veil.methods.cards import is_federated, method_card
-        from veil.methods.configs.federation import FederationOptions
+        from veil.methods.configs.fed_options import FederationOptions
 
         fields = lambda c: frozenset(f.name for f in dataclasses.fields(c))  # noqa: E731
         return cls(

@@ -17,12 +17,12 @@ from veil.certify.knob_search import CalibrationConfig
 from veil.certify.resolution import check_resolution
 from veil.certify.target import Target, check_labels, default_target, parse_target
 from veil.config import build
-from veil.datasets.base import Dataset
 from veil.datasets.catalog import dataset_params
+from veil.datasets.dataset import Dataset
 from veil.datasets.partition import parse_scheme
 from veil.errors import ConfigError, UnknownNameError
 from veil.methods.cards import is_federated, method_card, method_config
-from veil.methods.configs.federation import FederationOptions
+from veil.methods.configs.fed_options import FederationOptions
 from veil.pipeline.runspec import (
     EXECUTOR_CHOICES,
     RunSpec,

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 import torch
 
 from veil.console import logger, warn
-from veil.datasets.base import Dataset
-from veil.methods.base import TrainContext
+from veil.datasets.dataset import Dataset
 from veil.methods.builtin import create_method
 from veil.methods.federated.core import FederatedRoles
 from veil.methods.federated.simulation import FederationOutcome, FederationPlan
+from veil.methods.method import TrainContext
 from veil.registry import Registry
 
 if TYPE_CHECKING:

@@ -29,9 +29,9 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from veil.datasets.base import TaskSpec
+from veil.datasets.dataset import TaskSpec
 from veil.errors import UnknownNameError
-from veil.methods.configs.federation import FederationOptions
+from veil.methods.configs.fed_options import FederationOptions
 from veil.methods.federated.coordinator import Coordinator, RoundRecord, Tap
 from veil.methods.federated.core import (
     CoordinatorFailure,

@@ -20,10 +20,10 @@ from mlflow.tracking import MlflowClient
 from wire_support import contains_window
 
 from veil.datasets import make_dataset
-from veil.datasets.base import Dataset, Split
+from veil.datasets.dataset import Dataset, Split
 from veil.datasets.partition import partition
 from veil.methods import create_method
-from veil.methods.configs.federation import FederationOptions
+from veil.methods.configs.fed_options import FederationOptions
 from veil.methods.federated.core import EncodersStayHome, iter_arrays, loads
 from veil.methods.federated.simulation import LocalFederation, plan_federation, run_federation, run_in_process
 from veil.pipeline.execute import RunSpec, execute, load_method

@@ -10,7 +10,7 @@ from veil.audit import AuditConfig
 from veil.audit.nodes import audit_final
 from veil.datasets import load_dataset
 from veil.methods import create_method
-from veil.methods.configs.federation import FederationOptions
+from veil.methods.configs.fed_options import FederationOptions
 from veil.methods.federated.core import NodeObjective
 from veil.methods.federated.ensemble import ShardStack
 from veil.methods.federated.simulation import run_in_process

@@ -24,9 +24,9 @@ from wire_support import contains_window
 from veil.audit.nodes import audit_final, live_auditor
 from veil.audit.settings import AuditConfig
 from veil.datasets import load_dataset
-from veil.datasets.base import Dataset
+from veil.datasets.dataset import Dataset
 from veil.methods import create_method
-from veil.methods.configs.federation import FederationOptions
+from veil.methods.configs.fed_options import FederationOptions
 from veil.methods.federated.coordinator import Coordinator
 from veil.methods.federated.core import EncodersStayHome, FederationError, Node, NodeData, NodeObjective, loads
 from veil.methods.federated.simulation import (

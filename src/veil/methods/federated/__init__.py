@@ -4,7 +4,7 @@ round loop, aggregation rules by name, the vectorised stacks (`torch.func`) that
 ensemble, and the in-process simulation. Nothing here imports Ray, MLflow, Optuna or anything above
 `veil.methods`; the Ray transports of the same host / coordinator live in `veil.platform.federation`."""
 
-from veil.methods.configs.federation import FederationOptions
+from veil.methods.configs.fed_options import FederationOptions
 from veil.methods.federated.aggregation import AGGREGATION_RULES, aggregate, get_rule, register_rule
 from veil.methods.federated.coordinator import Coordinator, Pool, RoundRecord
 from veil.methods.federated.core import (
@@ -21,8 +21,8 @@ from veil.methods.federated.core import (
     ResourceError,
     derive_seed,
 )
+from veil.methods.federated.fed_method import FederatedMethod
 from veil.methods.federated.host import NodeHost
-from veil.methods.federated.method import FederatedMethod
 from veil.methods.federated.simulation import (
     FederationOutcome,
     FederationPlan,

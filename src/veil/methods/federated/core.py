@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 import numpy as np
 import torch
 
-from veil.datasets.base import Split
+from veil.datasets.dataset import Split
 from veil.errors import ConfigError, VeilError
 from veil.randomness import NODE_RELEASE_STREAM, NODE_STREAM, ReleaseKey, derive_seed, release_generator
 
@@ -348,7 +348,7 @@ def sparse_count(phi: float, size: int) -> int:
 # ---------------------------------------------------------------------------------------------------
 class FederatedRoles(ABC):
     """The roles of a federated algorithm: client (node hosts), server (coordinator) and driver (`assemble`).
-    Methods subclass `veil.methods.federated.method.FederatedMethod`, which adds `fit`; the hosts, the
+    Methods subclass `veil.methods.federated.fed_method.FederatedMethod`, which adds `fit`; the hosts, the
     coordinator and the simulation see only these roles. The abstract methods are what every federated method
     must define; `release_rows` only a method with `private_encoders`."""
 

@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import torch
 
-from veil.datasets.base import TaskSpec
+from veil.datasets.dataset import TaskSpec
 from veil.methods.federated.core import (
     NOT_JOINED,
     FederatedRoles,

@@ -16,10 +16,10 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 import numpy as np
 
 from veil.config import as_params
-from veil.datasets.base import Dataset, Split
+from veil.datasets.dataset import Dataset, Split
 from veil.datasets.partition import column, constant_on_every_node, parse_scheme, partition
 from veil.errors import ConfigError
-from veil.methods.configs.federation import FederationOptions
+from veil.methods.configs.fed_options import FederationOptions
 from veil.methods.federated.coordinator import Coordinator, RoundRecord, Tap
 from veil.methods.federated.core import FederatedRoles, InjectedFault, NodeData, NodeObjective, Release, derive_seed
 from veil.methods.federated.host import NodeHost

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from typing import cast
 
 from veil.config import param
-from veil.methods.configs.base import MethodCard, MethodConfig, PaperValue, PrivacyKnob
 from veil.methods.configs.deviations import (
     WHY_ADAM,
     optimizer_deviation,
 )
+from veil.methods.configs.method_card import MethodCard, MethodConfig, PaperValue, PrivacyKnob
 
 #: LDP-FRL's and LDP-FedAvg's `preset: paper`
 LDP_PAPER_VALUES = {

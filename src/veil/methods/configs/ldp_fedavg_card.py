@@ -6,11 +6,11 @@ from dataclasses import dataclass
 from typing import cast
 
 from veil.config import MAX_EPOCHS, param
-from veil.methods.configs.base import MethodConfig, PaperValue
 from veil.methods.configs.deviations import (
     fraction_deviation,
 )
-from veil.methods.configs.ldp_frl import LDP_PAPER_VALUES, LDPFRLCard, LDPFRLConfig
+from veil.methods.configs.ldp_frl_card import LDP_PAPER_VALUES, LDPFRLCard, LDPFRLConfig
+from veil.methods.configs.method_card import MethodConfig, PaperValue
 
 UNDERTRAINED = (
     "20 clients of a few hundred rows at lr 1e-3 take ~40 steps in 20 epochs: z keeps a random projection of s"

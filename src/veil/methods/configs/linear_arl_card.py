@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from veil.config import param
-from veil.methods.configs.base import ClosedFormConfig, MethodCard, MethodConfig, PrivacyKnob
+from veil.methods.configs.method_card import ClosedFormConfig, MethodCard, MethodConfig, PrivacyKnob
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
 from veil.config import param
-from veil.methods.configs.base import ClosedFormConfig, MethodCard, MethodConfig, PrivacyKnob
+from veil.methods.configs.method_card import ClosedFormConfig, MethodCard, MethodConfig, PrivacyKnob
 
 if TYPE_CHECKING:
-    from veil.datasets.base import TaskSpec
+    from veil.datasets.dataset import TaskSpec
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from veil.datasets.base import Split
+from veil.datasets.dataset import Split
 from veil.methods.federated.core import FederatedRoles
 from veil.methods.federated.simulation import run_in_process
 

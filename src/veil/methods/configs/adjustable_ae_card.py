@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
 from veil.config import param
-from veil.methods.configs.base import MethodCard, MethodConfig, PrivacyKnob
+from veil.methods.configs.method_card import MethodCard, MethodConfig, PrivacyKnob
 
 if TYPE_CHECKING:
-    from veil.datasets.base import TaskSpec
+    from veil.datasets.dataset import TaskSpec
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""EIGAN's config and card (the method: `veil.methods.eigan`); D-EIGAN's build on them (`configs.d_eigan`)."""
+"""EIGAN's config and card (the method: `veil.methods.eigan`); D-EIGAN's build on them (`configs.d_eigan_card`)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, cast
 
 from veil.config import param
-from veil.methods.configs.base import MethodCard, MethodConfig, PaperValue, PrivacyKnob
 from veil.methods.configs.deviations import WHY_ADAM, WHY_UNIFORM, optimizer_deviation, privacy_loss_deviation
+from veil.methods.configs.method_card import MethodCard, MethodConfig, PaperValue, PrivacyKnob
 
 if TYPE_CHECKING:
-    from veil.datasets.base import TaskSpec
+    from veil.datasets.dataset import TaskSpec
 
 #: EIGAN's and D-EIGAN's `preset: paper`
 EIGAN_PAPER_VALUES = {

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from typing import cast
 
 from veil.config import MAX_EPOCHS, param
-from veil.methods.configs.base import MethodConfig, PaperValue
 from veil.methods.configs.deviations import fraction_deviation
-from veil.methods.configs.eigan import EIGAN_PAPER_VALUES, EIGANCard, EIGANConfig
+from veil.methods.configs.eigan_card import EIGAN_PAPER_VALUES, EIGANCard, EIGANConfig
+from veil.methods.configs.method_card import MethodConfig, PaperValue
 
 AGGREGATIONS = ("masked-mean", "paper")  # the sparse rules of veil.methods.federated.aggregation
 

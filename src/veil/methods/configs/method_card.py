@@ -1,7 +1,7 @@
 """What every method's card shares, without torch: the fields every config has (`MethodConfig`), the paper values
 behind `preset: paper` (`PaperValue`), the privacy knob calibration searches (`PrivacyKnob`) and `MethodCard`, the
 class that says what a method is (name, config, description, paper, knob, deviations) and that every `Method`
-inherits from (`veil.methods.base`). `veil methods` and the spec checks read cards only, so they load no torch."""
+inherits from (`veil.methods.method`). `veil methods` and the spec checks read cards only, so they load no torch."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from veil.config import MAX_EPOCHS, param
 from veil.methods.configs.deviations import release_seed_deviation
 
 if TYPE_CHECKING:
-    from veil.datasets.base import TaskSpec
+    from veil.datasets.dataset import TaskSpec
 
 #: the values of every method's `preset` field
 PRESETS = ("default", "paper")

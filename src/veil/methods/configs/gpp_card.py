@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import cast
 
 from veil.config import param
-from veil.methods.configs.base import MethodCard, MethodConfig, PaperValue, PrivacyKnob
 from veil.methods.configs.deviations import WHY_UNIFORM, privacy_loss_deviation, release_deviation
+from veil.methods.configs.method_card import MethodCard, MethodConfig, PaperValue, PrivacyKnob
 
 
 @dataclass(frozen=True)

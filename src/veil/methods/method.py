@@ -18,8 +18,8 @@ import torch
 from torch import nn
 
 from veil.config import as_params
-from veil.datasets.base import Split, TaskSpec
-from veil.methods.configs.base import MethodCard, MethodConfig
+from veil.datasets.dataset import Split, TaskSpec
+from veil.methods.configs.method_card import MethodCard, MethodConfig
 from veil.methods.cuda_graph import GraphedStep, optimizers_of
 from veil.randomness import MissingKey, Noise, ReleaseKey, for_rows
 
