@@ -74,8 +74,6 @@ def ray_local(tmp_path_factory: pytest.TempPathFactory):
     import ray
 
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
-    if ray.is_initialized():  # an earlier test's in-process `veil` call started a Ray of its own and left it up
-        ray.shutdown()
     tmp = Path("/tmp") / f"veil-ray-{os.getpid()}"  # short path: Ray's socket names have a length limit
     ray.init(
         num_cpus=2,
@@ -84,6 +82,21 @@ def ray_local(tmp_path_factory: pytest.TempPathFactory):
         configure_logging=False,
         runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}},
     )
+    _session_ray.append(True)
     yield ray
     ray.shutdown()
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+_session_ray: list[bool] = []  # non-empty once this worker's `ray_local` is up
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """A test that leaves a Ray of its own running in this process fails here, by name (before the session's
+    `ray_local` is up; after, every test shares that one): the run or sweep it called must shut down what it
+    started (`ray_started_here_stops`, `ray_session`)."""
+    ray = sys.modules.get("ray")
+    if not _session_ray and ray is not None and ray.is_initialized():
+        ray.shutdown()
+        pytest.fail(f"{item.nodeid} left a Ray running in the test process")

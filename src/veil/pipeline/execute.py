@@ -206,7 +206,21 @@ def execute_loaded(
     note: Callable[[str], None] | None = None,
 ) -> RunResult:
     """`execute` on data already loaded for `v`: check, calibrate the knob when the run asks for it, plan with the
-    run's executor, track."""
+    run's executor, track. A Ray the executor starts for the run is shut down when it ends."""
+    from veil.platform.cluster import ray_started_here_stops
+
+    with ray_started_here_stops():
+        return _execute_loaded(v, ds, on_epoch, parent_run_id, storage, note)
+
+
+def _execute_loaded(
+    v: ValidatedRun,
+    ds: Dataset,
+    on_epoch: Callable[[int, dict[str, float]], None] | None,
+    parent_run_id: str | None,
+    storage: Path | None,
+    note: Callable[[str], None] | None,
+) -> RunResult:
     from veil.platform.executors import get_executor, local_device
 
     check_release(v, ds)

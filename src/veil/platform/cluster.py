@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping
 
@@ -57,6 +58,26 @@ def ray_session(address: str | None = None, **kw: Any) -> Iterator[bool]:
             import ray
 
             ray.shutdown()
+
+
+@contextmanager
+def ray_started_here_stops() -> Iterator[None]:
+    """A Ray started inside the `with` block (an executor starts one on demand to place its work) is shut down
+    when the block ends; one that was up before, a sweep's or the caller's own, is left as it was. Without it
+    a run called in-process would leave its Ray running for whatever the caller does next."""
+    was_up = _ray_up()
+    try:
+        yield
+    finally:
+        if not was_up and _ray_up():
+            import ray
+
+            ray.shutdown()
+
+
+def _ray_up() -> bool:
+    ray = sys.modules.get("ray")  # never imported: nothing can have started it (and importing it costs seconds)
+    return ray is not None and ray.is_initialized()
 
 
 def cluster_resources() -> dict[str, float]:
