@@ -22,10 +22,12 @@ lint: setup
 	$(VENV)/bin/ruff format --check src tests benchmarks tools
 	$(VENV)/bin/mypy
 
-# Generated docs: docs/methods.md and docs/sweeps.md's tables from the code (tests check they are current).
+# Generated docs: docs/methods.md and docs/sweeps.md tables from the code, README.md reproduction block from
+# benchmarks/reproduce/results.json (tests check they are current).
 docs: setup
 	$(VENV)/bin/python tools/methods_doc.py
 	$(VENV)/bin/python tools/sweeps_doc.py
+	$(VENV)/bin/python tools/reproduce_readme.py
 
 # the fast default: every test but those marked slow (chaos sweeps, the 2-node cluster, the calibrated
 # defaults of every method, ...); test-all runs everything, as CI does (.ci/run). Each in TEST_WORKERS

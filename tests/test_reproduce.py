@@ -12,9 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import reproduce_readme
 import yaml
 
-from veil.reproduce.render import AUC_LEAKS, NEITHER_HIDES, Cell, Measured, build_lines, update_readme, verdict
+from veil.reproduce.render import AUC_LEAKS, NEITHER_HIDES, Cell, Measured, build_lines, verdict
 from veil.reproduce.suite import Row, load_repro_suite, spec_mapping
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -189,7 +190,8 @@ def _record(trials, sweep="s"):
 
 def test_the_readme_block_has_one_line_per_row_and_no_causes(tmp_path):
     """The README shows one short line per paper row (its verdicts and links to its section of RESULTS.md and its
-    front); every row's figures and cause stay in RESULTS.md."""
+    front), rendered from results.json by tools/reproduce_readme.py; every row's figures and cause stay in
+    RESULTS.md."""
 
     def two_rows(d):
         other = yaml.safe_load(yaml.safe_dump(d["rows"][0]))
@@ -211,8 +213,14 @@ def test_the_readme_block_has_one_line_per_row_and_no_causes(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text("intro\n<!-- reproduce:begin -->\nold\n<!-- reproduce:end -->\nrest\n")
     out = tmp_path / "benchmarks"
-    fronts = {"gpp-toy": out / "fronts" / "gpp-toy.png"}
-    update_readme(readme, suite, lines, out / "RESULTS.md", fronts)
+    (out / "fronts").mkdir(parents=True)
+    (out / "fronts" / "gpp-toy.png").write_bytes(b"")  # drawn for the first row only
+    as_json = [{"row": ln.row.id, "verdict": ln.verdict, "cause": ln.row.why} for ln in lines]
+    (out / "results.json").write_text(json.dumps(as_json))
+    assert reproduce_readme.main(["--results", str(out), "--readme", str(readme)]) == 0
+    assert readme.read_text().startswith("intro\n<!-- reproduce:begin -->\n| row |")
+    assert readme.read_text().endswith("<!-- reproduce:end -->\nrest\n") and "old" not in readme.read_text()
+    assert reproduce_readme.main(["--results", str(out), "--readme", str(readme), "--check"]) == 0
     block = readme.read_text().split("<!-- reproduce:begin -->")[1].split("<!-- reproduce:end -->")[0]
     body = [x for x in block.splitlines() if x.startswith("| **")]
     assert [x.split("|")[1].strip() for x in body] == ["**gpp-toy**", "**gpp-toy-2**"]
@@ -244,7 +252,7 @@ def test_run_then_rebuild_the_table_from_mlflow(tmp_path):
     readme.write_text("intro\n<!-- reproduce:begin -->\nold\n<!-- reproduce:end -->\nrest\n")
     cmd = [sys.executable, "-m", "veil.cli", "nightly", "--suite", str(TOY / "suite.yaml"), "--tracking-uri", uri]
     cmd += ["--out", str(out)]
-    proc = subprocess.run([*cmd, "--readme", str(readme)], capture_output=True, text=True, cwd=tmp_path, timeout=1200)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     results = json.loads((out / "results.json").read_text())
     assert [(r["row"], r["entry"]) for r in results] == [("gpp-toy", "GPP"), ("gpp-toy", "PCA"), ("gpp-toy", "GPP")]
@@ -272,6 +280,7 @@ def test_run_then_rebuild_the_table_from_mlflow(tmp_path):
 
     table = (out / "RESULTS.md").read_text()
     assert (out / "fronts" / "gpp-toy.png").stat().st_size > 5000
+    assert reproduce_readme.main(["--results", str(out), "--readme", str(readme)]) == 0
     text = readme.read_text()
     assert text.startswith("intro\n<!-- reproduce:begin -->\n| row |") and text.endswith(
         "<!-- reproduce:end -->\nrest\n"
@@ -395,3 +404,9 @@ def test_ray_session_shuts_down_only_the_ray_it_started(monkeypatch, started):
             assert got is started and calls == ["ensure auto"]
             raise RuntimeError("inside")
     assert calls == ["ensure auto", "shutdown"] if started else ["ensure auto"]
+
+
+def test_the_readmes_block_is_current():
+    """README.md's reproduction block is what tools/reproduce_readme.py renders from the committed results.json
+    (re-render with `make docs` after a reproduction run)."""
+    assert reproduce_readme.main(["--check"]) == 0

@@ -31,7 +31,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
 
     if is_reproduce_suite(args.suite):
         return cmd_reproduce(args)
-    repro_only = [f for f in ("quick", "only", "table", "out", "readme") if getattr(args, f, None)]
+    repro_only = [f for f in ("quick", "only", "table", "out") if getattr(args, f, None)]
     if repro_only:
         raise ConfigError(
             f"--{repro_only[0]}", getattr(args, repro_only[0]), "a suite with 'kind: reproduce'", args.suite
@@ -89,5 +89,4 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="where RESULTS.md, results.json and fronts/ go (default: next to the suite; "
         "quick mode: .veil/reproduce-quick)",
     )
-    g.add_argument("--readme", help="also write the table between the reproduce markers of this Markdown file")
     p.set_defaults(func=cmd_nightly)

@@ -1,5 +1,5 @@
 """`veil nightly` on a reproduction suite (`kind: reproduce`): check it, run it (unless --table), build the
-table from MLflow records, attach it to a report run and update a README."""
+table from MLflow records and attach it to a report run."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from veil.reproduce.render import RECORDS_FILE, VERDICTS, update_readme, write_results
+from veil.reproduce.render import RECORDS_FILE, VERDICTS, write_results
 from veil.reproduce.runs import run_repro
 from veil.reproduce.suite import REPRO_TAG, load_repro_suite, variants
 
@@ -50,8 +50,6 @@ def cmd_reproduce(args: Any) -> int:
     if errors:
         parent.set_tags({"veil.reproduce.errors": len(errors)})
     parent.finish()
-    if args.readme:
-        update_readme(Path(args.readme), suite, lines, out_dir / "RESULTS.md", pngs)
     print(summary)
     print(f"table: {out_dir / 'RESULTS.md'}; MLflow run {parent.run_id} at {uri}")
     for e in errors:

@@ -1,6 +1,7 @@
 """A reproduction suite's results, from MLflow records alone: each variant's latest sweep (read back, saved
 next to the table and merged with earlier builds'), the verdict of every published figure, the RESULTS.md
-table, results.json, the fronts and the one-line-per-row block of a README."""
+table, results.json and the fronts. (README.md's short block is rendered from results.json by
+tools/reproduce_readme.py.)"""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from veil.errors import ConfigError
 from veil.reproduce.suite import REPRO_TAG, Entry, Figure, ReproSuite, Row, sweep_spec, variants
 
 #: figures of a whole sweep rather than one of its trials
@@ -25,7 +25,6 @@ NEITHER_HIDES = "matches, but neither hides"
 AUC_LEAKS = "accuracy matches, but AUC leaks"
 #: every verdict, in the order the counts list them
 VERDICTS = ("reproduced", NEITHER_HIDES, AUC_LEAKS, "close", "not reproduced", "not run")
-BEGIN, END = "<!-- reproduce:begin -->", "<!-- reproduce:end -->"
 
 
 @dataclass
@@ -371,12 +370,12 @@ def command(suite: ReproSuite, mode: str, row: str | None = None) -> str:
     return f"veil nightly --suite {rel}" + (" --quick" if mode == "quick" else "") + (f" --only {row}" if row else "")
 
 
-def counts_line(lines: Sequence[Line], values: bool = True) -> str:
+def counts_line(verdicts: Sequence[str], values: bool = True) -> str:
     """'N figures: n1 verdict1; n2 verdict2; ...' over every verdict that occurs (and, where the table shows
     figures, `values`, what they are)."""
-    counts = {v: sum(ln.verdict == v for ln in lines) for v in VERDICTS}
+    counts = {v: sum(x == v for x in verdicts) for v in VERDICTS}
     summary = "; ".join(f"{n} {v}" for v, n in counts.items() if n)
-    return f"{len(lines)} figures: {summary}." + (" Values are means ± std over seeds." if values else "")
+    return f"{len(verdicts)} figures: {summary}." + (" Values are means ± std over seeds." if values else "")
 
 
 def _span(values: Sequence[float | None], fmt: str) -> str:
@@ -419,10 +418,11 @@ def _row_figures(lines: Sequence[Line]) -> str:
     return "; ".join(parts)
 
 
-def _row_verdicts(lines: Sequence[Line]) -> str:
-    counts = {v: sum(ln.verdict == v for ln in lines) for v in VERDICTS}
-    if len(lines) == 1:
-        return f"**{lines[0].verdict}**"
+def row_verdicts(verdicts: Sequence[str]) -> str:
+    """A row's verdicts in bold, each with its count when the row has several figures."""
+    if len(verdicts) == 1:
+        return f"**{verdicts[0]}**"
+    counts = {v: sum(x == v for x in verdicts) for v in VERDICTS}
     return ", ".join(f"**{v}** ({n})" for v, n in counts.items() if n)
 
 
@@ -435,8 +435,10 @@ def format_summary(suite: ReproSuite, lines: Sequence[Line], section: Any, front
         "|---|---|---|---|---|",
     ]
     for row, mine, links in _summary_rows(suite, lines, section, front, "table and cause"):
-        out.append(f"| **{row.id}** | {row.paper} | {_row_figures(mine)} | {_row_verdicts(mine)} | {links} |")
-    return "\n".join(out) + f"\n\n{counts_line(lines)}\n"
+        out.append(
+            f"| **{row.id}** | {row.paper} | {_row_figures(mine)} | {row_verdicts([ln.verdict for ln in mine])} | {links} |"
+        )
+    return "\n".join(out) + f"\n\n{counts_line([ln.verdict for ln in lines])}\n"
 
 
 def _summary_rows(
@@ -449,16 +451,6 @@ def _summary_rows(
             continue
         png = front(row.id)
         yield row, mine, " · ".join([f"[{label}]({section(row.id)})", *([f"[front]({png})"] if png else [])])
-
-
-def format_readme_summary(suite: ReproSuite, lines: Sequence[Line], section: Any, front: Any) -> str:
-    """The README's short form of `format_summary`: one line per row with its id, its verdicts and links to the
-    row's section (`section(row_id)`: the paper, every figure, the cause) and front (`front(row_id)`, None when
-    none was drawn); then the counts line. The figures themselves stay in RESULTS.md, so a line stays short."""
-    out = ["| row | verdicts | details |", "|---|---|---|"]
-    for row, mine, links in _summary_rows(suite, lines, section, front, "figures and cause"):
-        out.append(f"| **{row.id}** | {_row_verdicts(mine)} | {links} |")
-    return "\n".join(out) + f"\n\n{counts_line(lines, values=False)}\n"
 
 
 def format_row_table(lines: Sequence[Line]) -> str:
@@ -611,31 +603,3 @@ def write_results(suite: ReproSuite, uri: str, mode: str, out_dir: Path) -> tupl
     ]
     (out_dir / "results.json").write_text(json.dumps(as_json, indent=1, default=str))
     return summary, lines, pngs
-
-
-def update_readme(
-    readme: Path, suite: ReproSuite, lines: Sequence[Line], results: Path, fronts: Mapping[str, Path]
-) -> None:
-    """Replace the block between the reproduce markers of `readme` with one short line per row (its verdicts and
-    links to its section of RESULTS.md and its front), the counts and a link to RESULTS.md (links relative to the
-    README). The figures and the causes stay in RESULTS.md."""
-    text = readme.read_text()
-    if BEGIN not in text or END not in text:
-        raise ConfigError("--readme", str(readme), f"a file with the markers {BEGIN} ... {END}")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-
-    def href(path: Path) -> str:
-        return relative(path, readme.parent) or str(path.resolve())
-
-    summary = format_readme_summary(
-        suite,
-        lines,
-        lambda rid: f"{href(results)}#{rid}",
-        lambda rid: href(fronts[rid]) if rid in fronts else None,
-    )
-    more = (
-        f"Each row's figures in full, their verdicts, the cause of every gap and the MLflow records behind them: "
-        f"[{results.name}]({href(results)})."
-    )
-    readme.write_text(f"{head}{BEGIN}\n{summary}\n{more}\n{END}{tail}")
