@@ -43,3 +43,10 @@ def settle() -> None:
     for key, value in DEFAULTS.items():
         if key not in os.environ:
             os.environ[key] = value
+
+
+def settled() -> dict[str, str]:
+    """The values `settle` leaves in this process (the user's where they set one), for processes started elsewhere:
+    Ray workers on another node inherit nothing from this one."""
+    settle()
+    return {key: os.environ[key] for key in DEFAULTS}

@@ -34,13 +34,13 @@ def ensure_ray(address: str | None = None, *, log_to_driver: bool | None = None)
 
     if ray.is_initialized():
         return False
-    process_env.settle()
+    workers_env = {**process_env.settled(), **THREAD_ENV, **journal_env()}  # workers journal where the driver does
     ray.init(
         address=address or os.environ.get("RAY_ADDRESS") or "local",
         include_dashboard=False,
         configure_logging=False,
         log_to_driver=verbose() if log_to_driver is None else log_to_driver,
-        runtime_env={"env_vars": {**THREAD_ENV, **journal_env()}},  # workers journal where the driver does
+        runtime_env={"env_vars": workers_env},
     )
     signals.reinstall()  # ray.init makes SIGTERM exit the driver at once, with no cleanup
     return True
