@@ -187,7 +187,32 @@ def test_keep_refuses_a_feature_and_an_unknown_run_is_named(runs, monkeypatch, c
     assert main(["release", met, "--data", "k.csv", "-o", "k.parquet", "--keep", "income"]) == 2
     assert "released unprotected" in capsys.readouterr().err
     assert main(["release", "0123456789abcdef", "--data", "k.csv", "-o", "k.parquet"]) == 2
-    assert "'RUN'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"the store at sqlite:///{d / 'mlflow.db'} has no run '0123456789abcdef'" in err
+    assert "veil ui --tracking-uri" in err and "Exception" not in err  # how to list runs, not a class name
+
+
+def test_a_release_from_another_directory_says_where_it_looked_and_creates_nothing(runs, tmp_path, capsys) -> None:
+    """Run from a directory without the store `veil run` wrote: refused, naming where it looked and how to point it
+    there, with no empty store left behind; pointed there with --tracking-uri, it releases."""
+    import os
+
+    d, met, _ = runs
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    table(20, 10).to_csv(elsewhere / "new.csv", index=False)
+    cwd = os.getcwd()
+    os.chdir(elsewhere)
+    try:
+        assert main(["release", met, "--data", "new.csv", "-o", "z.parquet"]) == 2
+        err = capsys.readouterr().err
+        assert f"there is no MLflow store at {elsewhere / 'mlflow.db'}" in err and "--tracking-uri" in err
+        assert sorted(p.name for p in elsewhere.iterdir()) == ["new.csv"]  # no mlflow.db, no lock file
+        uri = f"sqlite:///{d / 'mlflow.db'}"
+        assert main(["release", met, "--data", "new.csv", "-o", "z.parquet", "--tracking-uri", uri]) == 0
+        assert (elsewhere / "z.parquet").exists()
+    finally:
+        os.chdir(cwd)
 
 
 def test_the_transform_reproduces_the_training_features_and_survives_the_cache(in_tmp) -> None:

@@ -39,8 +39,11 @@ def fetch_run(uri: str, run_id: str, into: Path) -> dict[str, Path | None]:
     c = client(uri)
     try:
         c.get_run(run_id)
-    except Exception as e:  # MlflowException: RESOURCE_DOES_NOT_EXIST, or a malformed id
-        raise ConfigError("RUN", run_id, f"the id of a run in the store at {uri} ({type(e).__name__})") from None
+    except Exception:  # noqa: BLE001 - MlflowException: RESOURCE_DOES_NOT_EXIST, or a malformed id
+        raise ReleaseRefused(
+            f"the store at {uri} has no run {run_id!r}. `veil run` prints its run's id on its last line ('MLflow run "
+            f"<id> ...'); `veil ui --tracking-uri {uri}` lists the store's runs"
+        ) from None
     out: dict[str, Path | None] = {}
     for name in ARTIFACTS:
         try:
@@ -87,9 +90,10 @@ def release(
     from veil.datasets.transform import FeatureTransform
     from veil.keystore import key_dir, key_path, load_key, loose_permissions, record_release
     from veil.randomness import MissingKey
-    from veil.tracking.mlflow_run import check_tracking
+    from veil.tracking.mlflow_run import check_tracking, require_existing_store
 
     uri = check_tracking(tracking_uri)
+    require_existing_store(uri, "veil release")
     out = Path(output)
     if out.suffix.lower() not in (".parquet", ".pq"):
         raise ConfigError("--output", output, "a .parquet path")

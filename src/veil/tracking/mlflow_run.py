@@ -159,6 +159,20 @@ def require_shared_store(uri: str, on_cluster: bool, source: str = "--tracking-u
     )
 
 
+def require_existing_store(uri: str, command: str) -> None:
+    """Refuse, for a command that only reads runs (`veil release`), a local store that does not exist: MLflow would
+    create an empty one there, which cannot hold the run asked for. The error says where it looked and how to
+    point the command at the store `veil run` wrote."""
+    db = local_store(uri)
+    if db is not None and not db.exists():
+        raise TrackingUnavailable(
+            f"{command}: there is no MLflow store at {db}, so no run to read (nothing was created). It reads the "
+            "store `veil run` wrote: mlflow.db in the directory `veil run` ran from, unless that run was given "
+            "--tracking-uri or $MLFLOW_TRACKING_URI. Run it from that directory, or pass --tracking-uri "
+            "sqlite:////path/to/mlflow.db (or the tracking server's URL)."
+        )
+
+
 def local_store(uri: str) -> Path | None:
     """The database file of a sqlite store, the directory of a file store (or a bare path); None otherwise."""
     if uri.startswith("sqlite:///"):
