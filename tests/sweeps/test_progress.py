@@ -35,16 +35,22 @@ def test_resumed_sweep_counts_what_had_finished(capsys):
     running[0].status, running[0].last_result = "TERMINATED", trial(3, "", 0.96, 0.20).last_result
     monitor.on_trial_complete(1, before + running, running[0])
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].endswith(
-        "] done   #3 t0000003  beta=0.3  utility_auc 0.9600  privacy_gap 0.2000  (2.0 s)  * front   [3/5 finished]"
-    )
-    # the front printed after it holds the trials finished before the resume too (best utility first)
-    assert lines[1:] == [
-        "    current front (3):",
-        "      0.9800  0.3500   beta=0.2",
-        "      0.9700  0.3000   beta=0.1",
-        "      0.9600  0.2000   beta=0.3",
+    # one line a trial; the front it joined holds the trials finished before the resume too (the front itself is
+    # printed once, by the report at the end, not after every trial)
+    assert lines == [
+        lines[0][: lines[0].index("]") + 1]
+        + " done   #3 t0000003  beta=0.3  utility_auc 0.9600  privacy_gap 0.2000  (2.0 s)  * front   "
+        "[3/5 finished, front 3]"
     ]
+    running[1].status, running[1].last_result = "TERMINATED", trial(4, "", 0.90, 0.25).last_result
+    monitor.on_trial_complete(2, before + running, running[1])
+    assert (
+        capsys.readouterr()
+        .out.splitlines()[0]
+        .endswith(
+            "] done   #4 t0000004  beta=0.4  utility_auc 0.9000  privacy_gap 0.2500  (2.0 s)   [4/5 finished, front 3]"
+        )
+    )
 
 
 def test_trial_numbers_come_from_tunes_counter():

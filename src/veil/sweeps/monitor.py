@@ -1,7 +1,8 @@
-"""Live progress of a sweep, in the driver process: `SweepMonitor`, the Tune Callback that prints each trial's
-start, result or failure and the current Pareto front as Tune's driver loop reports them (and says when the
-tracking server stops answering), and is also the Stopper that ends the sweep once more than `max_failures`
-trials have failed. Tune pickles it with the experiment, so `veil resume` gets it back."""
+"""Live progress of a sweep, in the driver process: `SweepMonitor`, the Tune Callback that prints one line per
+trial's start, result (marked when it joins the Pareto front, with the front's size) or failure as Tune's driver
+loop reports them (and says when the tracking server stops answering), and is also the Stopper that ends the
+sweep once more than `max_failures` trials have failed. The front itself is printed once, with a header, by the
+sweep's report at the end. Tune pickles it with the experiment, so `veil resume` gets it back."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ PROBE_EVERY_S = 2.0
 
 
 class SweepMonitor(Callback, Stopper):
-    """A Tune Callback (progress lines and the current front) that is also a Stopper (max_failures).
+    """A Tune Callback (progress lines, the front's size) that is also a Stopper (max_failures).
     Picklable: Tune stores it with the experiment, and `veil resume` gets it back: Tune unpickles several copies
     (the callback, each trial's stopper) and offers no public accessor to them, so every copy unpickled here takes
     this process's `resumed_as` settings and is listed in `unpickled`."""
@@ -165,7 +166,6 @@ class SweepMonitor(Callback, Stopper):
             return
         self._absorb_finished([t for t in trials if t is not trial])
         population = MEMBERS in (trial.config or {})
-        before = set(self.front_ids)
         for mid, name, label, vals in entries:
             if vals is None:
                 self.member_failures += 1
@@ -183,20 +183,9 @@ class SweepMonitor(Callback, Stopper):
             seconds = float((rep or {}).get("trial_seconds", 0))
             self._say(
                 f"[{self._elapsed()}] done   {name}  {label}  {cells}  "
-                f"({seconds:.1f} s){star}   [{len(self.done)}/{self.total} finished]"
+                f"({seconds:.1f} s){star}   [{len(self.done)}/{self.total} finished, front {len(front)}]"
             )
         self._count_failures()
-        if front != before:
-            self._print_front()
-
-    def _print_front(self) -> None:
-        rows = sorted(
-            (self.done[i] for i in self.front_ids), key=lambda x: x[0][0], reverse=self.directions[0] == "max"
-        )
-        lines = [f"    current front ({len(rows)}):"]
-        for vals, label in rows:
-            lines.append("      " + "  ".join(fmt_metric(v) for v in vals) + f"   {label}")
-        self._say("\n".join(lines))
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._absorb_finished([t for t in trials if t is not trial])
