@@ -48,6 +48,17 @@ CASES: dict[str, tuple[Callable[[], pd.DataFrame], list[str]]] = {
         ["feature column 'b' has a missing value (empty cell or NaN) at data row 21,", "after the header"],
     ),
     "empty-label-cell": (with_value("y", 4, np.nan), ["label column 'y' has a missing value", "at data row 5,"]),
+    "every-bad-column": (  # one error names them all: a label, a missing feature cell, an infinite one
+        lambda: with_value("y", 4, np.nan)().assign(
+            a=with_value("a", 9, np.inf)()["a"], b=with_value("b", 2, np.nan)()["b"]
+        ),
+        [
+            "3 columns hold values a model cannot take: label column 'y' has a missing value (empty cell or NaN) at "
+            "data row 5; feature column 'a' has the non-finite value inf at data row 10; feature column 'b' has a "
+            "missing value (empty cell or NaN) at data row 3, counting data rows from 1 after the header; fill, "
+            "replace or drop those rows"
+        ],
+    ),
     "continuous-label": (
         lambda: table(400, y=np.random.default_rng(1).normal(size=400)),
         ["label column 'y' looks continuous: 400 distinct values", "bin it into classes"],
@@ -85,7 +96,13 @@ def test_bad_file_is_refused_before_the_run_exists(case, suffix, in_tmp, capsys,
 def test_missing_and_duplicate_columns_files(in_tmp, capsys, mlflow_server):
     dup = in_tmp / "dup.csv"
     dup.write_text("a,a,y,s\n" + "".join(f"{i},{i},{i % 2},{i % 3}\n" for i in range(60)))
-    for path, needle in ((dup, "column(s) ['a'] appear more than once"), (in_tmp / "nothere.csv", "no such file")):
+    empty = in_tmp / "empty.csv"
+    empty.write_text("")
+    for path, needle in (
+        (dup, "column(s) ['a'] appear more than once"),
+        (in_tmp / "nothere.csv", "no such file"),
+        (empty, "the file is empty: no header row, no data rows"),
+    ):
         args = ["run", "-m", "gpp", "-d", str(path), "-p", "utility=y", "-p", "sensitive=s", "--quiet"]
         assert main([*args, "--tracking-uri", mlflow_server, "--experiment", f"bad-{path.stem}"]) == 2
         err = capsys.readouterr().err

@@ -114,6 +114,8 @@ def read_table(path: str | Path) -> pd.DataFrame:
             raise DataError(f"{path}: unsupported file type {suffix!r} (use .csv or .parquet)")
     except DataError:
         raise
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{path}: the file is empty: no header row, no data rows") from None
     except Exception as e:  # pandas/pyarrow raise many kinds
         raise DataError(f"{path}: cannot read as {suffix[1:]} ({type(e).__name__}: {e})") from None
     if frame.empty:
@@ -221,26 +223,33 @@ def _rows(positions: np.ndarray) -> str:
     return f"data row {int(positions[0]) + 1}{more}"
 
 
-def check_finite(frame: pd.DataFrame, cols: Sequence[str], source: str, what: str) -> None:
-    """No missing (empty, NaN) or infinite value in `cols`; the error names the column and the first
-    1-based data row (the header is not counted)."""
-    for c in cols:
-        s = frame[c]
-        na = s.isna().to_numpy()
-        if na.any():
-            raise DataError(
-                f"{source}: {what} column '{c}' has a missing value (empty cell or NaN) at "
-                f"{_rows(np.flatnonzero(na))}, counting data rows from 1 after the header; fill or drop those rows"
-            )
-        if pd.api.types.is_float_dtype(s):
-            inf = np.isinf(s.to_numpy(dtype=np.float64))
-            if inf.any():
-                first = int(np.flatnonzero(inf)[0])
-                raise DataError(
-                    f"{source}: {what} column '{c}' has the non-finite value {s.iloc[first]} at "
-                    f"{_rows(np.flatnonzero(inf))}, counting data rows from 1 after the header; "
-                    "replace or drop those rows"
+def check_finite(frame: pd.DataFrame, groups: Mapping[str, Sequence[str]], source: str) -> None:
+    """No missing (empty, NaN) or infinite value in the columns of `groups` (kind -> columns, e.g. "label", then
+    "feature"); one error names every bad column, each with its first 1-based data row (the header is not
+    counted)."""
+    problems, missing, infinite = [], False, False
+    for what, cols in groups.items():
+        for c in cols:
+            s = frame[c]
+            na = s.isna().to_numpy()
+            if na.any():
+                missing = True
+                problems.append(
+                    f"{what} column '{c}' has a missing value (empty cell or NaN) at {_rows(np.flatnonzero(na))}"
                 )
+                continue
+            if pd.api.types.is_float_dtype(s):
+                inf = np.flatnonzero(np.isinf(s.to_numpy(dtype=np.float64)))
+                if len(inf):
+                    infinite = True
+                    problems.append(f"{what} column '{c}' has the non-finite value {s.iloc[inf[0]]} at {_rows(inf)}")
+    if not problems:
+        return
+    advice = "fill, replace or drop" if missing and infinite else "fill or drop" if missing else "replace or drop"
+    head = f"{len(problems)} columns hold values a model cannot take: " if len(problems) > 1 else ""
+    raise DataError(
+        f"{source}: {head}{'; '.join(problems)}, counting data rows from 1 after the header; {advice} those rows"
+    )
 
 
 def _plain(v: Any) -> Any:
@@ -431,8 +440,7 @@ def check_table(
     value, a label that is continuous, an id or a single class, a class too rare for the split."""
     check_split_sizes(len(frame), len(train_idx), len(test_idx), test_fraction, source)
     check_scalar(frame, [*labels, *features], source)
-    check_finite(frame, labels, source, "label")
-    check_finite(frame, features, source, "feature")
+    check_finite(frame, {"label": labels, "feature": features}, source)
     for c in labels:
         check_label(frame, c, source, test_fraction=test_fraction, max_categories=max_categories)
 
