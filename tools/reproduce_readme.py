@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
-from veil.reproduce.render import counts_line, row_verdicts
+from veil.reproduce.render import counts_line, relative, row_verdicts
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- reproduce:begin -->", "<!-- reproduce:end -->"
 
 
 def _href(path: Path, base: Path) -> str:
-    return Path(os.path.relpath(path.resolve(), base.resolve())).as_posix()
+    return relative(path, base) or str(path.resolve())
 
 
 def render_block(results_dir: Path, readme: Path) -> str:

@@ -434,7 +434,7 @@ def format_summary(suite: ReproSuite, lines: Sequence[Line], section: Any, front
         "| row | paper | Veil at `preset: paper` (paper) | verdict | details |",
         "|---|---|---|---|---|",
     ]
-    for row, mine, links in _summary_rows(suite, lines, section, front, "table and cause"):
+    for row, mine, links in _summary_rows(suite, lines, section, front):
         out.append(
             f"| **{row.id}** | {row.paper} | {_row_figures(mine)} | {row_verdicts([ln.verdict for ln in mine])} | {links} |"
         )
@@ -442,15 +442,15 @@ def format_summary(suite: ReproSuite, lines: Sequence[Line], section: Any, front
 
 
 def _summary_rows(
-    suite: ReproSuite, lines: Sequence[Line], section: Any, front: Any, label: str
+    suite: ReproSuite, lines: Sequence[Line], section: Any, front: Any
 ) -> Iterator[tuple[Any, list[Line], str]]:
-    """Each row of `suite` with lines: the row, its lines, and its links (section as `label`, front if drawn)."""
+    """Each row of `suite` with lines: the row, its lines, and its links (its section, its front if drawn)."""
     for row in suite.rows:
         mine = [ln for ln in lines if ln.row.id == row.id]
         if not mine:
             continue
         png = front(row.id)
-        yield row, mine, " · ".join([f"[{label}]({section(row.id)})", *([f"[front]({png})"] if png else [])])
+        yield row, mine, " · ".join([f"[table and cause]({section(row.id)})", *([f"[front]({png})"] if png else [])])
 
 
 def format_row_table(lines: Sequence[Line]) -> str:
