@@ -397,8 +397,16 @@ def test_ray_session_shuts_down_only_the_ray_it_started(monkeypatch, started):
     import veil.platform.cluster as cluster
 
     calls: list[str] = []
-    monkeypatch.setattr(cluster, "ensure_ray", lambda address=None, **kw: calls.append(f"ensure {address}") or started)
-    monkeypatch.setitem(sys.modules, "ray", types.SimpleNamespace(shutdown=lambda: calls.append("shutdown")))
+    ray = types.SimpleNamespace(up=not started, shutdown=lambda: calls.append("shutdown"))  # up already: not started
+    ray.is_initialized = lambda: ray.up
+
+    def ensure_ray(address=None, **kw):
+        calls.append(f"ensure {address}")
+        ray.up = True
+        return started
+
+    monkeypatch.setattr(cluster, "ensure_ray", ensure_ray)
+    monkeypatch.setitem(sys.modules, "ray", ray)
     with pytest.raises(RuntimeError, match="inside"):
         with cluster.ray_session("auto") as got:
             assert got is started and calls == ["ensure auto"]

@@ -50,14 +50,8 @@ def ensure_ray(address: str | None = None, *, log_to_driver: bool | None = None)
 def ray_session(address: str | None = None, **kw: Any) -> Iterator[bool]:
     """`ensure_ray(address, **kw)` for the `with` block, and Ray shut down when it ends only if this call started
     or joined it (a Ray that was already up is left as it was); yields whether it did."""
-    started = ensure_ray(address, **kw)
-    try:
-        yield started
-    finally:
-        if started:
-            import ray
-
-            ray.shutdown()
+    with ray_started_here_stops():
+        yield ensure_ray(address, **kw)
 
 
 @contextmanager
