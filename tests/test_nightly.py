@@ -9,7 +9,7 @@ from mlflow.tracking import MlflowClient
 
 from veil.cli import main
 from veil.errors import ConfigError, UnknownNameError
-from veil.nightly_suite import Tolerances, compare, format_checks, load_suite
+from veil.nightly_suite import DEFAULT_SUITE, Tolerances, compare, format_checks, load_suite
 
 ROOT = Path(__file__).resolve().parents[1]
 TOL = Tolerances(utility=0.02, leakage=0.02, throughput=0.5, hypervolume=0.05)
@@ -74,6 +74,39 @@ def test_suite_digest_follows_a_sweep_specs_content_not_its_comments(tmp_path):
         text.replace("metric: privacy_gap", "metric: adversary_auc").replace("privacy_gap: 0.5", "adversary_auc: 1.0")
     )
     assert load_suite(suite).digest != before
+
+
+def test_the_shipped_suite_is_package_data_and_holds_the_quickstart_sweep(tmp_path, monkeypatch, capsys):
+    """An installed Veil runs its nightly from any directory: the suite is inside the package, its sweep inline
+    and equal to the README's quickstart spec, and --print-suite hands it over for editing."""
+    monkeypatch.chdir(tmp_path)  # no checkout here
+    assert DEFAULT_SUITE.parent == Path(__import__("veil").__file__).parent
+    suite = load_suite(DEFAULT_SUITE)
+    assert set(suite.runs) == {"gpp-correlated", "eigan-quadrant", "ldp-frl-correlated"}
+    shipped = yaml.safe_load(DEFAULT_SUITE.read_text())["sweeps"]["quickstart"]
+    assert shipped == yaml.safe_load((ROOT / "sweeps" / "quickstart.yaml").read_text())
+    assert suite.sweeps["quickstart"].trials == 14
+    assert main(["nightly", "--check"]) == 0
+    assert "1 sweeps: valid" in capsys.readouterr().out
+    assert main(["nightly", "--print-suite"]) == 0
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(capsys.readouterr().out)
+    assert load_suite(mine).digest == suite.digest
+
+
+def test_a_sweep_given_inline_or_by_path_is_one_suite(tmp_path):
+    spec = yaml.safe_load((ROOT / "sweeps" / "quickstart.yaml").read_text())
+    (tmp_path / "q.yaml").write_text(yaml.safe_dump(spec))
+    by_path, inline = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    by_path.write_text("sweeps: {q: q.yaml}\n")
+    inline.write_text(yaml.safe_dump({"sweeps": {"q": spec}}))
+    assert load_suite(by_path).digest == load_suite(inline).digest
+    inline.write_text(yaml.safe_dump({"sweeps": {"q": {**spec, "trials": -1}}}))
+    with pytest.raises(ConfigError, match="trials"):
+        load_suite(inline)  # a sweep is validated with the suite, before anything runs
+    inline.write_text("sweeps: {q: [1, 2]}\n")
+    with pytest.raises(ConfigError, match="sweeps.q"):
+        load_suite(inline)
 
 
 def test_suite_validation_names_the_problem(tmp_path):

@@ -10,5 +10,5 @@ exec ray job submit \
   --address "${RAY_ADDRESS:-http://127.0.0.1:8265}" \
   --working-dir . \
   --submission-id "veil-nightly-$(date +%Y%m%d-%H%M%S)" \
-  -- veil nightly --suite benchmarks/nightly.yaml --address auto \
+  -- veil nightly --address auto \
      --tracking-uri "${MLFLOW_TRACKING_URI:-http://127.0.0.1:5000}"

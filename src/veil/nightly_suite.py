@@ -9,8 +9,9 @@ import json
 import sys
 import time
 from dataclasses import dataclass, field
+from importlib.resources import files
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import yaml
 
@@ -18,10 +19,13 @@ from veil.config import build, param
 from veil.errors import ConfigError, UnknownNameError
 from veil.names import check_mlflow_name
 
+if TYPE_CHECKING:
+    from veil.sweeps.sweepspec import SweepSpec
+
 NIGHTLY_TAG = "veil.nightly"
 SUITE_KEYS = ("experiment", "tolerances", "runs", "sweeps")
-DEFAULT_SUITE = Path("benchmarks") / "nightly.yaml"
-"""The repository's suite, read from the working directory (a checkout's root); an installed Veil has none."""
+DEFAULT_SUITE = Path(str(files("veil").joinpath("nightly.yaml")))
+"""The suite shipped with Veil (package data), so an installed Veil runs its nightly from any directory."""
 
 
 @dataclass(frozen=True)
@@ -38,17 +42,17 @@ class Tolerances:
 
 @dataclass(frozen=True)
 class Suite:
-    """A nightly benchmark suite: named runs (RunSpec mappings) and named sweep specs."""
+    """A nightly benchmark suite: named runs (RunSpec mappings) and named sweeps (validated specs)."""
 
     experiment: str
     tolerances: Tolerances
     runs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    sweeps: Mapping[str, str] = field(default_factory=dict)
+    sweeps: Mapping[str, SweepSpec] = field(default_factory=dict)
     digest: str = ""
 
 
 def load_suite(path: str | Path) -> Suite:
-    """Read and validate a suite file (safe YAML; unknown keys, methods and params fail here)."""
+    """Read and validate a suite file (safe YAML; unknown keys, methods and params fail here, in runs and sweeps)."""
     from veil.pipeline.execute import spec_from_mapping
     from veil.pipeline.validation import validate
 
@@ -63,17 +67,12 @@ def load_suite(path: str | Path) -> Suite:
     for name, mapping in (data.get("runs") or {}).items():
         validate(spec_from_mapping(mapping, where=f"{p}: runs.{name}"))
         runs[name] = mapping
-    sweeps = {}
-    for name, spec_path in (data.get("sweeps") or {}).items():
-        sp = (p.parent / spec_path) if not Path(spec_path).is_absolute() else Path(spec_path)
-        if not sp.exists():
-            raise ConfigError(f"sweeps.{name}", spec_path, "a sweep spec file", str(p))
-        sweeps[name] = str(sp)
-    if not runs and not sweeps:
+    sweep_data = {name: _sweep_mapping(entry, p, name) for name, entry in (data.get("sweeps") or {}).items()}
+    if not runs and not sweep_data:
         raise ConfigError("runs", None, "at least one run or sweep", str(p))
+    sweeps = {name: _sweep_spec(mapping, f"{p}: sweeps.{name}") for name, mapping in sweep_data.items()}
     # a sweep's spec (not its comments) is part of the suite: other objectives start a new baseline
-    specs = {name: yaml.safe_load(Path(path).read_text()) for name, path in sweeps.items()}
-    digest = hashlib.sha256(json.dumps([runs, specs], sort_keys=True, default=str).encode()).hexdigest()[:12]
+    digest = hashlib.sha256(json.dumps([runs, sweep_data], sort_keys=True, default=str).encode()).hexdigest()[:12]
     return Suite(
         check_mlflow_name("experiment", data.get("experiment", "veil-nightly"), str(p)),
         build(Tolerances, data.get("tolerances"), where=f"{p}: tolerances"),
@@ -81,6 +80,24 @@ def load_suite(path: str | Path) -> Suite:
         sweeps,
         digest,
     )
+
+
+def _sweep_mapping(entry: Any, suite: Path, name: str) -> Mapping[str, Any]:
+    """A suite's sweep entry as a spec mapping: given inline, or read from a path relative to the suite."""
+    if isinstance(entry, Mapping):
+        return entry
+    if not isinstance(entry, str):
+        raise ConfigError(f"sweeps.{name}", entry, "a sweep spec mapping or a sweep spec file's path", str(suite))
+    sp = Path(entry) if Path(entry).is_absolute() else suite.parent / entry
+    if not sp.exists():
+        raise ConfigError(f"sweeps.{name}", entry, "a sweep spec file (relative to the suite) or a mapping", str(suite))
+    return yaml.safe_load(sp.read_text()) or {}
+
+
+def _sweep_spec(mapping: Mapping[str, Any], where: str) -> SweepSpec:
+    from veil.sweeps.sweepspec import sweep_from_mapping
+
+    return sweep_from_mapping(mapping, where=where)
 
 
 @dataclass
@@ -180,9 +197,9 @@ def run_suite(suite: Suite, tracking_uri: str | None, address: str | None = None
             if res.history and res.metrics.get("train_rows") and res.metrics.get("train_seconds"):
                 rows = res.metrics["train_rows"] * len(res.history)
                 figures[f"{name}/rows_per_second"] = rows / res.metrics["train_seconds"]
-        for name, spec_path in suite.sweeps.items():
+        for name, sweep in suite.sweeps.items():
             print(f"[nightly] sweep {name}", file=sys.stderr, flush=True)
-            figures[f"{name}/hypervolume"] = run_nightly_sweep(spec_path, name, parent.tracking_uri, address)
+            figures[f"{name}/hypervolume"] = run_nightly_sweep(sweep, name, parent.tracking_uri, address)
         parent.log_metrics(figures)
     except BaseException as e:
         parent.fail(e)
@@ -190,13 +207,12 @@ def run_suite(suite: Suite, tracking_uri: str | None, address: str | None = None
     return parent.run_id, figures
 
 
-def run_nightly_sweep(spec_path: str, name: str, tracking_uri: str, address: str | None) -> float:
+def run_nightly_sweep(spec: SweepSpec, name: str, tracking_uri: str, address: str | None) -> float:
     """Run one sweep spec and return its hypervolume."""
     from veil.sweeps.driver import run_sweep
-    from veil.sweeps.sweepspec import load_sweep_spec
 
     outcome = run_sweep(
-        load_sweep_spec(spec_path),
+        spec,
         name=f"nightly-{name}-{int(time.time())}",
         address=address,
         tracking_uri=tracking_uri,

@@ -29,6 +29,11 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     from veil.tracking import TrackedRun
     from veil.tracking.mlflow_run import check_tracking, require_shared_store, uri_source
 
+    if args.print_suite:
+        if not Path(args.suite).is_file():
+            raise ConfigError("--suite", args.suite, "an existing YAML file")
+        print(Path(args.suite).read_text(), end="")
+        return 0
     if is_reproduce_suite(args.suite):
         return cmd_reproduce(args)
     repro_only = [f for f in ("quick", "only", "table", "out") if getattr(args, f, None)]
@@ -71,8 +76,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--suite",
         default=str(DEFAULT_SUITE),
-        help="suite YAML (default benchmarks/nightly.yaml under the working directory)",
+        help="suite YAML (default: the suite shipped with Veil; --print-suite shows it)",
     )
+    p.add_argument("--print-suite", action="store_true", help="print the suite's YAML (to copy and edit), then stop")
     add_tracking_uri(p)
     p.add_argument("--address", help="Ray cluster to join for sweeps and ray-train runs")
     p.add_argument("--check", action="store_true", help="validate the suite and every spec in it, then stop")

@@ -322,6 +322,3 @@ def spec_yaml(spec: SweepSpec) -> str:
 def grid_points(spec: SweepSpec) -> list[dict[str, Any]]:
     """Every point of a grid spec, as trial configs."""
     return product_points({sp.canonical: sp.grid_values() for sp in spec.space})
-
-
-load_sweep_spec = load_sweep  # the name veil.nightly_suite imports
