@@ -82,16 +82,30 @@ def test_the_shipped_suite_is_package_data_and_holds_the_quickstart_sweep(tmp_pa
     monkeypatch.chdir(tmp_path)  # no checkout here
     assert DEFAULT_SUITE.parent == Path(__import__("veil").__file__).parent
     suite = load_suite(DEFAULT_SUITE)
-    assert set(suite.runs) == {"gpp-correlated", "eigan-quadrant", "ldp-frl-correlated"}
+    assert set(suite.runs) == {"gpp-correlated", "eigan-quadrant", "ldp-frl-correlated", "gpp-calibrated"}
     shipped = yaml.safe_load(DEFAULT_SUITE.read_text())["sweeps"]["quickstart"]
     assert shipped == yaml.safe_load((ROOT / "sweeps" / "quickstart.yaml").read_text())
     assert suite.sweeps["quickstart"].trials == 14
     assert main(["nightly", "--check"]) == 0
-    assert "1 sweeps: valid" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "4 runs, 1 sweeps: valid" in out
+    # every run faced the target check a real nightly will: the calibrating one on its data
+    assert out.count("would certify") == 3 and out.count("would calibrate beta to excess_gap <= 0.05") == 1
     assert main(["nightly", "--print-suite"]) == 0
     mine = tmp_path / "mine.yaml"
     mine.write_text(capsys.readouterr().out)
     assert load_suite(mine).digest == suite.digest
+
+
+def test_check_refuses_a_run_whose_test_split_cannot_certify_its_target(tmp_path, capsys):
+    """The shipped suite once held an EIGAN run that calibrated on 500 test rows: valid YAML, refused (exit 2) by
+    the nightly itself. --check now loads each run's data and applies that check."""
+    suite = tmp_path / "s.yaml"
+    run = {"method": "eigan", "dataset": "gaussian-quadrant", "dataset_params": {"n": 2000}, "params": {"epochs": 1}}
+    suite.write_text(yaml.safe_dump({"runs": {"quadrant": run}}))
+    assert main(["nightly", "--suite", str(suite), "--check"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot be certified on 500 test rows" in err and "-p n=" in err
 
 
 def test_a_sweep_given_inline_or_by_path_is_one_suite(tmp_path):

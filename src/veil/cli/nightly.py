@@ -12,6 +12,7 @@ from veil.cli.flags import add_tracking_uri
 from veil.errors import ConfigError
 from veil.nightly_suite import (
     DEFAULT_SUITE,
+    Suite,
     compare,
     format_checks,
     load_suite,
@@ -43,6 +44,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         )
     suite = load_suite(args.suite)
     if args.check:
+        check_runs_on_data(suite)
         print(f"ok: suite {args.suite}: {len(suite.runs)} runs, {len(suite.sweeps)} sweeps: valid, nothing was run")
         return 0
     uri = check_tracking(args.tracking_uri)
@@ -69,6 +71,18 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         print(f"{len(failed)} regression(s)", file=sys.stderr)
         return 1
     return 0
+
+
+def check_runs_on_data(suite: Suite) -> None:
+    """Every run's checks that need its data, as `veil run --check` does them: the target its test split must
+    certify (a calibrating run is refused, exit 2, when it cannot), so a nightly never fails on it overnight."""
+    from veil.cli.run import check_run
+    from veil.pipeline.execute import spec_from_mapping
+    from veil.pipeline.validation import validate
+
+    for name, mapping in suite.runs.items():
+        print(f"run {name}:")
+        check_run(validate(spec_from_mapping(mapping, where=f"runs.{name}")))
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
