@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from typing import Callable, Mapping, Protocol, Sequence, cast
 
 import torch
+from torch.optim.adam import adam
 
 from veil.datasets.dataset import Split, TaskSpec
 from veil.methods.configs.method_card import show
 from veil.methods.federated.ensemble import Stack, StackedOptimizer
 from veil.methods.method import Batch, BatchSampler, Method, MethodConfig, TrainContext
-from veil.methods.nets import ClassifierBank
+from veil.methods.nets import ClassifierBank, fusable
 from veil.registry import Registry
 
 #: each member's fitted method and its per-epoch loss rows (the rows `Method.fit` returns)
@@ -171,12 +172,14 @@ def per_copy(values: Sequence[float], like: torch.Tensor) -> torch.Tensor:
 
 
 class LoneAdam(StackedOptimizer):
-    """A StackedOptimizer that steps each copy op for op as a lone single-tensor `torch.optim.Adam` (or SGD) steps
-    its own model on the CPU (solo runs use the fused kernel, ~1e-8 apart), so the optimizer adds no rounding difference of its own: bias corrections and step sizes
-    per copy in double precision, rounded to the weights' dtype as torch rounds its Python scalars. (Batched
-    matmuls still round a few gradient entries differently from a lone model's, ~1e-9; adversarial training
-    amplifies that over epochs, so long populations match solo runs in distribution, not bit for bit.) Every
-    copy steps at every call."""
+    """A StackedOptimizer that steps each copy exactly as a lone run's optimizer steps its own model. Adam is
+    torch's fused kernel (what `make_optimizer` gives a solo run), called on the stacked tensors, or on each
+    learning rate's copies when they differ: the kernel is elementwise, so copy p's weights come out bit for bit
+    as member p's solo optimizer leaves them for the same gradients. Where the kernel is missing (a device
+    without it) Adam and SGD step op for op as torch's single-tensor optimizers, in double-precision per-copy
+    scalars. (Batched matmuls still round a few gradient entries differently from a lone model's, ~1e-9;
+    adversarial training amplifies that over epochs, so long populations match solo runs in distribution, not bit
+    for bit.) Every copy steps at every call."""
 
     @torch.no_grad()
     def step(self, grads: Sequence[torch.Tensor | None], active: torch.Tensor | None = None) -> None:
@@ -185,12 +188,15 @@ class LoneAdam(StackedOptimizer):
         p0 = self.tensors[0]
         self.t += 1
         lrs = self.lr.tolist() if isinstance(self.lr, torch.Tensor) else [self.lr] * p0.shape[0]
+        given = [torch.zeros_like(p) if g is None else g for p, g in zip(self.tensors, grads)]
+        if self.kind == "adam" and all(fusable(p) and p.is_contiguous() for p in self.tensors):
+            self._fused(given, lrs)
+            return
         b1, b2 = self.betas
         steps = self.t.tolist()
         bc2_sqrt = [(1 - b2**t) ** 0.5 for t in steps]
         step_size = [-(lr / (1 - b1**t)) for lr, t in zip(lrs, steps)]
-        for i, (p, g) in enumerate(zip(self.tensors, grads)):
-            g = torch.zeros_like(p) if g is None else g
+        for i, (p, g) in enumerate(zip(self.tensors, given)):
             if self.kind == "sgd":
                 self._sgd(p, g, lrs)
                 continue
@@ -199,6 +205,39 @@ class LoneAdam(StackedOptimizer):
             v.mul_(b2).addcmul_(g, g, value=1 - b2)
             denom = (v.sqrt() / per_copy(bc2_sqrt, p)).add_(self.eps)
             p.add_(per_copy(step_size, p) * m / denom)  # addcdiv_(m, denom, value=step_size)'s order
+
+    def _fused(self, grads: Sequence[torch.Tensor], lrs: list[float]) -> None:
+        """One fused Adam call per distinct learning rate, over those copies' slices of every tensor."""
+        copies = len(lrs)
+        by_lr: dict[float, list[int]] = {}
+        for c, lr in enumerate(lrs):
+            by_lr.setdefault(lr, []).append(c)
+        done = float(self.t[0]) - 1.0  # every copy steps at every call: one count for all
+        for lr, members in by_lr.items():
+            params: list[torch.Tensor] = []
+            gs: list[torch.Tensor] = []
+            ms: list[torch.Tensor] = []
+            vs: list[torch.Tensor] = []
+            for p, g, m, v in zip(self.tensors, grads, self.m, self.v):
+                g = g.contiguous()  # the kernel reads a gradient as laid out like its parameter
+                for x, out in ((p, params), (g, gs), (m, ms), (v, vs)):
+                    out += [x] if len(members) == copies else [x[c] for c in members]
+            adam(
+                params,
+                gs,
+                ms,
+                vs,
+                [],
+                [torch.tensor(done) for _ in params],  # adam() counts this step before using it
+                fused=True,
+                amsgrad=False,
+                beta1=self.betas[0],
+                beta2=self.betas[1],
+                lr=lr,
+                weight_decay=0.0,
+                eps=self.eps,
+                maximize=False,
+            )
 
     @staticmethod
     def _sgd(p: torch.Tensor, g: torch.Tensor, lrs: list[float]) -> None:
