@@ -18,8 +18,8 @@ quickstart: setup
 	$(VENV)/bin/veil sweep sweeps/quickstart.yaml
 
 lint: setup
-	$(VENV)/bin/ruff check src tests benchmarks tools
-	$(VENV)/bin/ruff format --check src tests benchmarks tools
+	$(VENV)/bin/ruff check src tests benchmarks studies tools
+	$(VENV)/bin/ruff format --check src tests benchmarks studies tools
 	$(VENV)/bin/mypy
 
 # Generated docs: docs/methods.md and docs/sweeps.md tables from the code, README.md reproduction block from

@@ -32,7 +32,12 @@ import yaml
 from veil.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    ROOT / "benchmarks" / "README.md",
+    ROOT / "studies" / "README.md",
+]
 SHELL = ("bash", "sh", "shell", "console")
 FENCE = re.compile(r"^```(\S*)\n(.*?)^```", re.S | re.M)
 INLINE = re.compile(r"(?<!`)`((?:veil|make|python|pytest) [^`]+|veil)`(?!`)")
@@ -52,9 +57,9 @@ def documented_commands() -> list[tuple[str, str]]:
             if lang in SHELL:
                 for cmd in body.replace("\\\n", " ").splitlines():
                     if cmd.strip() and not cmd.lstrip().startswith("#"):
-                        out.append((f"{doc.name}:{line}", cmd))
+                        out.append((f"{doc.relative_to(ROOT)}:{line}", cmd))
         prose = FENCE.sub("", text)
-        out += [(f"{doc.name} (inline)", m.group(1)) for m in INLINE.finditer(prose)]
+        out += [(f"{doc.relative_to(ROOT)} (inline)", m.group(1)) for m in INLINE.finditer(prose)]
     first = {}
     for where, cmd in out:  # a command shown twice is checked once, where it first appears
         first.setdefault(" ".join(cmd.split()), where)
@@ -157,7 +162,7 @@ def check(cmd: str, capsys) -> None:
         assert proc.returncode == 0, proc.stderr
     elif argv[:4] == ["python", "-m", "pip", "download"]:
         assert "PKG" in argv  # pip's own synopsis, quoted for fetching data by hand
-    elif argv[0] == "python" and argv[1].startswith("benchmarks/"):
+    elif argv[0] == "python" and argv[1].startswith(("benchmarks/", "studies/")):
         proc = subprocess.run([sys.executable, argv[1], "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60)
         assert proc.returncode == 0, proc.stderr
     elif argv[0] == "pytest":
@@ -189,7 +194,7 @@ def check(cmd: str, capsys) -> None:
 
 def test_docs_show_commands():
     where = {w.split(":")[0].split(" ")[0] for w, _ in COMMANDS}
-    assert {"README.md", "sweeps.md", "federation.md", "datasets.md"} <= where
+    assert {"README.md", "docs/sweeps.md", "docs/federation.md", "docs/datasets.md"} <= where
     shown = {c for _, c in COMMANDS}
     assert "veil run examples/eigan-quadrant.yaml" in shown and ". .venv/bin/activate" in {
         c.split("#")[0].strip() for c in shown

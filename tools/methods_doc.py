@@ -25,7 +25,7 @@ PRESETS = [
     "trial and `preset: paper` are certified, not calibrated. The other defaults are chosen because they help a",
     "release hide: on each paper's own synthetic task (s independent of u) the knob's default hides s, where s",
     "correlates with u it does not (both measured in [defaults.md](defaults.md), made by",
-    "`python benchmarks/defaults_protect.py`). `--set preset=paper` (or `preset: paper` in a run file or a",
+    "`python studies/defaults_protect.py`). `--set preset=paper` (or `preset: paper` in a run file or a",
     "sweep's params) restores the letter of the paper in one switch; values you set yourself still win over it.",
     "Each method below lists the fields where the two differ and why. A difference the paper states is",
     "recorded in the run's params as `method.deviation.<field>`; where the paper gives no value, `paper` keeps",

@@ -4,8 +4,8 @@ choice. Prints one JSON line: the population's wall seconds (after a warm-up pop
 
 Side by side with the code before MLflow calls moved off the training thread (a worktree of that commit):
 
-    python benchmarks/tracking_writes.py --tracking-uri http://127.0.0.1:5077
-    PYTHONPATH=/path/to/before/src python benchmarks/tracking_writes.py --tracking-uri http://127.0.0.1:5077
+    python studies/tracking_writes.py --tracking-uri http://127.0.0.1:5077
+    PYTHONPATH=/path/to/before/src python studies/tracking_writes.py --tracking-uri http://127.0.0.1:5077
 """
 
 from __future__ import annotations

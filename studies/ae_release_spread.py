@@ -2,7 +2,7 @@
 and noise: distinct released rows and the within-income-class spread of x' against that of x. Evidence for the
 adjustable-ae-adult row's cause (suite.yaml `why`).
 
-    python benchmarks/reproduce/ae_release_spread.py [--epochs 5] [--seed 0]
+    python studies/ae_release_spread.py [--epochs 5] [--seed 0]
 """
 
 from __future__ import annotations

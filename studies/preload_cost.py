@@ -3,7 +3,7 @@
 read-only arrays included. Median of 7 on one thread; Adult only where it has been fetched (`veil datasets fetch
 adult`). Prints one JSON line.
 
-    python benchmarks/preload_cost.py
+    python studies/preload_cost.py
 """
 
 from __future__ import annotations

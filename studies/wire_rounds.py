@@ -5,7 +5,7 @@ Runs a federated method in process with `fed.wire_rounds` sampled rounds and cer
 audit; prints one JSON line: per sampled round (round, gap, low, high, the excess over what the utility labels
 reveal and its high end, met, test rows, utility AUC).
 
-    python benchmarks/wire_rounds.py DATASET N WARMUP EPOCHS WIRE_ROUNDS SEED [PARTITION] [KEY=VALUE ...]
+    python studies/wire_rounds.py DATASET N WARMUP EPOCHS WIRE_ROUNDS SEED [PARTITION] [KEY=VALUE ...]
 
 N 0 keeps the dataset's own size; WARMUP is D-GPP's or LDP-FedAvg's warmup_epochs (ignored for other methods); KEY=VALUE sets a
 method field (a JSON value: 'beta=[0.01]', K=5) or, as ds.KEY=VALUE, a dataset field (ds.sensitive=sex,race).

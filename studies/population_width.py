@@ -3,8 +3,8 @@ trained one by one (`veil.pipeline.execute.execute`) and as one population (`vei
 for a few epochs, the audit cut to one small probe epoch (not what is compared). Prints one JSON line: each side's
 training seconds (a population's `train_seconds` is its group's time over its size) and their ratio.
 
-    python benchmarks/population_width.py benchmarks/reproduce/specs/gpp_mnist_beta.yaml --knob beta --values 0.1 1 8
-    python benchmarks/population_width.py sweeps/quickstart.yaml --knob beta --values 0.1 0.3 1
+    python studies/population_width.py benchmarks/reproduce/specs/gpp_mnist_beta.yaml --knob beta --values 0.1 1 8
+    python studies/population_width.py sweeps/quickstart.yaml --knob beta --values 0.1 0.3 1
 """
 
 from __future__ import annotations

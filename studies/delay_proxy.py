@@ -1,9 +1,9 @@
 """A distant tracking server on one machine: forward 127.0.0.1:LISTEN to 127.0.0.1:TARGET, holding every chunk
-DELAY_MS in each direction. Used for the MLflow-writer figures in benchmarks/README.md:
+DELAY_MS in each direction. Used for the MLflow-writer figures in studies/README.md:
 
     mlflow server --host 127.0.0.1 --port 5077 &
-    python benchmarks/delay_proxy.py 5078 5077 10 &
-    python benchmarks/tracking_writes.py --tracking-uri http://127.0.0.1:5078
+    python studies/delay_proxy.py 5078 5077 10 &
+    python studies/tracking_writes.py --tracking-uri http://127.0.0.1:5078
 
 (`tc qdisc ... netem` does the same where the kernel has netem; this machine's does not.)"""
 
