@@ -1,6 +1,6 @@
 """The synthetic task of each privacy method's paper (where s is independent of u).
 
-`benchmarks/defaults_protect.py` measures each method's knob defaults, uncalibrated, and `preset: paper` on these
+`studies/defaults_protect.py` measures each method's knob defaults, uncalibrated, and `preset: paper` on these
 tasks, and on correlated data, and writes docs/defaults.md."""
 
 from __future__ import annotations
