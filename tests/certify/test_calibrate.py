@@ -22,7 +22,6 @@ from veil.certify.calibrate import (
     Calibration,
     Candidate,
     FoldScore,
-    Runner,
     assess,
     bracket,
     calibrate,
@@ -39,9 +38,8 @@ from veil.datasets.catalog import load_dataset
 from veil.datasets.dataset import Dataset, make_dataset
 from veil.errors import ConfigError
 from veil.methods.configs.method_card import PrivacyKnob
-from veil.pipeline.execute import RunSpec, execute
+from veil.pipeline.execute import RunSpec, calibration_subject, execute
 from veil.pipeline.validation import check_target, validate
-from veil.platform.executors import get_executor
 
 DATA = {"n": 16000, "rho": 0.2, "test_fraction": 0.5}
 SMALL_GPP = {"encoder_hidden": [32, 32], "head_hidden": [16], "lr": 3e-3, "epochs": 8}
@@ -353,9 +351,9 @@ def test_calibration_never_reads_the_test_split() -> None:
         utility={k: rng.permutation(a) for k, a in ds.test.utility.items()},
     )
     cfg = dataclasses.replace(v.calibration, rounds=0)
-    runner = Runner("cpu", get_executor)
-    a = calibrate(v, ds, v.target, cfg, runner)
-    b = calibrate(v, Dataset(ds.name, ds.train, scrambled, ds.num_classes, ds.params), v.target, cfg, runner)
+    subject = calibration_subject(v)
+    a = calibrate(subject, ds, v.target, cfg)
+    b = calibrate(subject, Dataset(ds.name, ds.train, scrambled, ds.num_classes, ds.params), v.target, cfg)
     assert [(c.value, c.utility, c.leakage) for c in a.trail] == [(c.value, c.utility, c.leakage) for c in b.trail]
 
 

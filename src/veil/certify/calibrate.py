@@ -67,7 +67,6 @@ from veil.randomness import derive_seed
 
 if TYPE_CHECKING:
     from veil.certify.intervals import Resamples
-    from veil.pipeline.runspec import ValidatedRun
 
 Note = Callable[[str], None]
 EpochHook = Callable[[int, dict[str, float]], None]
@@ -494,12 +493,39 @@ def monotone_from_least(positions: np.ndarray, raw: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class Runner:
-    """Where calibration's candidates train, handed down by the run pipeline (calibration knows no platform): the
-    device of centralized candidates and the executors by name (a federated candidate is one federation)."""
+class FederatedCandidate:
+    """A federated candidate, trained: the method, its history, the release of the fit and scored rows and the audit
+    report on them (calibration scores it as a centralized candidate)."""
 
-    device: str
-    executor: Callable[[str], Any]
+    method: Method
+    history: list[dict[str, float]]
+    z_fit: np.ndarray
+    z_val: np.ndarray
+    report: Any
+
+
+#: one federated candidate: the method config, trained as a federation on the dataset's train rows, audited with
+#: the config given on its test rows; the epoch hook hears its progress
+Federate = Callable[[Any, Dataset, AuditConfig, EpochHook | None], FederatedCandidate]
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What calibration needs of a run, handed down by the run pipeline (calibration knows no run spec, executor or
+    platform)."""
+
+    method: str
+    """The method's registered name; its privacy knob is calibrated."""
+    config: Any
+    """The method's validated config: every candidate is it with another knob value."""
+    audit: AuditConfig
+    """The audit's settings (its probe scores every candidate)."""
+    seed: int
+    """The run's seed: splits, baselines and candidates' release noise derive from it."""
+    device: str = "cpu"
+    """Where centralized candidates train."""
+    federate: Federate | None = None
+    """How a federated method's candidate trains (one federation each); None for a centralized method."""
 
 
 @dataclass(frozen=True)
@@ -517,27 +543,24 @@ class Trainer:
 
     def __init__(
         self,
-        v: ValidatedRun,
+        subject: Subject,
         folds: Sequence[Dataset],
         target: Target,
         rooms: Callable[[Candidate, str], float],
         note: Note,
         on_epoch: EpochHook | None,
-        runner: Runner,
     ) -> None:
-        self.v, self.target, self.rooms, self.note = v, target, rooms, note
-        self.runner = runner
+        self.subject, self.target, self.rooms, self.note = subject, target, rooms, note
         self.on_epoch = on_epoch
         self.trail: list[Candidate] = []
-        self.folds = [Fold(ds, Baseline.of(ds, v.spec.seed + f)) for f, ds in enumerate(folds)]
-        self.knob = knob_of(v.spec.method)
+        self.folds = [Fold(ds, Baseline.of(ds, subject.seed + f)) for f, ds in enumerate(folds)]
+        self.knob = knob_of(subject.method)
         assert self.knob is not None
-        self.cfg = dataclasses.replace(v.audit_config, mi="none", capacity=False)
-        self.device = runner.device if v.executor != "federated" else "cpu"
+        self.cfg = dataclasses.replace(subject.audit, mi="none", capacity=False)
         self.methods: dict[float, tuple[Method, list[dict[str, float]]]] = {}
 
     def configs(self, values: Sequence[float]) -> list[Any]:
-        return [self.knob.apply(self.v.method_config, v) for v in values]  # type: ignore[union-attr]
+        return [self.knob.apply(self.subject.config, v) for v in values]  # type: ignore[union-attr]
 
     def train(
         self, values: Sequence[float], ds: Dataset
@@ -549,44 +572,29 @@ class Trainer:
         from veil.methods.population import plan_population, population_form
 
         configs = self.configs(values)
-        name = self.v.spec.method
-        if self.v.executor == "federated":
-            return [self._federated(c, ds) for c in configs]
+        subject, name = self.subject, self.subject.method
+        if subject.federate is not None:
+            trained = [subject.federate(c, ds, self.cfg, self.on_epoch) for c in configs]
+            return [(f.method, f.history, f.z_fit, f.z_val, f.report) for f in trained]
         fitted: list[tuple[Method, list[dict[str, float]]]]
         if population_form(name) is not None and len(plan_population(configs, name).groups) == 1:
             from veil.methods.population import fit_population
 
             fitted = fit_population(
-                name, configs, ds.task(), ds.train, TrainContext(self.device, on_epoch=self.on_epoch)
+                name, configs, ds.task(), ds.train, TrainContext(subject.device, on_epoch=self.on_epoch)
             )
         else:
             fitted = []
             for c in configs:
                 m = create_method(name, c, ds.task())
-                h = m.fit(ds.train, TrainContext(self.device, on_epoch=self.on_epoch))
+                h = m.fit(ds.train, TrainContext(subject.device, on_epoch=self.on_epoch))
                 fitted.append((m.to("cpu"), h))
         released = []
         for i, (m, _) in enumerate(fitted):
-            with seeded_releases(m, derive_seed(self.v.spec.seed, 31, i)):
+            with seeded_releases(m, derive_seed(subject.seed, 31, i)):
                 released.append((m.encode(ds.train.x), m.encode(ds.test.x)))
         reports = stacked_audit(released, ds, self.cfg)
         return [(m, h, a, b, r) for (m, h), (a, b), r in zip(fitted, released, reports)]
-
-    def _federated(
-        self, config: Any, ds: Dataset
-    ) -> tuple[Method, list[dict[str, float]], np.ndarray, np.ndarray, Any]:
-        """One federation of the candidate on the fit rows, in process, scored on the validation rows."""
-        from pathlib import Path
-
-        from veil.audit.step import audit_release
-
-        assert self.v.federation is not None
-        fed = dataclasses.replace(self.v.federation, per_node_audit=False, audit_every=0)
-        vc = dataclasses.replace(self.v, method_config=config, runtime="in-process", federation=fed)
-        job = self.runner.executor("federated")(vc, ds, Path(".veil") / "ray")
-        outcome = job.train(self.on_epoch, None, None)
-        out = audit_release(outcome.method, ds, self.cfg, federation=job.federation)
-        return outcome.method, outcome.history, out.z_train, out.z_test, out.report
 
     def stage(self, positions: Sequence[float], stage: int) -> list[Candidate]:
         knob = self.knob
@@ -654,22 +662,22 @@ def search_range(knob: PrivacyKnob, target: Target) -> tuple[float, float]:
 
 
 def calibrate(
-    v: ValidatedRun,
+    subject: Subject,
     ds: Dataset,
     target: Target,
     config: CalibrationConfig,
-    runner: Runner,
     note: Note | None = None,
     on_epoch: EpochHook | None = None,
 ) -> Calibration:
-    """Search `v`'s privacy knob for the most useful value that meets `target` on a validation split of the training
-    rows (module docstring); the test split is not read. `runner` says where candidates train (the pipeline's)."""
+    """Search `subject`'s privacy knob for the most useful value that meets `target` on a validation split of the
+    training rows (module docstring); the test split is not read."""
     say = note or (lambda _: None)
-    knob = knob_of(v.spec.method)
+    knob = knob_of(subject.method)
     if knob is None:
-        raise ConfigError("method", v.spec.method, "a method with a privacy knob to calibrate (see `veil methods`)")
+        raise ConfigError("method", subject.method, "a method with a privacy knob to calibrate (see `veil methods`)")
+    federated = subject.federate is not None
     t0 = time.time()
-    seed = v.spec.seed if config.seed is None else config.seed
+    seed = subject.seed if config.seed is None else config.seed
     table_rows = len(ds.train)
     ds = sample_rows(ds, config.max_rows, seed + 104729)
     if len(ds.train) < table_rows:
@@ -677,11 +685,11 @@ def calibrate(
             f"calibrating on a random {len(ds.train)} of the {table_rows} training rows (calibration.max_rows); the "
             + (
                 "chosen value then trains again on all of them"
-                if v.executor == "federated"
+                if federated
                 else "chosen candidate, trained on that sample, releases every row"
             )
         )
-    config = config.resolved(v.executor == "federated", smallest_class(ds, config.validation))
+    config = config.resolved(federated, smallest_class(ds, config.validation))
     splits = calibration_splits(ds, config, seed + 7919)
     per_fold = len(splits[0][2])
     folds = len(splits)
@@ -711,7 +719,7 @@ def calibrate(
     )
     absolute = [b for b in target.bounds if b.metric in ("privacy_gap", "adversary_auc_max")]
     if absolute and config.margin is None:
-        room0 = null_margin(ds, per_fold, v.audit_config, config.assurance, seed, folds)
+        room0 = null_margin(ds, per_fold, subject.audit, config.assurance, seed, folds)
         for b in absolute:
             budget = b.limit - (0.5 if b.metric == "adversary_auc_max" else 0.0)
             if room0 >= 0.5 * budget:
@@ -721,7 +729,7 @@ def calibrate(
                     f"{config.assurance:g}, so only settings that leak almost nothing can be feasible; an excess_gap "
                     "target (what the release reveals beyond the utility labels) or more test rows leave more"
                 )
-    trainer = Trainer(v, [cal for cal, _, _ in splits], target, rooms, say, on_epoch, runner)
+    trainer = Trainer(subject, [cal for cal, _, _ in splits], target, rooms, say, on_epoch)
     lo, hi = search_range(knob, target)
     grid, refine, rounds = int(config.grid or 0), int(config.refine or 0), int(config.rounds or 0)
     trainer.stage(list(np.linspace(lo, hi, grid)), 1)
@@ -757,7 +765,7 @@ def calibrate(
         sum(len(val) for _, _, val in splits),
         time.time() - t0,
         config,
-        method if v.executor != "federated" else None,
+        None if federated else method,
         history,
         len(ds.train),
     )

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from veil import __version__
 from veil.audit.probes import AuditReport
+from veil.audit.settings import AuditConfig
 from veil.audit.step import AuditOutcome, audit_release, audit_releases
-from veil.certify.calibrate import EXIT_NOT_MET, Calibration, Runner, calibrate
+from veil.certify.calibrate import EXIT_NOT_MET, Calibration, EpochHook, FederatedCandidate, Subject, calibrate
 from veil.certify.certificate import Certificate, certify
 from veil.config import as_params
 from veil.datasets.catalog import NOTHING, Preloaded
@@ -221,7 +222,7 @@ def _execute_loaded(
     storage: Path | None,
     note: Callable[[str], None] | None,
 ) -> RunResult:
-    from veil.platform.executors import get_executor, local_device
+    from veil.platform.executors import get_executor
 
     check_release(v, ds)
     check_target(v, ds)  # cheap: before the executor, which may start Ray to place a federation
@@ -229,13 +230,34 @@ def _execute_loaded(
     job = get_executor(v.executor)(v, ds, storage)  # its refusals come before calibration's minutes
     if v.calibration is None:
         return track(v, ds, job, on_epoch=on_epoch, parent_run_id=parent_run_id, note=note)
-    runner = Runner(local_device(v.spec.use_gpu) if v.executor != "federated" else "cpu", get_executor)
-    cal = calibrate(v, ds, v.target, v.calibration, runner, note, on_epoch)
+    cal = calibrate(calibration_subject(v), ds, v.target, v.calibration, note, on_epoch)
     v, job = calibrated_job(v, ds, cal, storage)
     trains = cal.method is None  # trained again (a federation); else its epochs are only logged
     return track(
         v, ds, job, on_epoch=on_epoch if trains else None, parent_run_id=parent_run_id, calibration=cal, note=note
     )
+
+
+def calibration_subject(v: ValidatedRun) -> Subject:
+    """What calibration needs of run `v`: its method, config, audit settings and seed, where its centralized
+    candidates train, and how a federated method's candidate trains (one in-process federation each)."""
+    from veil.platform.executors import local_device
+
+    if v.executor != "federated":
+        return Subject(v.spec.method, v.method_config, v.audit_config, v.spec.seed, local_device(v.spec.use_gpu))
+
+    def federate(config: Any, ds: Dataset, audit: AuditConfig, on_epoch: EpochHook | None) -> FederatedCandidate:
+        from veil.platform.executors import get_executor
+
+        assert v.federation is not None
+        fed = dataclasses.replace(v.federation, per_node_audit=False, audit_every=0)
+        vc = dataclasses.replace(v, method_config=config, runtime="in-process", federation=fed)
+        job = get_executor("federated")(vc, ds, Path(".veil") / "ray")
+        outcome = job.train(on_epoch, None, None)
+        out = audit_release(outcome.method, ds, audit, federation=job.federation)
+        return FederatedCandidate(outcome.method, outcome.history, out.z_train, out.z_test, out.report)
+
+    return Subject(v.spec.method, v.method_config, v.audit_config, v.spec.seed, "cpu", federate)
 
 
 def calibrated_job(v: ValidatedRun, ds: Dataset, cal: Calibration, storage: Path) -> tuple[ValidatedRun, Job]:
