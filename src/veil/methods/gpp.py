@@ -10,7 +10,7 @@ Its population form trains P runs that differ only in beta, lambda_kl and lr as 
 
 from __future__ import annotations
 
-from typing import Sequence, cast
+from typing import Mapping, Sequence, cast
 
 import torch
 from torch import nn
@@ -18,7 +18,7 @@ from torch import nn
 from veil.datasets.dataset import Split, TaskSpec
 from veil.methods.configs.gpp_card import GPPCard, GPPConfig
 from veil.methods.ensemble_ops import copy_ces, pair, privacy_term
-from veil.methods.federated.ensemble import Stack, step_all
+from veil.methods.federated.ensemble import Stack, linear_chain, linear_stacked, run_chain, step_all
 from veil.methods.method import Batch, BatchSampler, Method, MethodConfig, TrainContext, step
 from veil.methods.nets import ClassifierBank, gaussian_kl, gaussian_kl_rows, loss_row, loss_sum, make_optimizer, mlp
 from veil.methods.population import (
@@ -48,6 +48,15 @@ class GaussianEncoder(nn.Module):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         h = torch.relu(self.trunk(x))
         return self.mu(h), self.logvar(h).clamp(-12.0, 8.0)
+
+    def stacked_forward(self, params: Mapping[str, torch.Tensor], x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """`forward` of every copy of a `Stack` of these encoders on its own rows x (P, b, d_in), as batched matmuls:
+        the same arithmetic as vmap over `forward`, without its dispatch on every call."""
+        chain = linear_chain(self.trunk)
+        assert chain is not None  # `mlp` builds the trunk
+        trunk = {k.removeprefix("trunk."): v for k, v in params.items() if k.startswith("trunk.")}
+        h = torch.relu(run_chain(chain, trunk, x))
+        return linear_stacked(params, "mu", h), linear_stacked(params, "logvar", h).clamp(-12.0, 8.0)
 
 
 def reparameterize(mu: torch.Tensor, logvar: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:

@@ -127,6 +127,9 @@ class Stack:
         """Run every copy on its own input: x has shape (P, ...)."""
         if self.chain is not None and x.dim() == 3:
             return run_chain(self.chain, self.params, x)
+        stacked = getattr(self.base, "stacked_forward", None)
+        if stacked is not None and x.dim() == 3:  # a module that runs its own copies as batched matmuls
+            return stacked(self.params, x)
         base = self.base
 
         def one(p, b, xi):
@@ -216,6 +219,11 @@ def run_chain(chain: Sequence[ChainStep], params: Mapping[str, torch.Tensor], x:
         else:
             h = torch.baddbmm(params[b].unsqueeze(1), h, params[a].transpose(1, 2))
     return h
+
+
+def linear_stacked(params: Mapping[str, torch.Tensor], layer: str, h: torch.Tensor) -> torch.Tensor:
+    """Every copy's Linear `layer` (its '<layer>.weight' and '<layer>.bias' in `params`) on its own rows h (P, b, d)."""
+    return torch.baddbmm(params[f"{layer}.bias"].unsqueeze(1), h, params[f"{layer}.weight"].transpose(1, 2))
 
 
 def flat_module(module: nn.Module) -> torch.Tensor:
