@@ -34,7 +34,7 @@ from veil.pipeline.runspec import (
 from veil.pipeline.validation import check_release, check_target, validate
 
 if TYPE_CHECKING:
-    from veil.platform.executors import Job, TrainOutcome
+    from veil.platform.executors import Job, Training, TrainOutcome
     from veil.tracking.mlflow_run import Writer
 
 
@@ -227,7 +227,7 @@ def _execute_loaded(
     check_release(v, ds)
     check_target(v, ds)  # cheap: before the executor, which may start Ray to place a federation
     storage = storage or Path(".veil") / "ray"
-    job = get_executor(v.executor)(v, ds, storage)  # its refusals come before calibration's minutes
+    job = get_executor(v.executor)(training(v), ds, storage)  # its refusals come before calibration's minutes
     if v.calibration is None:
         return track(v, ds, job, on_epoch=on_epoch, parent_run_id=parent_run_id, note=note)
     cal = calibrate(calibration_subject(v), ds, v.target, v.calibration, note, on_epoch)
@@ -235,6 +235,16 @@ def _execute_loaded(
     trains = cal.method is None  # trained again (a federation); else its epochs are only logged
     return track(
         v, ds, job, on_epoch=on_epoch if trains else None, parent_run_id=parent_run_id, calibration=cal, note=note
+    )
+
+
+def training(v: ValidatedRun) -> Training:
+    """What an executor needs of run `v`."""
+    from veil.platform.executors import Training
+
+    s = v.spec
+    return Training(
+        s.method, v.method_config, s.seed, s.use_gpu, s.num_workers, s.address, v.runtime, v.partition, v.federation
     )
 
 
@@ -252,7 +262,7 @@ def calibration_subject(v: ValidatedRun) -> Subject:
         assert v.federation is not None
         fed = dataclasses.replace(v.federation, per_node_audit=False, audit_every=0)
         vc = dataclasses.replace(v, method_config=config, runtime="in-process", federation=fed)
-        job = get_executor("federated")(vc, ds, Path(".veil") / "ray")
+        job = get_executor("federated")(training(vc), ds, Path(".veil") / "ray")
         outcome = job.train(on_epoch, None, None)
         out = audit_release(outcome.method, ds, audit, federation=job.federation)
         return FederatedCandidate(outcome.method, outcome.history, out.z_train, out.z_test, out.report)
@@ -269,8 +279,8 @@ def calibrated_job(v: ValidatedRun, ds: Dataset, cal: Calibration, storage: Path
     knob = cal.knob
     v = dataclasses.replace(v, method_config=knob.apply(v.method_config, cal.released.value))
     if cal.method is None:
-        return v, get_executor(v.executor)(v, ds, storage)
-    job = get_executor("inline")(v, ds, storage)
+        return v, get_executor(v.executor)(training(v), ds, storage)
+    job = get_executor("inline")(training(v), ds, storage)
     outcome = TrainOutcome(cal.method, cal.history, "inline", job.device or "cpu", cal.seconds)
     tags = {"veil.calibrated": "true"}
     return v, dataclasses.replace(replayed(job, outcome), tags={**job.tags, **tags})
@@ -540,7 +550,7 @@ def train_population(
 
     for v in runs:
         check_release(v, ds)
-    jobs = [get_executor("inline")(v, ds, storage) for v in runs]
+    jobs = [get_executor("inline")(training(v), ds, storage) for v in runs]
     device = jobs[0].device or "cpu"
     size = len(runs)
     t0 = time.time()

@@ -1,5 +1,5 @@
-"""Executors: where a validated run's training happens. Each is registered by name and turns a validated run
-and its loaded data into a `Job` (every refusal happens there, before the run is tracked), whose `run` trains
+"""Executors: where a validated run's training happens. Each is registered by name and turns what a run trains
+(`Training`, built by the pipeline from its validated run) and its loaded data into a `Job` (every refusal happens there, before the run is tracked), whose `run` trains
 and hands back a `TrainOutcome`.
 
 - `inline`: `Method.fit` in this process (CPU, or the first CUDA device when asked for and present).
@@ -31,10 +31,34 @@ from veil.methods.method import TrainContext
 from veil.registry import Registry
 
 if TYPE_CHECKING:
-    from veil.pipeline.runspec import ValidatedRun
+    from veil.methods.configs.fed_options import FederationOptions
 
 EpochHook = Callable[[int, dict[str, float]], None]
 NODE_LOCAL_NOTE = "node_local/* metrics are each node's own log, computed on the node: they never crossed the wire"
+
+
+@dataclass(frozen=True)
+class Training:
+    """What an executor needs of a run: the method, its validated config, and where and how it trains."""
+
+    method: str
+    """The method's registered name."""
+    config: Any
+    """The method's validated config (it travels to workers as it is)."""
+    seed: int = 0
+    """The run's seed (a federation's partition and placement derive from it)."""
+    use_gpu: bool = False
+    """Whether a GPU was asked for (trained on CPU, with a warning, where none is found)."""
+    num_workers: int = 1
+    """Ray Train's data-parallel workers."""
+    address: str | None = None
+    """The Ray cluster to join (None: a local Ray where one is needed)."""
+    runtime: str | None = None
+    """A federation's runtime by registered name."""
+    partition: str | None = None
+    """A federation's partition scheme."""
+    federation: FederationOptions | None = None
+    """A federation's built options."""
 
 
 @dataclass
@@ -67,7 +91,7 @@ class Job:
 
 
 class Executor(Protocol):
-    def __call__(self, run: ValidatedRun, ds: Dataset, storage: Path) -> Job: ...
+    def __call__(self, run: Training, ds: Dataset, storage: Path) -> Job: ...
 
 
 EXECUTORS: Registry[Executor] = Registry("executor", plugins=False)
@@ -98,12 +122,12 @@ def local_device(use_gpu: bool) -> str:
 # inline
 # ---------------------------------------------------------------------------------------------------
 @register_executor("inline")
-def inline(run: ValidatedRun, ds: Dataset, storage: Path) -> Job:
-    device = local_device(run.spec.use_gpu)
+def inline(run: Training, ds: Dataset, storage: Path) -> Job:
+    device = local_device(run.use_gpu)
 
     def train(on_epoch: EpochHook | None, tracker: Any, live_audit: Any = None) -> TrainOutcome:
         t0 = time.time()
-        method = create_method(run.spec.method, run.method_config, ds.task())
+        method = create_method(run.method, run.config, ds.task())
         history = method.fit(ds.train, TrainContext(device, on_epoch=on_epoch))
         return TrainOutcome(method.to("cpu"), history, "inline", device, time.time() - t0)
 
@@ -147,21 +171,19 @@ def _ray_train_loop(cfg: dict[str, Any]) -> None:
 
 
 @register_executor("ray-train")
-def ray_train(run: ValidatedRun, ds: Dataset, storage: Path) -> Job:
-    spec = run.spec
-
+def ray_train(run: Training, ds: Dataset, storage: Path) -> Job:
     def train(on_epoch: EpochHook | None, tracker: Any, live_audit: Any = None) -> TrainOutcome:
         from ray.train import RunConfig, ScalingConfig
         from ray.train.torch import TorchTrainer
 
         from veil.platform.cluster import cluster_resources, ensure_ray
 
-        ensure_ray(spec.address)
-        use_gpu = spec.use_gpu
+        ensure_ray(run.address)
+        use_gpu = run.use_gpu
         gpus = cluster_resources().get("GPU", 0.0)
-        if use_gpu and gpus < spec.num_workers:
+        if use_gpu and gpus < run.num_workers:
             warn(
-                f"--gpu / use_gpu: no CUDA device found for every worker ({spec.num_workers} worker(s), the Ray "
+                f"--gpu / use_gpu: no CUDA device found for every worker ({run.num_workers} worker(s), the Ray "
                 f"cluster has {gpus:g} GPU(s)); training runs on CPU"
             )
             use_gpu = False
@@ -170,13 +192,13 @@ def ray_train(run: ValidatedRun, ds: Dataset, storage: Path) -> Job:
         trainer = TorchTrainer(
             _ray_train_loop,
             train_loop_config={
-                "method": spec.method,
-                "config": run.method_config,
+                "method": run.method,
+                "config": run.config,
                 "dataset": ds,
                 "tracking_uri": getattr(tracker, "tracking_uri", None),
                 "run_id": run_id,
             },
-            scaling_config=ScalingConfig(num_workers=spec.num_workers, use_gpu=use_gpu),
+            scaling_config=ScalingConfig(num_workers=run.num_workers, use_gpu=use_gpu),
             run_config=RunConfig(storage_path=str(storage.resolve()), name=f"train-{run_id or int(t0)}"),
         )
         result = trainer.fit()
@@ -187,7 +209,7 @@ def ray_train(run: ValidatedRun, ds: Dataset, storage: Path) -> Job:
         with result.checkpoint.as_directory() as d:
             state = torch.load(Path(d) / "state.pt", weights_only=True)
             meta = json.loads((Path(d) / "history.json").read_text())
-        method = create_method(spec.method, run.method_config, ds.task())
+        method = create_method(run.method, run.config, ds.task())
         method.load_state(state)
         return TrainOutcome(method, meta["history"], "ray-train", meta["device"], time.time() - t0)
 
@@ -198,24 +220,23 @@ def ray_train(run: ValidatedRun, ds: Dataset, storage: Path) -> Job:
 # federated
 # ---------------------------------------------------------------------------------------------------
 @register_executor("federated")
-def federated(run: ValidatedRun, ds: Dataset, storage: Path) -> Job:
+def federated(run: Training, ds: Dataset, storage: Path) -> Job:
     """Partition and place the federation (refusing what cannot run), then run its rounds."""
     from veil.platform.federation import plan_on, run_planned
 
-    spec = run.spec
-    if spec.use_gpu:
+    if run.use_gpu:
         warn("--gpu / use_gpu: federated nodes do not use CUDA; training runs on CPU")
-    method = create_method(spec.method, run.method_config, ds.task())
+    method = create_method(run.method, run.config, ds.task())
     plan = plan_on(
         run.runtime or "auto",
         method,
-        spec.method,
+        run.method,
         ds.train,
         dataset=ds,
         partition_scheme=run.partition or "iid",
         options=run.federation,
-        seed=spec.seed,
-        address=spec.address,
+        seed=run.seed,
+        address=run.address,
     )
     for w in plan.warnings:  # also in the audit report; said here too, before a long run starts
         warn(w)
