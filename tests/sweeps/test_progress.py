@@ -95,3 +95,42 @@ def test_an_announced_outage_is_closed_when_the_sweep_ends_between_two_probes(ca
         assert capsys.readouterr().out == ""
     finally:
         server.shutdown()
+
+
+def test_a_terminal_sees_one_live_front_redrawn_and_erased_at_the_end(capsys, monkeypatch):
+    """On a terminal the front is drawn below the progress lines and redrawn as trials finish (never one per trial
+    in the scrollback); at the end it is erased for the report's front. A pipe gets the lines alone."""
+    import io
+    import pickle
+
+    from rich.console import Console
+
+    import veil.sweeps.monitor as monitor_module
+
+    screen = io.StringIO()
+    monkeypatch.setattr(monitor_module, "terminal", lambda: Console(file=screen, force_terminal=True, width=120))
+    spec = load_sweep(QUICKSTART)
+    piped = SweepMonitor(spec, total=3)  # pytest's stdout is not a terminal
+    assert piped.tty is False
+    monitor = SweepMonitor(spec, total=3)
+    monitor.tty = True
+    trials = [trial(1, "TERMINATED", 0.97, 0.30), trial(2, "TERMINATED", 0.80, 0.05), trial(3, "TERMINATED", 0.6, 0.2)]
+    monitor.on_trial_complete(0, trials[:1], trials[0])
+    assert "done   #1" in capsys.readouterr().out  # printed before the view starts
+    assert monitor.live is not None and monitor.live.is_started
+    restored = pickle.loads(pickle.dumps(monitor))  # Tune checkpoints it mid-sweep: the view stays here
+    assert restored.live is None
+    monitor.on_trial_complete(1, trials[:2], trials[1])
+    monitor.on_trial_complete(2, trials, trials[2])  # dominated by trial 2: the front keeps two points
+    drawn = screen.getvalue()
+    assert "Pareto front: 1 point(s) after 1/3 trials" in drawn
+    assert "Pareto front: 2 point(s) after 3/3 trials" in drawn
+    assert drawn.count("done   #") == 2  # later lines go above the view, through the same terminal
+    front = drawn[drawn.rindex("Pareto front: 2 point(s)") :]
+    assert front.index("0.9700") < front.index("0.8000") and "0.6000" not in front  # best utility first
+    monitor.on_experiment_end(trials)
+    assert monitor.live is None
+    print("after")  # stdout is the process's again
+    assert capsys.readouterr().out == "after\n"
+    monitor.close()  # again: nothing to do
+    assert piped.live is None

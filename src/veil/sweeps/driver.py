@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -394,7 +395,10 @@ def run_sweep(
             if spec.population > 1 and searcher is not None and not quiet:
                 print(f"  {searcher.plan()}", flush=True)
             t_tune = time.time()
-            grid = tuner.fit()
+            try:
+                grid = tuner.fit()
+            finally:
+                monitor.close()
             t_fit = time.time()
             outcome = finish_sweep(
                 spec,
@@ -557,6 +561,7 @@ def resume_sweep(
                 "t0": time.time(),
                 "grid": spec.sampler == "grid",
                 "population": spec.population,
+                "tty": not quiet and sys.stdout.isatty(),
             }
             try:
                 tuner = tune.Tuner.restore(
@@ -569,6 +574,8 @@ def resume_sweep(
                 grid = tuner.fit()
             finally:
                 SweepMonitor.resumed_as = {}
+                for m in SweepMonitor.unpickled:
+                    m.close()
             stopped = any(m.stopped_for_failures for m in SweepMonitor.unpickled)
             return finish_sweep(spec, sref, exp_dir, stopped, time.time() - t0, tune_trial_ids(grid))
         except BaseException as e:

@@ -1,15 +1,17 @@
 """Live progress of a sweep, in the driver process: `SweepMonitor`, the Tune Callback that prints one line per
 trial's start, result (marked when it joins the Pareto front, with the front's size) or failure as Tune's driver
 loop reports them (and says when the tracking server stops answering), and is also the Stopper that ends the
-sweep once more than `max_failures` trials have failed. The front itself is printed once, with a header, by the
-sweep's report at the end. Tune pickles it with the experiment, so `veil resume` gets it back."""
+sweep once more than `max_failures` trials have failed. On a terminal the current front is also shown live below
+those lines, redrawn in place as trials finish and erased at the end, where the sweep's report prints it once.
+Tune pickles it with the experiment, so `veil resume` gets it back."""
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
-from typing import Any, ClassVar, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 from ray.tune import Callback
 from ray.tune.stopper import Stopper
@@ -20,8 +22,42 @@ from veil.sweeps.results import fmt_metric
 from veil.sweeps.space import format_value
 from veil.sweeps.trial import member_id, trial_number, tune_key
 
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
 # ----------------------------------------------------------------------------------------------
 # live progress (driver side) + stopping after too many failures
+
+LIVE_ROWS = 12
+"""The most front points the live view shows (the report has them all)."""
+
+
+def terminal() -> Console:
+    """The console the live front is drawn on: the terminal."""
+    from rich.console import Console
+
+    return Console()
+
+
+def live_front(
+    metrics: list[str], directions: list[str], points: list[tuple[list[float], str]], finished: int, total: int
+) -> Table:
+    """The live view of the front: its points (objectives and setting), best first by the first objective."""
+    from rich.table import Table
+
+    best_first = sorted(points, key=lambda p: p[0][0], reverse=directions[0] == "max")
+    table = Table(
+        title=f"Pareto front: {len(points)} point(s) after {finished}/{total} trials", title_justify="left", box=None
+    )
+    for m, d in zip(metrics, directions):
+        table.add_column(f"{m} ({d})", justify="right")
+    table.add_column("setting")
+    for vals, label in best_first[:LIVE_ROWS]:
+        table.add_row(*(fmt_metric(v) for v in vals), label)
+    if len(best_first) > LIVE_ROWS:
+        table.add_row(*([""] * len(metrics)), f"... {len(best_first) - LIVE_ROWS} more in the report")
+    return table
 
 
 def _front_mask(points: list[list[float]], directions: list[str]) -> list[bool]:
@@ -73,10 +109,44 @@ class SweepMonitor(Callback, Stopper):
         """Whether the trials that finished before this process started are counted (`_absorb_finished`)."""
         self.t0 = time.time()
         self.stopped_for_failures = False
+        self.tty = not quiet and sys.stdout.isatty()
+        """Whether the front is shown live (a terminal); a pipe or a log gets the lines alone."""
+        self.live: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "live": None}  # the terminal's live view stays with the process that drew it
 
     def _say(self, text: str) -> None:
         if not self.quiet:
-            print(text, flush=True)
+            print(text, flush=True)  # above the live front, when there is one (rich redirects stdout)
+
+    def _show_front(self) -> None:
+        """Redraw the live front below the progress lines (a terminal only)."""
+        if not getattr(self, "tty", False):
+            return
+        view = live_front(
+            self.metrics, self.directions, [self.done[i] for i in self.front_ids], len(self.done), self.total
+        )
+        if self.live is None:
+            from rich.live import Live
+
+            # no refresh thread: a thread alive while Ray sets environment variables is what crashed sweeps once
+            self.live = Live(
+                view,
+                console=terminal(),
+                auto_refresh=False,
+                transient=True,
+                redirect_stdout=True,
+                redirect_stderr=False,
+            )
+            self.live.start()
+        self.live.update(view, refresh=True)
+
+    def close(self) -> None:
+        """Erase the live front (the report prints the front next); safe to call more than once."""
+        live, self.live = getattr(self, "live", None), None
+        if live is not None:
+            live.stop()
 
     def _label(self, cfg: Mapping[str, Any]) -> str:
         return " ".join(f"{key}={format_value(cfg.get(canon))}" for canon, key in self.keys)
@@ -186,6 +256,7 @@ class SweepMonitor(Callback, Stopper):
                 f"({seconds:.1f} s){star}   [{len(self.done)}/{self.total} finished, front {len(front)}]"
             )
         self._count_failures()
+        self._show_front()
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._absorb_finished([t for t in trials if t is not trial])
@@ -218,6 +289,7 @@ class SweepMonitor(Callback, Stopper):
         # the last trials can end between two probes: an outage the console announced is closed before the report
         if self.outage_since is not None:
             self._watch_tracking(now=True)
+        self.close()
 
     def _watch_tracking(self, now: bool = False) -> None:
         """Say when the tracking server stops answering and when it answers again (probed every PROBE_EVERY_S
@@ -252,4 +324,4 @@ class SweepMonitor(Callback, Stopper):
         return self.max_failures is not None and self.failed > self.max_failures
 
 
-__all__ = ["SweepMonitor", "PROBE_EVERY_S"]
+__all__ = ["SweepMonitor", "PROBE_EVERY_S", "live_front"]
