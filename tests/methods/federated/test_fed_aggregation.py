@@ -164,5 +164,5 @@ def test_released_encoder_is_the_last_aggregate(quadrant, rule):
     fresh = create_method("d-eigan", {**DEIGAN, "phi": 0.5, "aggregation": rule}, quadrant.task())
     load_flat_module(fresh.encoder, computed[-1])
     with torch.no_grad():
-        x = torch.as_tensor(quadrant.test.x)
+        x = torch.tensor(quadrant.test.x)  # a copy: the split's arrays are read-only
         np.testing.assert_array_equal(m.encoder(x).numpy(), fresh.encoder(x).numpy())
