@@ -55,6 +55,7 @@ def load_suite(path: str | Path) -> Suite:
     """Read and validate a suite file (safe YAML; unknown keys, methods and params fail here, in runs and sweeps)."""
     from veil.pipeline.execute import spec_from_mapping
     from veil.pipeline.validation import validate
+    from veil.sweeps.sweepspec import sweep_from_mapping
 
     p = Path(path)
     if not p.exists():
@@ -70,7 +71,7 @@ def load_suite(path: str | Path) -> Suite:
     sweep_data = {name: _sweep_mapping(entry, p, name) for name, entry in (data.get("sweeps") or {}).items()}
     if not runs and not sweep_data:
         raise ConfigError("runs", None, "at least one run or sweep", str(p))
-    sweeps = {name: _sweep_spec(mapping, f"{p}: sweeps.{name}") for name, mapping in sweep_data.items()}
+    sweeps = {name: sweep_from_mapping(m, where=f"{p}: sweeps.{name}") for name, m in sweep_data.items()}
     # a sweep's spec (not its comments) is part of the suite: other objectives start a new baseline
     digest = hashlib.sha256(json.dumps([runs, sweep_data], sort_keys=True, default=str).encode()).hexdigest()[:12]
     return Suite(
@@ -92,12 +93,6 @@ def _sweep_mapping(entry: Any, suite: Path, name: str) -> Mapping[str, Any]:
     if not sp.exists():
         raise ConfigError(f"sweeps.{name}", entry, "a sweep spec file (relative to the suite) or a mapping", str(suite))
     return yaml.safe_load(sp.read_text()) or {}
-
-
-def _sweep_spec(mapping: Mapping[str, Any], where: str) -> SweepSpec:
-    from veil.sweeps.sweepspec import sweep_from_mapping
-
-    return sweep_from_mapping(mapping, where=where)
 
 
 @dataclass

@@ -18,7 +18,7 @@ from torch import nn
 from veil.datasets.dataset import Split, TaskSpec
 from veil.methods.configs.gpp_card import GPPCard, GPPConfig
 from veil.methods.ensemble_ops import copy_ces, pair, privacy_term
-from veil.methods.federated.ensemble import Stack, linear_chain, linear_stacked, run_chain, step_all
+from veil.methods.federated.ensemble import ChainStep, Stack, linear_chain, run_chain, step_all
 from veil.methods.method import Batch, BatchSampler, Method, MethodConfig, TrainContext, step
 from veil.methods.nets import ClassifierBank, gaussian_kl, gaussian_kl_rows, loss_row, loss_sum, make_optimizer, mlp
 from veil.methods.population import (
@@ -44,6 +44,12 @@ class GaussianEncoder(nn.Module):
         self.trunk = mlp(d_in, hidden[:-1], hidden[-1])
         self.mu = nn.Linear(hidden[-1], d_z)
         self.logvar = nn.Linear(hidden[-1], d_z)
+        trunk = linear_chain(self.trunk)
+        assert trunk is not None  # `mlp` builds the trunk
+        self.trunk_chain: list[ChainStep] = [
+            (k, f"trunk.{a}" if k == "linear" else a, b and f"trunk.{b}") for k, a, b in trunk
+        ]
+        """The trunk as a chain over a `Stack`'s parameter names (`stacked_forward`), built once."""
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         h = torch.relu(self.trunk(x))
@@ -52,11 +58,12 @@ class GaussianEncoder(nn.Module):
     def stacked_forward(self, params: Mapping[str, torch.Tensor], x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """`forward` of every copy of a `Stack` of these encoders on its own rows x (P, b, d_in), as batched matmuls:
         the same arithmetic as vmap over `forward`, without its dispatch on every call."""
-        chain = linear_chain(self.trunk)
-        assert chain is not None  # `mlp` builds the trunk
-        trunk = {k.removeprefix("trunk."): v for k, v in params.items() if k.startswith("trunk.")}
-        h = torch.relu(run_chain(chain, trunk, x))
-        return linear_stacked(params, "mu", h), linear_stacked(params, "logvar", h).clamp(-12.0, 8.0)
+        h = torch.relu(run_chain(self.trunk_chain, params, x))
+        return run_chain(HEAD_MU, params, h), run_chain(HEAD_LOGVAR, params, h).clamp(-12.0, 8.0)
+
+
+HEAD_MU: list[ChainStep] = [("linear", "mu.weight", "mu.bias")]
+HEAD_LOGVAR: list[ChainStep] = [("linear", "logvar.weight", "logvar.bias")]
 
 
 def reparameterize(mu: torch.Tensor, logvar: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:

@@ -230,7 +230,7 @@ def _execute_loaded(
     job = get_executor(v.executor)(training(v), ds, storage)  # its refusals come before calibration's minutes
     if v.calibration is None:
         return track(v, ds, job, on_epoch=on_epoch, parent_run_id=parent_run_id, note=note)
-    cal = calibrate(calibration_subject(v), ds, v.target, v.calibration, note, on_epoch)
+    cal = calibrate(calibration_subject(v, job.device), ds, v.target, v.calibration, note, on_epoch)
     v, job = calibrated_job(v, ds, cal, storage)
     trains = cal.method is None  # trained again (a federation); else its epochs are only logged
     return track(
@@ -248,13 +248,15 @@ def training(v: ValidatedRun) -> Training:
     )
 
 
-def calibration_subject(v: ValidatedRun) -> Subject:
+def calibration_subject(v: ValidatedRun, device: str | None = None) -> Subject:
     """What calibration needs of run `v`: its method, config, audit settings and seed, where its centralized
-    candidates train, and how a federated method's candidate trains (one in-process federation each)."""
+    candidates train (`device`, the run's executor's when it knows it: the GPU check and its warning are made
+    once), and how a federated method's candidate trains (one in-process federation each)."""
     from veil.platform.executors import local_device
 
     if v.executor != "federated":
-        return Subject(v.spec.method, v.method_config, v.audit_config, v.spec.seed, local_device(v.spec.use_gpu))
+        where = device or local_device(v.spec.use_gpu)
+        return Subject(v.spec.method, v.method_config, v.audit_config, v.spec.seed, where)
 
     def federate(config: Any, ds: Dataset, audit: AuditConfig, on_epoch: EpochHook | None) -> FederatedCandidate:
         from veil.platform.executors import get_executor

@@ -221,11 +221,6 @@ def run_chain(chain: Sequence[ChainStep], params: Mapping[str, torch.Tensor], x:
     return h
 
 
-def linear_stacked(params: Mapping[str, torch.Tensor], layer: str, h: torch.Tensor) -> torch.Tensor:
-    """Every copy's Linear `layer` (its '<layer>.weight' and '<layer>.bias' in `params`) on its own rows h (P, b, d)."""
-    return torch.baddbmm(params[f"{layer}.bias"].unsqueeze(1), h, params[f"{layer}.weight"].transpose(1, 2))
-
-
 def flat_module(module: nn.Module) -> torch.Tensor:
     """A module's parameters as one vector (named_parameters order)."""
     return torch.nn.utils.parameters_to_vector(module.parameters()).detach().clone()
