@@ -65,8 +65,11 @@ def test_gpp_leakage_rises_with_beta_and_stays_below_autoencoder(correlated):
 
 
 def test_gpp_hides_independent_s_at_little_utility_cost():
+    """At every seed, with the default bounded privacy term: eq. 4's -CE term oscillates on these runs (adversary
+    AUC 0.70 at seed 0 on one machine, 0.53 at seeds 1-3), so one seed of it would test the machine's rounding."""
     ds = load_dataset("gaussian-correlated", {"n": 3000, "rho": 0.0})
     ae = fit_and_audit("autoencoder", {"epochs": 15, "d_z": 8}, ds)
-    gpp = fit_and_audit("gpp", {**GPP_FAST, "beta": 1.0}, ds)
-    assert gpp["adversary_auc"] <= 0.6, gpp
-    assert gpp["utility_auc"] >= ae["utility_auc"] - 0.03, (gpp, ae)
+    runs = [fit_and_audit("gpp", {**GPP_FAST, "beta": 1.0, "privacy_loss": "uniform", "seed": s}, ds) for s in range(3)]
+    seen = [(round(r["adversary_auc"], 3), round(r["utility_auc"], 3)) for r in runs]  # measured: 0.53-0.55, 0.97-0.98
+    assert all(r["adversary_auc"] <= 0.6 for r in runs), (seen, ae["utility_auc"])
+    assert all(r["utility_auc"] >= ae["utility_auc"] - 0.03 for r in runs), (seen, ae["utility_auc"])
