@@ -189,7 +189,7 @@ class LoneAdam(StackedOptimizer):
         self.t += 1
         lrs = self.lr.tolist() if isinstance(self.lr, torch.Tensor) else [self.lr] * p0.shape[0]
         given = [torch.zeros_like(p) if g is None else g for p, g in zip(self.tensors, grads)]
-        if self.kind == "adam" and all(fusable(p) and p.is_contiguous() for p in self.tensors):
+        if self.kind == "adam" and all(fusable(p) and dense(p) for p in self.tensors):
             self._fused(given, lrs)
             return
         b1, b2 = self.betas
@@ -219,9 +219,10 @@ class LoneAdam(StackedOptimizer):
             ms: list[torch.Tensor] = []
             vs: list[torch.Tensor] = []
             for p, g, m, v in zip(self.tensors, grads, self.m, self.v):
-                g = g.contiguous()  # the kernel reads a gradient as laid out like its parameter
+                if g.stride() != p.stride():  # the kernel reads a gradient as laid out like its parameter
+                    g = torch.empty_like(p).copy_(g)
                 for x, out in ((p, params), (g, gs), (m, ms), (v, vs)):
-                    out += [x] if len(members) == copies else [x[c] for c in members]
+                    out += [row_major(x)] if len(members) == copies else [row_major(x[c]) for c in members]
             adam(
                 params,
                 gs,
@@ -246,6 +247,17 @@ class LoneAdam(StackedOptimizer):
             return
         for c, lr in enumerate(lrs):  # add_ with alpha fuses the multiply: per copy, as SGD does it
             p[c].add_(g[c], alpha=-lr)
+
+
+def dense(p: torch.Tensor) -> bool:
+    """Whether `p` fills its memory in row-major order or in its last two axes' transpose (`matmul_layout`)."""
+    return p.is_contiguous() or p.transpose(-1, -2).is_contiguous()
+
+
+def row_major(x: torch.Tensor) -> torch.Tensor:
+    """A dense `x` as a row-major view of the same memory (its last two axes swapped where it is stored transposed):
+    the fused kernel copies any other layout in and out, and an elementwise step does not care which view it gets."""
+    return x if x.is_contiguous() else x.transpose(-1, -2)
 
 
 def bank_stacks(members: Sequence[Method], role: str) -> dict[str, Stack]:

@@ -108,13 +108,18 @@ class Stack:
             params, buffers = p, b
         assert base is not None and params is not None
         self.base = base
-        self.params = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
+        self.chain = linear_chain(base)
+        batched = self.chain is not None or hasattr(base, "stacked_forward")
+        weights = linear_weights(base) if batched else set()
+        self.params = {
+            k: (matmul_layout(v) if k in weights else v.detach().clone()).requires_grad_(True)
+            for k, v in params.items()
+        }
         self.buffers = {k: v.detach().clone() for k, v in (buffers or {}).items()}
         self.names = list(self.params)
         self.sizes = [int(self.params[n][0].numel()) for n in self.names]
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
         self.size = int(self.offsets[-1])
-        self.chain = linear_chain(base)
 
     @property
     def copies(self) -> int:
@@ -174,7 +179,8 @@ class Stack:
                 continue
             local = torch.as_tensor(idx[lo:hi] - o).unsqueeze(0)
             p = self.params[n]
-            p.view(self.copies, -1)[rows, local] = values[:, lo:hi].to(p.dtype)
+            at = torch.unravel_index(local, p.shape[1:])  # flat entries in named_parameters order, any layout
+            p[(rows,) + tuple(at)] = values[:, lo:hi].to(p.dtype)
 
     def state_dict(self, copy_index: int) -> dict[str, torch.Tensor]:
         out = {n: self.params[n][copy_index].detach().clone() for n in self.names}
@@ -206,6 +212,18 @@ def linear_chain(base: nn.Module) -> list[ChainStep] | None:
         else:
             return None
     return chain
+
+
+def linear_weights(base: nn.Module) -> set[str]:
+    """The names of `base`'s Linear weights."""
+    return {f"{name}.weight" if name else "weight" for name, m in base.named_modules() if type(m) is nn.Linear}
+
+
+def matmul_layout(w: torch.Tensor) -> torch.Tensor:
+    """A fresh copy of stacked Linear weights (P, out, in) stored as (P, in, out): batched matmuls then hand back
+    each weight's gradient in its own layout, so the optimizer steps it without copying the gradient first. The
+    values, and the arithmetic of every matmul that reads them, are those of the row-major copy."""
+    return w.detach().transpose(1, 2).contiguous().transpose(1, 2)
 
 
 def run_chain(chain: Sequence[ChainStep], params: Mapping[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
