@@ -19,6 +19,7 @@ from veil.audit.settings import AuditConfig
 from veil.audit.step import AuditOutcome, audit_release, audit_releases
 from veil.certify.calibrate import EXIT_NOT_MET, Calibration, EpochHook, FederatedCandidate, Subject, calibrate
 from veil.certify.certificate import Certificate, certify
+from veil.certify.target import Target
 from veil.config import as_params
 from veil.datasets.catalog import NOTHING, Preloaded
 from veil.datasets.dataset import Dataset
@@ -288,9 +289,8 @@ def calibrated_job(v: ValidatedRun, ds: Dataset, cal: Calibration, storage: Path
     return v, dataclasses.replace(replayed(job, outcome), tags={**job.tags, **tags})
 
 
-def audit_note(v: ValidatedRun, ds: Dataset) -> str:
+def audit_note(cfg: AuditConfig, ds: Dataset) -> str:
     """What the audit about to start does, for the console (it can take longer than training)."""
-    cfg = v.audit_config
     probes = len(ds.label_names)
     return (
         f"auditing the release: {probes} fresh probe{'s' if probes > 1 else ''} "
@@ -366,7 +366,7 @@ def track(
                 hook(epoch, row)
 
         hook = epoch_hook({"tags": dict(spec.tags), "flush": curves.flush})
-        capture = wire_capture(v, job, ds)
+        capture = wire_capture(v.target, job, ds)
         try:
             outcome = job.train(log_epoch, tracker, live_audit(job, ds))
         finally:
@@ -375,7 +375,7 @@ def track(
         say = note or (lambda _: None)
         stages = {"audit_seconds": audit_seconds}  # where the run's time went, by stage
         if audited is None:
-            say(audit_note(v, ds))
+            say(audit_note(v.audit_config, ds))
             t_audit = time.time()
             audited = audit_release(outcome.method, ds, v.audit_config, federation=job.federation)
             stages["audit_seconds"] = time.time() - t_audit
@@ -397,7 +397,7 @@ def track(
         if cert is not None and capture is not None:
             say(f"certifying the coordinator's view: {len(capture.views)} sampled rounds")
             t_wire = time.time()
-            metrics.update(certify_wire(v, ds, outcome.method, cert, capture))
+            metrics.update(certify_wire(v.target, v.audit_config, ds, outcome.method, cert, capture))
             stages["wire_seconds"] = time.time() - t_wire
         if calibration is not None:
             stages["calibration_seconds"] = calibration.seconds
@@ -454,24 +454,26 @@ def keep_release_key(method: Any, run_id: str, tracking_uri: str) -> Path | None
     return save_key(method.release_key, run_id, tracking_uri)
 
 
-def wire_capture(v: ValidatedRun, job: Job, ds: Dataset) -> Any:
+def wire_capture(target: Target, job: Job, ds: Dataset) -> Any:
     """The capture of what the coordinator receives in sampled rounds (`veil.certify.wire`), installed on the job's
     federation; None for a run without a target, a centralized run, or one that samples no round."""
     from veil.certify.wire import wire_capture as capture_of
 
     plan = job.federation
-    if not v.target or plan is None:
+    if not target or plan is None:
         return None
     plan.wire = capture_of(plan, ds)
     return plan.wire
 
 
-def certify_wire(v: ValidatedRun, ds: Dataset, method: Any, cert: Certificate, capture: Any) -> dict[str, float]:
+def certify_wire(
+    target: Target, audit: AuditConfig, ds: Dataset, method: Any, cert: Certificate, capture: Any
+) -> dict[str, float]:
     """Certify the coordinator's view (`veil.certify.wire.audit_wire`) and attach it to `cert` (for D-GPP its
     checks decide `cert.met`); returns its certificate/wire_* metrics."""
     from veil.certify.wire import attach, audit_wire
 
-    section = audit_wire(capture, ds, v.target, v.audit_config, method)
+    section = audit_wire(capture, ds, target, audit, method)
     attach(cert, section)
     return section.metrics()
 
