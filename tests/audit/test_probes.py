@@ -190,3 +190,30 @@ def test_log_loss_metrics_match_sklearn():
     assert m["adversary_logloss"] == min(m["logloss/s"], m["logloss/s2"]) < max(m["logloss/s"], m["logloss/s2"])
     table = report.to_markdown().splitlines()
     assert table[0].endswith("| log-loss |") and table[2].endswith(f"| {m['logloss/u']:.4f} |")
+
+
+def test_a_large_train_split_is_probed_on_a_seeded_sample_of_max_rows():
+    """Past `audit.max_rows` the probes train on exactly the seeded sample `probe_rows` names (the same scores as
+    auditing that sample with no cap), every test row is scored, and the report says so; at or under it, nothing
+    changes."""
+    import dataclasses
+
+    from veil.audit.probes import probe_rows
+
+    tr, te = split(2400, 4), split(600, 5)
+    rng = np.random.default_rng(6)
+    z_tr = np.stack([tr.utility["u"] + rng.standard_normal(len(tr)), rng.standard_normal(len(tr))], 1)
+    z_te = np.stack([te.utility["u"] + rng.standard_normal(len(te)), rng.standard_normal(len(te))], 1)
+    capped = dataclasses.replace(CFG, max_rows=1000)
+    keep = probe_rows(len(tr), capped)
+    assert keep is not None and len(keep) == 1000 and len(np.unique(keep)) == 1000
+    got = audit(z_tr, tr, z_te, te, {"u": 2, "s": 3}, capped)
+    want = audit(z_tr[keep], tr.take(keep), z_te, te, {"u": 2, "s": 3}, dataclasses.replace(CFG, max_rows=0))
+    assert got.metrics() == want.metrics()
+    assert got.warnings == [
+        "the fresh probes trained on a random 1,000 of the 2,400 training rows (audit.max_rows); "
+        "every test row is scored"
+    ]
+    assert probe_rows(len(tr), dataclasses.replace(CFG, max_rows=2400)) is None
+    assert probe_rows(len(tr), dataclasses.replace(CFG, max_rows=0)) is None
+    assert not audit(z_tr, tr, z_te, te, {"u": 2, "s": 3}, CFG).warnings  # 2,400 rows: under the default cap

@@ -14,6 +14,7 @@ from veil.audit.settings import AuditConfig
 from veil.audit.train import Classifier, Standardizer, torch_threads, train_classifier, train_classifiers_stacked
 from veil.config import as_params
 from veil.datasets.dataset import Split
+from veil.datasets.loading import subsample
 from veil.errors import DataError
 
 __all__ = [
@@ -324,6 +325,10 @@ def audit_many(
             f"audit_many: {count} z_trains, {len(trains)} trains, {len(z_tests)} z_tests and {len(tests)} tests; "
             "every member needs all four"
         )
+    totals = [len(t) for t in trains]
+    sampled = [probe_rows(n, cfg) for n in totals]
+    z_trains = [z if keep is None else z[keep] for z, keep in zip(z_trains, sampled)]
+    trains = [t if keep is None else t.take(keep) for t, keep in zip(trains, sampled)]
     prepared = [prepare(z_trains[i], z_tests[i], cfg.standardize) for i in range(count)]
     tasks = [list(label_tasks(trains[i], tests[i], num_classes)) for i in range(count)]
     groups: dict[tuple[int, int], list[tuple[int, int]]] = {}
@@ -350,7 +355,22 @@ def audit_many(
         AuditReport(
             [scores[i, j] for j in range(len(tasks[i]))],
             as_params(cfg),
+            warnings=[] if keep is None else [sampled_note(len(keep), total)],
             probas={tasks[i][j].name: probas[i, j] for j in range(len(tasks[i]))},
         )
-        for i in range(count)
+        for i, (keep, total) in enumerate(zip(sampled, totals))
     ]
+
+
+def probe_rows(n: int, cfg: AuditConfig) -> np.ndarray | None:
+    """The training rows the probes train on when a split of `n` holds more than `cfg.max_rows` (None: all)."""
+    if cfg.max_rows <= 0 or n <= cfg.max_rows:
+        return None
+    return subsample(n, cfg.max_rows, cfg.seed)
+
+
+def sampled_note(used: int, total: int) -> str:
+    return (
+        f"the fresh probes trained on a random {used:,} of the {total:,} training rows (audit.max_rows); "
+        "every test row is scored"
+    )

@@ -34,6 +34,11 @@ def suite_choices() -> tuple[str, ...]:
     return registered("veil.audit.families", "PROBE_FAMILIES", PROBE_FAMILY_NAMES)
 
 
+#: the default of `AuditConfig.max_rows`: a probe's training costs time linear in its rows, and past this many a
+#: probe of a low-dimensional release reads the same test AUC within its standard error (docs/run.md, "The audit")
+PROBE_MAX_ROWS = 100_000
+
+
 @dataclass(frozen=True)
 class AuditConfig:
     """How the fresh probes are built and trained."""
@@ -44,6 +49,12 @@ class AuditConfig:
         1e-3, "Adam learning rate of the probes (GPP: 1e-4; 1e-3 converges in 30 epochs on small data)", gt=0
     )
     batch_size: int = param(128, "probe minibatch size", ge=1)
+    max_rows: int = param(
+        PROBE_MAX_ROWS,
+        "most training rows each fresh probe trains on: a seeded random sample of a larger train split (0 = all); "
+        "every test row is still scored",
+        ge=0,
+    )
     standardize: bool = param(True, "z-score each column of z with train statistics before probing (invertible)")
     seed: int = param(0, "seed of probe initialisation and minibatch order", ge=0)
     mi: str = param(
