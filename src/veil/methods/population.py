@@ -251,7 +251,7 @@ class LoneAdam(StackedOptimizer):
 
 def dense(p: torch.Tensor) -> bool:
     """Whether `p` fills its memory in row-major order or in its last two axes' transpose (`matmul_layout`)."""
-    return p.is_contiguous() or p.transpose(-1, -2).is_contiguous()
+    return row_major(p).is_contiguous()
 
 
 def row_major(x: torch.Tensor) -> torch.Tensor:

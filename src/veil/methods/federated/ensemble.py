@@ -223,7 +223,7 @@ def matmul_layout(w: torch.Tensor) -> torch.Tensor:
     """A fresh copy of stacked Linear weights (P, out, in) stored as (P, in, out): batched matmuls then hand back
     each weight's gradient in its own layout, so the optimizer steps it without copying the gradient first. The
     values, and the arithmetic of every matmul that reads them, are those of the row-major copy."""
-    return w.detach().transpose(1, 2).contiguous().transpose(1, 2)
+    return w.detach().transpose(1, 2).clone(memory_format=torch.contiguous_format).transpose(1, 2)
 
 
 def run_chain(chain: Sequence[ChainStep], params: Mapping[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
