@@ -67,6 +67,7 @@ from veil.methods.federated.ensemble import (
 from veil.methods.federated.fed_method import FederatedMethod
 from veil.methods.nets import loss_sum, mlp
 from veil.methods.table import register_method
+from veil.randomness import derive_seeds
 
 
 def deal(field: str, entries: Sequence[str], k: int, labels: Sequence[str]) -> list[tuple[str, ...]] | None:
@@ -230,8 +231,9 @@ class DEIGAN(DEIGANCard, FederatedMethod, EIGAN):
             count = sparse_count(c.phi, enc.size)
             flat = enc.flat_all().numpy()
             means = node_means(sums, steps)
+            seeds = derive_seeds(c.seed, np.array([n.id for n in group_nodes]), round, 20).tolist()
             for i, n in enumerate(group_nodes):  # 3. upload a random fraction phi of the entries
-                seed = derive_seed(c.seed, n.id, round, 20)
+                seed = seeds[i]
                 values = flat[i, index_set(seed, enc.size, count)].astype(np.float32)
                 mean = means[i]
                 out[n.id] = ClientUpdate(

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import pickle
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -397,7 +398,9 @@ class FederatedRoles(ABC):
     @abstractmethod
     def client_update_many(
         self, nodes: Sequence[Node], messages: Mapping[int, Any], round: int
-    ) -> dict[int, ClientUpdate]: ...
+    ) -> dict[int, ClientUpdate]:
+        """Every node's round at once (`client_update`). Nodes sent the same broadcast share one decoded message
+        object: read it, never modify it."""
 
     def finalize(self, nodes: Sequence[Node], message: Any) -> None:
         """Apply the coordinator's last message after the final round (default: nothing to do)."""

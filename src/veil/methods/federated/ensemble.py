@@ -372,19 +372,17 @@ class ShardStack:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Row indices (P, T, b_max), -1 padded, for `epochs` shuffled passes of full minibatches per node (one
         count for all, or one per node; as `BatchSampler.epoch`), and each node's number of steps (P,)."""
-        plans, steps = [], []
+        plans: list[torch.Tensor] = []
         passes = [epochs] * len(nodes) if isinstance(epochs, int) else list(epochs)
         for node, e in zip(nodes, passes, strict=True):
             n = node.num_examples
             b = min(batch_size, n)
             spe = max(1, n // b)
-            rows = []
-            for _ in range(e):
-                perm = torch.randperm(n, generator=node.batch_gen)
-                rows += [perm[i * b : (i + 1) * b] for i in range(spe)]
-            plans.append(rows)
-            steps.append(len(rows))
-        return _pad_plan(plans, steps), torch.tensor(steps)
+            # each pass's full minibatches are its permutation's first spe * b entries, one row per step
+            perms = [torch.randperm(n, generator=node.batch_gen)[: spe * b].view(spe, b) for _ in range(e)]
+            plans.append(perms[0] if len(perms) == 1 else torch.cat(perms) if perms else torch.empty(0, b).long())
+        steps = [p.shape[0] for p in plans]
+        return _pad_plan(plans), torch.tensor(steps)
 
     @staticmethod
     def sample_plan(nodes: Sequence[Node], count: int, batch_size: int) -> torch.Tensor:
@@ -393,8 +391,9 @@ class ShardStack:
         for node in nodes:
             n = node.num_examples
             b = min(batch_size, n)
-            plans.append([torch.randperm(n, generator=node.batch_gen)[:b] for _ in range(count)])
-        return _pad_plan(plans, [count] * len(nodes))
+            draws = [torch.randperm(n, generator=node.batch_gen)[:b] for _ in range(count)]
+            plans.append(torch.stack(draws) if draws else torch.empty(0, b, dtype=torch.long))
+        return _pad_plan(plans)
 
     def gather(self, idx: torch.Tensor, members: torch.Tensor | None = None):
         """x (P, b, d), labels {name: (P, b)}, weights (P, b) for row indices idx (P, b) (-1 = padding)."""
@@ -406,13 +405,18 @@ class ShardStack:
         return x, y, w
 
 
-def _pad_plan(plans: list[list[torch.Tensor]], steps: list[int]) -> torch.Tensor:
-    t_max = max(steps) if steps else 0
-    b_max = max((len(r) for rows in plans for r in rows), default=1)
+def _pad_plan(plans: Sequence[torch.Tensor]) -> torch.Tensor:
+    """Each node's (steps, b) row indices in one (P, most steps, widest b) tensor, -1 padded; nodes whose plans
+    share a shape are written together (a host runs thousands of nodes)."""
+    t_max = max((p.shape[0] for p in plans), default=0)
+    b_max = max((p.shape[1] for p in plans if p.shape[0]), default=1)
     out = torch.full((len(plans), t_max, b_max), -1, dtype=torch.long)
-    for i, rows in enumerate(plans):
-        for t, r in enumerate(rows):
-            out[i, t, : len(r)] = r
+    shapes: dict[tuple[int, int], list[int]] = {}
+    for i, p in enumerate(plans):
+        shapes.setdefault((p.shape[0], p.shape[1]), []).append(i)
+    for (t, b), idx in shapes.items():
+        if t:
+            out[idx, :t, :b] = torch.stack([plans[i] for i in idx])
     return out
 
 

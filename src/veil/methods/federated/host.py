@@ -99,13 +99,17 @@ class NodeHost:
         ready = [self.nodes[k] for k in sorted(blobs) if k not in out and self.nodes[k].joined]
         out.update({k: NOT_JOINED for k in blobs if k not in out and not self.nodes[k].joined})
         if ready:
-            msgs = {n.id: loads(blobs[n.id]) for n in ready}
+            msgs = _load_shared({n.id: blobs[n.id] for n in ready})
             ups = self.method.client_update_many(ready, msgs, rnd)
             for n in ready:
                 self._trained[n.id] = self._trained.get(n.id, 0) + 1
+            digests: dict[bytes, bytes] = {}  # a broadcast's blobs are equal: one digest for all
             for k, u in ups.items():
                 out[k] = dumps(u.wire())
-                self._answered[k] = (rnd, _digest(blobs[k]), out[k], dict(u.local))
+                blob = blobs[k]
+                if blob not in digests:
+                    digests[blob] = _digest(blob)
+                self._answered[k] = (rnd, digests[blob], out[k], dict(u.local))
             self._local.update({k: dict(u.local) for k, u in ups.items() if u.local})
         return out
 
@@ -156,6 +160,18 @@ class NodeHost:
             where = {int(r): i for i, r in enumerate(have["rows"])}
             msg[split] = {"rows": ids.astype(np.int64), "z": have["z"][[where[int(r)] for r in ids]]}
         return msg
+
+
+def _load_shared(blobs: Mapping[int, bytes]) -> dict[int, Any]:
+    """Each node's downlink message, deserialized once per distinct content: a broadcast reaches a host as one
+    blob per node, all equal, so its nodes share the decoded message, which `client_update_many` only reads."""
+    seen: dict[bytes, Any] = {}
+    out = {}
+    for k, blob in blobs.items():
+        if blob not in seen:
+            seen[blob] = loads(blob)
+        out[k] = seen[blob]
+    return out
 
 
 def _digest(blob: bytes) -> bytes:
