@@ -13,9 +13,10 @@ import torch
 from reference_probe import reference_audit, reference_classifier
 
 from veil.audit import AuditConfig, audit
+from veil.audit import train as train_module
 from veil.audit.nodes import PER_NODE_COLUMNS, audit_final, node_probe, role_split
 from veil.audit.probes import audit_many
-from veil.audit.train import train_classifier, train_classifiers_stacked
+from veil.audit.train import train_classifier, train_classifiers_stacked, train_predict_stacked
 from veil.datasets import load_dataset
 from veil.datasets.dataset import Split
 from veil.errors import DataError
@@ -46,6 +47,23 @@ def test_each_member_equals_its_solo_probe(classes: int, drop_last: bool, rows: 
         solo = reference_classifier(z, y, classes, seed=3, drop_last=drop_last, standardize=True, **SETTINGS)
         np.testing.assert_allclose(got.predict_proba(probe_z), solo.predict_proba(probe_z), atol=1e-4)
         assert isinstance(got.net, torch.nn.Sequential) and not got.net.training
+
+
+@pytest.mark.parametrize("block_floats", [1 << 24, 40])
+def test_stacked_prediction_equals_each_trained_classifier(monkeypatch: pytest.MonkeyPatch, block_floats: int) -> None:
+    """`train_predict_stacked` predicts from the trained stacks what each member's Classifier predicts (within 1e-6),
+    for test sets of different lengths, in one block of rows or in many (a tiny `PREDICT_FLOATS`)."""
+    monkeypatch.setattr(train_module, "PREDICT_FLOATS", block_floats)
+    members = [data(n, 3, seed) for seed, n in enumerate([100, 37, 64, 5])]
+    zs, ys = [z for z, _ in members], [y for _, y in members]
+    tests = [data(n, 3, 50 + i)[0] for i, n in enumerate([7, 30, 1, 12])]
+    got = train_predict_stacked(zs, ys, tests, 3, seed=[3, 4, 5, 6], **SETTINGS)
+    want = train_classifiers_stacked(zs, ys, 3, seed=[3, 4, 5, 6], **SETTINGS)
+    for p, probe, z in zip(got, want, tests):
+        assert p.shape == (len(z), 3) and p.dtype == np.float32
+        np.testing.assert_allclose(p, probe.predict_proba(z), atol=1e-6)
+    with pytest.raises(DataError, match="4 training representations but 3 test ones"):
+        train_predict_stacked(zs, ys, tests[:3], 3, seed=0, **SETTINGS)
 
 
 @pytest.mark.parametrize("weight_decay", [0.0, 1e-3])

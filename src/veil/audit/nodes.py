@@ -167,7 +167,7 @@ def per_node_audit(
 ) -> list[dict[str, Any]]:
     """One row per node: its fresh-probe audit (the per-node probe, `node_probe`) on its own train/test rows with its own objective's labels (NaN
     metrics for a node with fewer than 2 train or test rows, and for the nodes in `skip`, which released nothing). Every node's probes train as stacked models
-    (`audit_many`), each equal up to floating-point order to the node's own `audit`."""
+    (`audit_many`, on torch's thread setting as `audit`), each equal up to floating-point order to the node's own `audit`."""
     rows: list[dict[str, Any]] = []
     audited: list[int] = []
     trains: list[Split] = []
@@ -199,6 +199,7 @@ def per_node_audit(
         tests,
         ds.num_classes,
         node_probe(cfg, plan.options),
+        num_threads=None,  # the run's own threads, as its global `audit`: these probes are the run's work now
     )
     for k, report in zip(audited, reports):
         m = report.metrics()

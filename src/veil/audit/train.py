@@ -46,6 +46,7 @@ __all__ = [
     "torch_threads",
     "train_classifier",
     "train_classifiers_stacked",
+    "train_predict_stacked",
 ]
 
 #: columns whose standard deviation is at most this are left unscaled (only centred) by `Standardizer`
@@ -57,6 +58,8 @@ STACK_PARAMS = 1 << 20
 #: on a GPU the cache argument does not hold and each step's cost is mostly kernel launches: one chunk, up to this
 #: many parameters (with gradients and Adam's moments, 1 GiB of float32)
 GPU_STACK_PARAMS = 1 << 26
+#: stacked prediction runs in blocks of rows whose widest activations hold about this many floats (64 MiB)
+PREDICT_FLOATS = 1 << 24
 
 
 def probe_device(name: str = "auto") -> torch.device:
@@ -302,6 +305,28 @@ class StackedMLP:
         return [*self.params, *self.moments[0], *self.moments[1], *self.steps]
 
     @torch.no_grad()
+    def predict_proba(self, zs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Class probabilities (float32) of member j on zs[j], for the first len(zs) members: each member's rows
+        padded to the longest, in blocks of rows that keep the widest layer's activations near `PREDICT_FLOATS`."""
+        m, d = len(zs), self.weights[0].shape[1]
+        longest = max((len(z) for z in zs), default=0)
+        widest = max(w.shape[2] for w in self.weights)
+        block = max(1, PREDICT_FLOATS // max(1, m * widest))
+        dev = self.weights[0].device
+        padded = torch.zeros(m, longest, d)
+        for j, z in enumerate(zs):
+            padded[j, : len(z)] = _tensor(z)
+        parts = []
+        for lo in range(0, longest, block):
+            h = padded[:, lo : lo + block].to(dev)
+            for i, (w, bias) in enumerate(zip(self.weights, self.biases)):
+                h = torch.baddbmm(bias[:m], h, w[:m])
+                h = h.relu_() if i < len(self.weights) - 1 else h
+            parts.append(torch.softmax(h, dim=2).cpu())
+        proba = torch.cat(parts, dim=1) if parts else torch.zeros(m, 0, self.weights[-1].shape[2])
+        return [proba[j, : len(z)].numpy() for j, z in enumerate(zs)]
+
+    @torch.no_grad()
     def load_into(self, member: int, net: torch.nn.Module) -> None:
         """Copy member `member`'s trained parameters into `net` (an `mlp` of the same shape)."""
         for i, layer in enumerate(m for m in net.modules() if isinstance(m, torch.nn.Linear)):
@@ -400,23 +425,102 @@ def train_classifiers_stacked(
     batch of each pass (the fresh-probe audit's protocol); otherwise it is a smaller step. `num_threads`: torch
     intra-op threads while training (restored afterwards; None leaves torch's setting alone). `device`: where they
     train (`probe_device`). Returns ordinary Classifiers, on the CPU."""
+    seeds = _member_seeds(zs, ys, seed)
+    nets: dict[int, torch.nn.Module] = {}
+    scalers = [Standardizer.fit(z) if standardize else None for z in zs]
+    trained = _trained_stacks(
+        zs,
+        ys,
+        n_classes,
+        scalers,
+        hidden,
+        epochs,
+        lr,
+        batch_size,
+        seeds,
+        weight_decay=weight_decay,
+        drop_last=drop_last,
+        num_threads=num_threads,
+        device=device,
+    )
+    for stack, members in trained:
+        for j, i in enumerate(members):
+            nets[i] = mlp(int(np.shape(zs[i])[1]), [int(h) for h in hidden], n_classes)  # gets trained weights
+            stack.load_into(j, nets[i])
+    return [Classifier(nets[i].eval(), n_classes, scalers[i]) for i in range(len(zs))]
+
+
+def train_predict_stacked(
+    zs: Sequence[np.ndarray],
+    ys: Sequence[np.ndarray],
+    z_tests: Sequence[np.ndarray],
+    n_classes: int,
+    *,
+    hidden: Sequence[int],
+    epochs: int,
+    lr: float,
+    batch_size: int,
+    seed: int | Sequence[int],
+    num_threads: int | None = None,
+    device: str = "cpu",
+) -> list[np.ndarray]:
+    """`[train_classifiers_stacked(zs, ys, ...)[i].predict_proba(z_tests[i]) ...]` (float32, up to floating-point
+    order), predicted by the trained stacks themselves: a federation's per-node audit scores ten thousand probes,
+    and building a module for each costs more than their training."""
+    if len(z_tests) != len(zs):
+        raise DataError(f"train_predict_stacked: {len(zs)} training representations but {len(z_tests)} test ones")
+    seeds = _member_seeds(zs, ys, seed)
+    out: dict[int, np.ndarray] = {}
+    scalers = [None] * len(zs)
+    trained = _trained_stacks(
+        zs, ys, n_classes, scalers, hidden, epochs, lr, batch_size, seeds, num_threads=num_threads, device=device
+    )
+    for stack, members in trained:
+        with torch_threads(num_threads):
+            out.update(zip(members, stack.predict_proba([z_tests[i] for i in members])))
+    return [out[i] for i in range(len(zs))]
+
+
+def _member_seeds(zs: Sequence[np.ndarray], ys: Sequence[np.ndarray], seed: int | Sequence[int]) -> list[int]:
+    """One seed per member, after checking the members a stack can train: labels for each, one column count, rows."""
     count = len(zs)
     if len(ys) != count:
         raise DataError(f"train_classifiers_stacked: {count} representations (zs) but {len(ys)} label arrays (ys)")
     seeds = [int(seed)] * count if isinstance(seed, (int, np.integer)) else [int(s) for s in seed]
     if len(seeds) != count:
         raise ConfigError("seed", f"{len(seeds)} seeds", f"one seed, or one per member ({count})")
-    if count == 0:
-        return []
     widths = {int(np.shape(z)[1]) for z in zs}
     if len(widths) > 1:
         raise DataError(f"train_classifiers_stacked: every member needs the same column count; got {sorted(widths)}")
     empty = [i for i, z in enumerate(zs) if len(z) == 0]
     if empty:
         raise DataError(f"train_classifiers_stacked: members {empty[:5]} have no training rows")
-    d = widths.pop()
+    return seeds
+
+
+def _trained_stacks(
+    zs: Sequence[np.ndarray],
+    ys: Sequence[np.ndarray],
+    n_classes: int,
+    scalers: Sequence[Standardizer | None],
+    hidden: Sequence[int],
+    epochs: int,
+    lr: float,
+    batch_size: int,
+    seeds: Sequence[int],
+    *,
+    weight_decay: float = 0.0,
+    drop_last: bool = True,
+    num_threads: int | None = None,
+    device: str = "cpu",
+) -> Iterator[tuple[StackedMLP, list[int]]]:
+    """Train the members (`train_classifiers_stacked`; `seeds` one per member, `_member_seeds`) a chunk of them at a
+    time; yields each trained chunk's stack with the member indices it holds, in stack order."""
+    count = len(zs)
+    if count == 0:
+        return
+    d = int(np.shape(zs[0])[1])
     dev = probe_device(device)
-    scalers = [Standardizer.fit(z) if standardize else None for z in zs]
     sizes = [len(z) for z in zs]
     with torch.random.fork_rng(devices=[]), torch_threads(num_threads):
         inits: dict[int, torch.nn.Module] = {}  # one initialisation per distinct seed (a federation's nodes share one)
@@ -429,17 +533,11 @@ def train_classifiers_stacked(
         order = sorted(range(count), key=lambda i: -len(plans[sizes[i], seeds[i]]))
         per_member = sum(p.numel() for p in inits[seeds[0]].parameters())
         chunk = max(1, (GPU_STACK_PARAMS if dev.type == "cuda" else STACK_PARAMS) // per_member)
-        nets: dict[int, torch.nn.Module] = {}
         for lo in range(0, count, chunk):
             members = order[lo : lo + chunk]
             stack = StackedMLP([inits[seeds[i]] for i in members], lr, weight_decay, dev)
             _train_members(stack, members, zs, ys, scalers, [plans[sizes[i], seeds[i]] for i in members])
-            for j, i in enumerate(members):
-                nets[i] = mlp(
-                    d, [int(h) for h in hidden], n_classes
-                )  # its draws are discarded: it gets trained weights
-                stack.load_into(j, nets[i])
-    return [Classifier(nets[i].eval(), n_classes, scalers[i]) for i in range(count)]
+            yield stack, members
 
 
 def _train_members(
