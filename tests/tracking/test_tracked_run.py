@@ -108,3 +108,18 @@ def test_runs_write_in_the_background_to_a_server_only(in_tmp, mlflow_server):
         got = client(uri).get_run(run.run_id)
         assert got.info.status == "FINISHED" and got.data.params == {"beta": "0.5"}, uri
         assert got.data.metrics == {"utility_auc": 0.8}, uri
+
+
+def test_json_artifacts_are_indented_when_short_and_compact_when_long() -> None:
+    """A short dict is written indented for a reader; one past `PRETTY_JSON_LIMIT` (a federation's per-round,
+    per-node records) compact, through json's C encoder; both read back equal."""
+    import json
+
+    from veil.tracking.mlflow_run import PRETTY_JSON_LIMIT, json_text
+
+    short = {"utility_auc": 0.9, "nodes": [1, 2]}
+    assert json_text(short) == json.dumps(short, indent=2) and json.loads(json_text(short)) == short
+    rounds = [{"round": r, "bytes_up": {str(k): 1500 for k in range(10_000)}} for r in range(10)]
+    text = json_text(rounds)
+    assert len(text) > PRETTY_JSON_LIMIT and "\n" not in text and ", " not in text
+    assert json.loads(text) == rounds

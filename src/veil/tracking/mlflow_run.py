@@ -278,6 +278,17 @@ def experiment_id(uri: str, name: str) -> str:
         return exp.experiment_id
 
 
+#: a JSON artifact longer than this (compact) is stored compact: indenting goes through json's pure-Python encoder,
+#: seconds for a federation's per-round, per-node records, and no one reads megabytes of JSON by eye
+PRETTY_JSON_LIMIT = 1 << 20
+
+
+def json_text(obj: Any) -> str:
+    """`obj` as JSON: indented when short, compact past `PRETTY_JSON_LIMIT` characters."""
+    text = json.dumps(obj, default=str, separators=(",", ":"))
+    return text if len(text) > PRETTY_JSON_LIMIT else json.dumps(obj, indent=2, default=str)
+
+
 def _artifact_dir(artifact_file: str) -> str | None:
     """The artifact directory of `artifact_file` ('audit' for 'audit/report.json'), None at the top."""
     parent = Path(artifact_file).parent
@@ -564,7 +575,7 @@ class TrackedRun:
         self.log_written(artifact_file, lambda p: p.write_text(text, encoding="utf-8"))
 
     def log_dict(self, obj: Any, artifact_file: str) -> None:
-        self.log_text(json.dumps(obj, indent=2, default=str), artifact_file)
+        self.log_text(json_text(obj), artifact_file)
 
     def log_file(self, path: str | Path, artifact_path: str | None = None) -> None:
         self._record({"op": "artifact", "dir": artifact_path}, {Path(path).name: Path(path)})
