@@ -222,6 +222,7 @@ class HostOwner:
 
         self.hosts = start_hosts(layout)
         svc: Any = ray.remote(CoordinatorService)
+        # started beside the hosts, not after them: each actor's process spends seconds importing torch
         self.coord = svc.options(
             name=name,
             num_cpus=layout.cpus_per_actor,
@@ -231,12 +232,13 @@ class HostOwner:
                 layout.pg, placement_group_bundle_index=layout.first_bundle
             ),
         ).remote(layout, self.hosts, seed=seed, tap=tap)
+        ray.get([a.info.remote() for a in self.hosts])  # all constructed (and their Node models built)
         return self.hosts, self.coord
 
 
 def start_hosts(layout: HostLayout) -> list[Any]:
     """The node host actors (one per block of nodes, each in its own bundle of the placement group), started by
-    the driver so they outlive the coordinator; returns once every host has built its nodes."""
+    their owner so they outlive the coordinator; returns their handles at once, before they are built."""
     import ray
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -265,7 +267,6 @@ def start_hosts(layout: HostLayout) -> list[Any]:
                 threads=threads,
             )
         )
-    ray.get([a.info.remote() for a in actors])  # all constructed (and their Node models built)
     return actors
 
 
