@@ -32,8 +32,10 @@ docs: setup
 # the fast default: every test but those marked slow (chaos sweeps, the 2-node cluster, the calibrated
 # defaults of every method, ...); test-all runs everything, as CI does (.ci/run). Each in TEST_WORKERS
 # processes, a test file to a worker (its module fixtures set up once); TEST_WORKERS=0 runs them in this one.
+# Files go out in tests/conftest.py's order (slow files first): xdist would otherwise hand out the files with
+# the most tests first, leaving the slow files, which hold few tests each, to end the run on one worker.
 TEST_WORKERS ?= 2
-PYTEST_PAR = -n $(TEST_WORKERS) --dist loadfile
+PYTEST_PAR = -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 test: lint
 	$(VENV)/bin/pytest $(PYTEST_PAR) -m "not slow"
 
