@@ -54,7 +54,7 @@ def derive_seeds(*parts: int | np.ndarray) -> np.ndarray:
     shape = cols[0].shape if cols else ()
     flat = [c.reshape(-1) for c in cols]
     if any(len(c) and (c.min() < 0 or c.max() > 0xFFFFFFFF) for c in flat):
-        rows = zip(*[c.tolist() for c in flat]) if flat else iter([()])
+        rows = zip(*[c.tolist() for c in flat])
         return np.array([derive_seed(*r) for r in rows], dtype=np.int64).reshape(shape)
     n = flat[0].shape[0] if flat else 1
     entropy = [c.astype(np.uint32) for c in flat]

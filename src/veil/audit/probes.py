@@ -275,7 +275,11 @@ def probe_score(
 
 def proba_score(label: str, role: str, proba: np.ndarray, y_te: np.ndarray, n_classes: int) -> LabelScore:
     """The score of class probabilities `proba` (test rows x classes) on one label."""
-    m = probe_metrics(y_te, proba, n_classes)
+    return metrics_score(label, role, probe_metrics(y_te, proba, n_classes), y_te, n_classes)
+
+
+def metrics_score(label: str, role: str, m: ProbeMetrics, y_te: np.ndarray, n_classes: int) -> LabelScore:
+    """The score of one label from its probe's metrics `m` on test labels `y_te` (adding their majority rate)."""
     majority = float(np.bincount(y_te, minlength=n_classes).max() / len(y_te))
     return LabelScore(label, role, m.accuracy, m.auc, m.gap, majority, n_classes, m.logloss)
 
@@ -403,8 +407,7 @@ def audit_many(
         for (i, j), proba, m in zip(keys, predicted, metrics):
             t = tasks[i][j]
             probas[i, j] = proba
-            majority = float(np.bincount(t.y_test, minlength=n_classes).max() / len(t.y_test))
-            scores[i, j] = LabelScore(t.name, t.role, m.accuracy, m.auc, m.gap, majority, n_classes, m.logloss)
+            scores[i, j] = metrics_score(t.name, t.role, m, t.y_test, n_classes)
     return [
         AuditReport(
             [scores[i, j] for j in range(len(tasks[i]))],

@@ -475,9 +475,8 @@ def train_predict_stacked(
     trained = _trained_stacks(
         zs, ys, n_classes, scalers, hidden, epochs, lr, batch_size, seeds, num_threads=num_threads, device=device
     )
-    for stack, members in trained:
-        with torch_threads(num_threads):
-            out.update(zip(members, stack.predict_proba([z_tests[i] for i in members])))
+    for stack, members in trained:  # the generator holds num_threads while the caller predicts too
+        out.update(zip(members, stack.predict_proba([z_tests[i] for i in members])))
     return [out[i] for i in range(len(zs))]
 
 

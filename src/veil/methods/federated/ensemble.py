@@ -380,7 +380,7 @@ class ShardStack:
             spe = max(1, n // b)
             # each pass's full minibatches are its permutation's first spe * b entries, one row per step
             perms = [torch.randperm(n, generator=node.batch_gen)[: spe * b].view(spe, b) for _ in range(e)]
-            plans.append(perms[0] if len(perms) == 1 else torch.cat(perms) if perms else torch.empty(0, b).long())
+            plans.append(torch.cat(perms) if perms else torch.empty(0, b, dtype=torch.long))
         steps = [p.shape[0] for p in plans]
         return _pad_plan(plans), torch.tensor(steps)
 
