@@ -17,16 +17,20 @@ import re
 import numpy as np
 import pytest
 
+from veil.audit.settings import AuditConfig
 from veil.certify.calibrate import (
     EXIT_NOT_MET,
+    PROBE_ROWS,
     Calibration,
     Candidate,
     FoldScore,
     assess,
     bracket,
     calibrate,
+    calibration_audit,
     expected_gain,
     fold_splits,
+    grid_ends,
     least_leaking,
     pooled,
     refine_points,
@@ -428,3 +432,28 @@ def test_a_table_past_max_rows_releases_every_row_with_the_candidate_validated_o
     assert r.params["calibration.rows"] == 1000 and r.certificate.test_rows == 3000
     # the released model's training is the candidate's, epoch by epoch (8 epochs over 667 rows), not a new one
     assert len(r.history) == SMALL_GPP["epochs"] and r.history == cal.history
+
+
+@pytest.mark.parametrize(("run_rows", "want"), [(0, PROBE_ROWS), (100_000, PROBE_ROWS), (4_000, 4_000)])
+def test_candidates_probes_train_on_at_most_probe_rows(run_rows: int, want: int) -> None:
+    """Each candidate's probes train on at most PROBE_ROWS fit rows, fewer when the run's audit asks for fewer; the
+    rest of the run's audit stays, without MI or the capacity sweep."""
+    run = AuditConfig(max_rows=run_rows, mi="ksg", capacity=True, epochs=7)
+    cal = calibration_audit(run)
+    assert cal.max_rows == want
+    assert (cal.mi, cal.capacity, cal.epochs, cal.suite) == ("none", False, 7, run.suite)
+
+
+@pytest.mark.parametrize(
+    ("feasible", "ends"),
+    [((True, True, False, False), []), ((False, False, False, False), [0.0]), ((True, True, True, True), [1.0])],
+)
+def test_the_first_stage_trains_a_grid_end_only_where_the_interior_leaves_it_in_question(feasible, ends) -> None:
+    """On a 6-value lattice the first stage scores the 4 inside; the private end follows only when none of them is
+    feasible, the useful end only when the most useful of them is; a boundary inside needs neither."""
+    lattice = [i / 5 for i in range(6)]
+    inner = [
+        Candidate(float(i), p, 1, 0.5, {"excess_gap": 0.0}, feasible=f)
+        for i, (p, f) in enumerate(zip(lattice[1:-1], feasible))
+    ]
+    assert grid_ends(inner, lattice) == ends

@@ -91,6 +91,16 @@ UTILITY_STEP = 0.03
 REFINE_MIN_SHARE = 0.25
 #: bootstrap resamples of the validation rows that give each candidate's spread
 VALIDATION_DRAWS = 200
+#: most fit rows each candidate's fresh probes train on (every validation row is still scored): their cost grows
+#: with the rows, what they read of a candidate levels off well before, and there is one pair per candidate
+PROBE_ROWS = 10_000
+
+
+def calibration_audit(cfg: AuditConfig) -> AuditConfig:
+    """The audit that scores candidates: the run's, without MI or the capacity sweep, its probes on at most
+    `PROBE_ROWS` fit rows."""
+    rows = PROBE_ROWS if cfg.max_rows <= 0 else min(cfg.max_rows, PROBE_ROWS)
+    return dataclasses.replace(cfg, mi="none", capacity=False, max_rows=rows)
 
 
 @dataclass
@@ -556,7 +566,7 @@ class Trainer:
         self.folds = [Fold(ds, Baseline.of(ds, subject.seed + f)) for f, ds in enumerate(folds)]
         self.knob = knob_of(subject.method)
         assert self.knob is not None
-        self.cfg = dataclasses.replace(subject.audit, mi="none", capacity=False)
+        self.cfg = calibration_audit(subject.audit)
         self.methods: dict[float, tuple[Method, list[dict[str, float]]]] = {}
 
     def configs(self, values: Sequence[float]) -> list[Any]:
@@ -616,7 +626,8 @@ class Trainer:
         assess([*self.trail, *out], self.target, self.rooms)
         self.trail += out
         self.note(
-            f"calibration stage {stage}: {len(values)} values of {knob.field} ({min(values):.4g} .. {max(values):.4g}) "
+            f"calibration stage {stage}: {len(values)} value{'s' * (len(values) != 1)} of {knob.field} "
+            f"({', '.join(f'{v:.4g}' for v in values) if len(values) < 3 else f'{min(values):.4g} .. {max(values):.4g}'}) "
             f"trained{f' on each of {len(self.folds)} folds' if len(self.folds) > 1 else ''} and scored in "
             f"{time.time() - t0:.1f} s; feasible: {sum(c.feasible for c in out)}"
         )
@@ -732,7 +743,11 @@ def calibrate(
     trainer = Trainer(subject, [cal for cal, _, _ in splits], target, rooms, say, on_epoch)
     lo, hi = search_range(knob, target)
     grid, refine, rounds = int(config.grid or 0), int(config.refine or 0), int(config.rounds or 0)
-    trainer.stage(list(np.linspace(lo, hi, grid)), 1)
+    lattice = [float(p) for p in np.linspace(lo, hi, grid)]
+    trainer.stage(lattice[1:-1] if grid >= 4 else lattice, 1)
+    ends = grid_ends(trainer.trail, lattice) if grid >= 4 else []
+    if ends:
+        trainer.stage(ends, 1)
     for stage in range(2, rounds + 2):
         upper = bracket(trainer.trail)
         if upper is None or not refine or upper[1] - upper[0] < MIN_BRACKET:
@@ -781,6 +796,19 @@ def calibrate(
     for line in cal.advice():
         say(line)
     return cal
+
+
+def grid_ends(trail: Sequence[Candidate], lattice: Sequence[float]) -> list[float]:
+    """The ends of the first stage's lattice still in question once its interior is scored: the private end when no
+    interior value is feasible (the last resort), the useful end when the most useful interior value is (it may be
+    too). Elsewhere the bracket to refine lies inside, and two candidates are saved."""
+    ordered = sorted(trail, key=lambda c: c.position)
+    ends = []
+    if not any(c.feasible for c in ordered):
+        ends.append(lattice[0])
+    if ordered and ordered[-1].feasible:
+        ends.append(lattice[-1])
+    return ends
 
 
 def bracket(trail: Sequence[Candidate]) -> tuple[float, float] | None:

@@ -40,13 +40,14 @@ class CalibrationConfig:
     )
     grid: int | None = param(
         None,
-        "knob values of the first stage, spread over the knob's range (unset: 6; 4 for a federated method)",
+        "knob values spread over the knob's range, its ends included (unset: 6; 4 for a federated method): the first "
+        "stage trains the values inside, and an end only where they leave it in question (from 4 values up)",
         ge=2,
         le=64,
     )
     refine: int | None = param(
         None,
-        "knob values of each refinement stage, straddling where the target is expected to start failing (unset: 8; 2 "
+        "knob values of each refinement stage, straddling where the target is expected to start failing (unset: 6; 2 "
         "for a federated method)",
         ge=0,
         le=64,
@@ -90,7 +91,7 @@ class CalibrationConfig:
         """The search with its unset sizes filled: fewer values for a federation, where each is a whole run, and
         (once the data say how many rows of its smallest sensitive class a validation split holds, `smallest`)
         cross-fitting where one validation split would hold too few of them to tell candidates apart."""
-        sizes = (4, 2, 1) if federated else (6, 8, 1)
+        sizes = (4, 2, 1) if federated else (6, 6, 1)
         given = (self.grid, self.refine, self.rounds)
         grid, refine, rounds = (g if g is not None else d for g, d in zip(given, sizes))
         folds = self.folds
