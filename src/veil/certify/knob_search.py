@@ -47,15 +47,15 @@ class CalibrationConfig:
     )
     refine: int | None = param(
         None,
-        "knob values of each refinement stage, straddling where the target is expected to start failing (unset: 8; 2 "
+        "knob values of each refinement stage, straddling where the target is expected to start failing (unset: 3; 2 "
         "for a federated method)",
         ge=0,
         le=64,
     )
     rounds: int | None = param(
         None,
-        "refinement stages after the first, each within the bracket the one before leaves (unset: 1; each stage is "
-        "one population, and for a federated method each value is a federation)",
+        "refinement stages after the first, each within the bracket the one before leaves (unset: 2; 1 for a "
+        "federated method; each stage is one population, and for a federated method each value is a federation)",
         ge=0,
         le=8,
     )
@@ -91,7 +91,7 @@ class CalibrationConfig:
         """The search with its unset sizes filled: fewer values for a federation, where each is a whole run, and
         (once the data say how many rows of its smallest sensitive class a validation split holds, `smallest`)
         cross-fitting where one validation split would hold too few of them to tell candidates apart."""
-        sizes = (4, 2, 1) if federated else (6, 8, 1)
+        sizes = (4, 2, 1) if federated else (6, 3, 2)
         given = (self.grid, self.refine, self.rounds)
         grid, refine, rounds = (g if g is not None else d for g, d in zip(given, sizes))
         folds = self.folds
