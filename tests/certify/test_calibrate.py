@@ -457,3 +457,11 @@ def test_the_first_stage_trains_a_grid_end_only_where_the_interior_leaves_it_in_
         for i, (p, f) in enumerate(zip(lattice[1:-1], feasible))
     ]
     assert grid_ends(inner, lattice) == ends
+
+
+def test_a_lattice_without_interior_asks_for_no_end_it_already_trained() -> None:
+    """Under 4 values the first stage trains the whole lattice, so neither end is asked for a second time."""
+    lattice = [0.0, 0.5, 1.0]
+    for feasible in ((False, False, False), (True, True, True)):
+        trail = [Candidate(p, p, 1, 0.5, {"excess_gap": 0.0}, feasible=f) for p, f in zip(lattice, feasible)]
+        assert grid_ends(trail, lattice) == []

@@ -627,8 +627,8 @@ class Trainer:
         self.trail += out
         self.note(
             f"calibration stage {stage}: {len(values)} value{'s' * (len(values) != 1)} of {knob.field} "
-            f"({', '.join(f'{v:.4g}' for v in values) if len(values) < 3 else f'{min(values):.4g} .. {max(values):.4g}'}) "
-            f"trained{f' on each of {len(self.folds)} folds' if len(self.folds) > 1 else ''} and scored in "
+            f"({values_text(values)}) trained{f' on each of {len(self.folds)} folds' if len(self.folds) > 1 else ''} "
+            "and scored in "
             f"{time.time() - t0:.1f} s; feasible: {sum(c.feasible for c in out)}"
         )
         return out
@@ -744,8 +744,9 @@ def calibrate(
     lo, hi = search_range(knob, target)
     grid, refine, rounds = int(config.grid or 0), int(config.refine or 0), int(config.rounds or 0)
     lattice = [float(p) for p in np.linspace(lo, hi, grid)]
+    # a lattice of 4 or more scores its interior first: the ends are trained only if grid_ends asks for them
     trainer.stage(lattice[1:-1] if grid >= 4 else lattice, 1)
-    ends = grid_ends(trainer.trail, lattice) if grid >= 4 else []
+    ends = grid_ends(trainer.trail, lattice)
     if ends:
         trainer.stage(ends, 1)
     for stage in range(2, rounds + 2):
@@ -801,14 +802,23 @@ def calibrate(
 def grid_ends(trail: Sequence[Candidate], lattice: Sequence[float]) -> list[float]:
     """The ends of the first stage's lattice still in question once its interior is scored: the private end when no
     interior value is feasible (the last resort), the useful end when the most useful interior value is (it may be
-    too). Elsewhere the bracket to refine lies inside, and two candidates are saved."""
+    too). Elsewhere the bracket to refine lies inside, and two candidates are saved. An end already trained (a
+    lattice too short to have an interior) is not asked for again."""
     ordered = sorted(trail, key=lambda c: c.position)
     ends = []
     if not any(c.feasible for c in ordered):
         ends.append(lattice[0])
     if ordered and ordered[-1].feasible:
         ends.append(lattice[-1])
-    return ends
+    trained = {c.position for c in ordered}
+    return [e for e in ends if e not in trained]
+
+
+def values_text(values: Sequence[float]) -> str:
+    """Knob values for a progress line: each of up to two, else their range."""
+    if len(values) < 3:
+        return ", ".join(f"{v:.4g}" for v in values)
+    return f"{min(values):.4g} .. {max(values):.4g}"
 
 
 def bracket(trail: Sequence[Candidate]) -> tuple[float, float] | None:
