@@ -94,6 +94,16 @@ def test_reading_a_sweep_spec_loads_no_torch_ray_or_mlflow():
     assert heavy_after(code) == []
 
 
+def test_the_sweep_driver_and_starting_ray_load_no_torch():
+    """The sweep's driver only schedules: torch loads in the trial workers, never in the process that starts Ray
+    (each `veil sweep` would pay its import and its memory)."""
+    code = """
+        import veil.platform.cluster, veil.sweeps.driver
+        assert callable(veil.sweeps.driver.run_sweep) and callable(veil.platform.cluster.ensure_ray)
+    """
+    assert "torch" not in heavy_after(code)
+
+
 def test_the_metric_vocabulary_loads_no_torch_ray_numpy_or_mlflow():
     code = """
         from veil.sweeps.metrics import MetricContext, check_metric, is_gap_metric
