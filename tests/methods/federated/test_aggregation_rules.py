@@ -73,3 +73,13 @@ def test_each_rule_equals_its_per_update_loop_bit_for_bit(name: str) -> None:
         updates.append((idx, rng.standard_normal(count).astype(np.float32), int(rng.integers(1, 50))))
     previous = rng.standard_normal(500).astype(np.float32)
     assert np.array_equal(aggregate(name, 500, previous, updates), loop_rule(name, 500, previous, updates))
+
+
+@pytest.mark.parametrize("name", ["paper", "masked-mean", "mean"])
+def test_dense_uploads_equal_the_per_update_loop_bit_for_bit(name: str) -> None:
+    """300 dense uploads (every index, as phi = 1 sends), which take the whole-vector path: the loop's vector."""
+    rng = np.random.default_rng(8)
+    every = np.arange(500)
+    updates = [(every, rng.standard_normal(500).astype(np.float32), int(rng.integers(1, 50))) for _ in range(300)]
+    previous = rng.standard_normal(500).astype(np.float32)
+    assert np.array_equal(aggregate(name, 500, previous, updates), loop_rule(name, 500, previous, updates))

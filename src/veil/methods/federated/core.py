@@ -17,6 +17,7 @@ Nothing in this package imports Ray or anything above `veil.methods`."""
 
 from __future__ import annotations
 
+import functools
 import pickle
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -79,10 +80,21 @@ def array_bytes(obj: Any) -> int:
     if isinstance(obj, np.ndarray):
         return int(obj.nbytes)
     if isinstance(obj, Mapping):
-        return sum(array_bytes(v) for v in obj.values())
-    if isinstance(obj, (list, tuple)):
-        return sum(array_bytes(v) for v in obj)
-    return 0
+        items: Any = obj.values()
+    elif isinstance(obj, (list, tuple)):
+        items = obj
+    else:
+        return 0
+    total = 0
+    for v in items:  # scalars skipped before the recursive call: a coordinator reads ten thousand messages a round
+        if isinstance(v, np.ndarray):
+            total += int(v.nbytes)
+        elif not isinstance(v, _SCALARS):
+            total += array_bytes(v)
+    return total
+
+
+_SCALARS = (int, float, str, bytes, bool, type(None), np.generic)
 
 
 def iter_arrays(obj: Any, path: str = ""):
@@ -335,8 +347,16 @@ class Release:
 def index_set(seed: int, size: int, count: int) -> np.ndarray:
     """The sorted set of `count` of `size` indices drawn from `seed` (sender and receiver regenerate it)."""
     if count >= size:
-        return np.arange(size, dtype=np.int64)
+        return _every(size)
     return np.sort(np.random.default_rng(seed).choice(size, count, replace=False)).astype(np.int64)
+
+
+@functools.lru_cache(maxsize=16)
+def _every(size: int) -> np.ndarray:
+    """0..size-1, read-only and shared: a dense upload's index set, asked for by every node every round."""
+    out = np.arange(size, dtype=np.int64)
+    out.flags.writeable = False
+    return out
 
 
 def sparse_count(phi: float, size: int) -> int:
