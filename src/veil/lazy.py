@@ -1,6 +1,7 @@
 """Costs paid when needed: packages that import their public names on first use (PEP 562), so that importing one
 light submodule (a sweep spec's parser, a leakage target) does not load torch through the package's
-`__init__`."""
+`__init__`. Such a package names its exports twice, in a literal `__all__` and in the map given here: type checkers
+read a py.typed package's re-exports only from a literal `__all__` (or `import X as X`), never from a computed one."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ The public API, one module per concept:
 
 - `parse_target` / `Target` (`target`): a target from flags, a run file or a sweep spec.
 - `check_resolution` (`resolution`): refuse, before anything trains, a target the test split cannot certify.
-- `CalibrationConfig` (`search`): how calibration searches the knob.
+- `CalibrationConfig` (`knob_search`): how calibration searches the knob.
 - `calibrate` (`calibrate`): the most useful knob value expected to meet the target, from the training rows.
 - `certify` / `Certificate` (`certificate`): the release's certificate on the test split; `wire` adds the
   aggregator's view of a federation. `intervals` holds the statistics both use.
