@@ -336,16 +336,6 @@ def fit_suite(z_tr: np.ndarray, z_te: np.ndarray, ds: Dataset, cfg: AuditConfig)
     return out
 
 
-def utility_reveals(ds: Dataset) -> dict[str, float]:
-    """For each sensitive label, the privacy gap of predicting it from the utility labels alone (`baseline_probas`,
-    scored on the test rows): a release that keeps every utility label cannot hide s below this."""
-    out = {}
-    for name, proba in baseline_probas(ds.train, ds.test, ds.num_classes).items():
-        aucs = class_auc_draws(np.asarray(ds.test.sensitive[name]), proba, int(ds.num_classes[name]), None)
-        out[name] = float(gap_draws(aucs)[0])
-    return out
-
-
 def certify(
     z_train: np.ndarray,
     z_test: np.ndarray,
@@ -364,13 +354,12 @@ def certify(
     n = len(ds.test)
     counts = Resamples(n, cfg.bootstrap, cfg.seed + 7)
     fold = selection_fold(len(z_tr), cfg.seed + 11)
-    baseline = {}
+    baseline, reveals = {}, {}  # the utility labels' predictor of each s: paired draws, and its (folded) gap
     for name, proba in baseline_probas(ds.train, ds.test, ds.num_classes).items():
         y, k = np.asarray(ds.test.sensitive[name]), int(ds.num_classes[name])
-        baseline[name] = (
-            signed_gap_draws(class_auc_draws(y, proba, k, None))[0],
-            signed_gap_draws(class_auc_draws(y, proba, k, counts)),
-        )
+        aucs = class_auc_draws(y, proba, k, None)
+        baseline[name] = (signed_gap_draws(aucs)[0], signed_gap_draws(class_auc_draws(y, proba, k, counts)))
+        reveals[name] = float(gap_draws(aucs)[0])
     adversaries: list[Adversary] = []
     for f in fit_suite(z_tr, z_te, ds, cfg):
         y = np.asarray(ds.test.sensitive[f.label])
@@ -414,7 +403,7 @@ def certify(
         tuple(cfg.suite),
         dict(knob) if knob else None,
         dict(calibration) if calibration else None,
-        reference=utility_reveals(ds),
+        reference=reveals,
     )
     if ldp is not None:
         from veil.audit.dp_test import epsilon_tests
