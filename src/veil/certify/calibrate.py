@@ -625,11 +625,11 @@ class Trainer:
             out.append(c)
         assess([*self.trail, *out], self.target, self.rooms)
         self.trail += out
+        on_folds = f" on each of {len(self.folds)} folds" if len(self.folds) > 1 else ""
         self.note(
             f"calibration stage {stage}: {len(values)} value{'s' * (len(values) != 1)} of {knob.field} "
-            f"({values_text(values)}) trained{f' on each of {len(self.folds)} folds' if len(self.folds) > 1 else ''} "
-            "and scored in "
-            f"{time.time() - t0:.1f} s; feasible: {sum(c.feasible for c in out)}"
+            f"({values_text(values)}) trained{on_folds} and scored in {time.time() - t0:.1f} s; "
+            f"feasible: {sum(c.feasible for c in out)}"
         )
         return out
 
