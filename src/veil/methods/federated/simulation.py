@@ -60,12 +60,27 @@ class FederationPlan:
             "federation.nodes": len(self.shards),
             "federation.hosts": len(self.node_blocks) if self.node_blocks else 1,
             "federation.test_partition": self.test_partition_note,
-            "federation.node_rows": [int(len(p)) for p in self.parts][:200],
+            "federation.node_rows": node_rows_param([int(len(p)) for p in self.parts]),
         }
         out.update(as_params(self.options, "federation."))
         if self.resources is not None:
             out.update({f"federation.{k}": v for k, v in self.resources.to_params().items()})
         return out
+
+
+NODE_ROWS_LISTED = 200
+"""Up to this many nodes, the run's params list each node's training rows; beyond it, they summarise them."""
+
+
+def node_rows_param(rows: Sequence[int]) -> list[int] | str:
+    """Each node's training rows as one MLflow param: the list, or past `NODE_ROWS_LISTED` nodes a summary that says
+    where the full list is (a cut list would read as a smaller federation)."""
+    if len(rows) <= NODE_ROWS_LISTED:
+        return list(rows)
+    return (
+        f"{len(rows)} nodes: min {min(rows)}, median {float(np.median(rows)):g}, max {max(rows)} rows "
+        "(each node's in federation/nodes.json)"
+    )
 
 
 def split_hosts(node_ids: Sequence[int], hosts: int) -> list[list[int]]:
