@@ -1,6 +1,7 @@
 """Server aggregation rules by name. A rule folds the round's uploads into the next global vector:
-`rule(size, previous, updates) -> vector`, each update being (indices, values, N_k) with float64 accumulation.
-Dense uploads pass every index. Unknown names are refused listing the registered ones."""
+`rule(size, previous, updates) -> vector`, each update being (indices, values, N_k) with float64 accumulation; the
+indices are sorted and distinct (`index_set`'s), so an upload of `size` of them is dense: every index, in order.
+Unknown names are refused listing the registered ones."""
 
 from __future__ import annotations
 
