@@ -35,30 +35,35 @@ def aggregate(name: str, size: int, previous: np.ndarray, updates: Sequence[Upda
     return rule(size, previous, updates)
 
 
-def weighted_sums(size: int, updates: Sequence[Update], weights: Sequence[float]) -> np.ndarray:
-    """Per entry, sum_k w_k * value_k over the updates that sent it, in float64 and in the updates' order: the
-    additions of one indexed add per update, so every rule equals that loop bit for bit. Dense uploads (every
-    index, as with phi = 1) add whole vectors, one per update; otherwise one bincount over the concatenated
-    uploads replaces ten thousand indexed adds a round (bincount adds its weights in order)."""
+def flat_indices(size: int, updates: Sequence[Update]) -> np.ndarray | None:
+    """Every update's indices concatenated in order, or None when every upload is dense (every index, in order)."""
     if all(len(i) == size for i, _, _ in updates):
+        return None
+    return np.concatenate([np.asarray(i, dtype=np.int64) for i, _, _ in updates])
+
+
+def weighted_sums(size: int, updates: Sequence[Update], weights: Sequence[float], idx: np.ndarray | None) -> np.ndarray:
+    """Per entry, sum_k w_k * value_k over the updates that sent it, in float64 and in the updates' order: the
+    additions of one indexed add per update, so every rule equals that loop bit for bit. Dense uploads (`idx`
+    None, as with phi = 1) add whole vectors, one per update; otherwise one bincount over the concatenated
+    uploads `idx` replaces ten thousand indexed adds a round (bincount adds its weights in order)."""
+    if idx is None:
         num = np.zeros(size)
         for (_, v, _), w in zip(updates, weights):
             num += w * np.asarray(v, dtype=np.float64)
         return num
-    idx = np.concatenate([np.asarray(i, dtype=np.int64) for i, _, _ in updates])
     vals = np.concatenate([np.asarray(v) for _, v, _ in updates]).astype(np.float64)
     per_value = np.repeat(np.asarray(weights, dtype=np.float64), [len(i) for i, _, _ in updates])
     return np.bincount(idx, per_value * vals, minlength=size)
 
 
-def sender_counts(size: int, updates: Sequence[Update]) -> np.ndarray:
+def sender_counts(size: int, updates: Sequence[Update], idx: np.ndarray | None) -> np.ndarray:
     """Per entry, sum_k N_k over the updates that sent it (float64, in the updates' order)."""
-    if all(len(i) == size for i, _, _ in updates):
+    if idx is None:
         total = 0.0
-        for _, _, n in updates:
+        for _, _, n in updates:  # not sum(): from Python 3.12 it compensates rounding, which bincount does not
             total += float(n)
         return np.full(size, total)
-    idx = np.concatenate([np.asarray(i, dtype=np.int64) for i, _, _ in updates])
     counts = np.repeat(np.array([float(n) for _, _, n in updates]), [len(i) for i, _, _ in updates])
     return np.bincount(idx, counts, minlength=size)
 
@@ -68,14 +73,16 @@ def weighted_sum(size: int, previous: np.ndarray, updates: Sequence[Update]) -> 
     """D-EIGAN's rule: sum_k (N_k / N) * theta~_k, theta~_k zero off its indices, N = the senders' total.
     With phi < 1 unsent entries count as 0, which shrinks the global vector towards zero."""
     total = float(sum(n for _, _, n in updates))
-    return weighted_sums(size, updates, [float(n) / total for _, _, n in updates]).astype(np.float32)
+    weights = [float(n) / total for _, _, n in updates]
+    return weighted_sums(size, updates, weights, flat_indices(size, updates)).astype(np.float32)
 
 
 @register_rule("masked-mean")
 def masked_mean(size: int, previous: np.ndarray, updates: Sequence[Update]) -> np.ndarray:
     """Per entry, sum_{k sent q} N_k theta_k(q) / sum_{k sent q} N_k; unsent entries keep `previous`."""
-    num = weighted_sums(size, updates, [float(n) for _, _, n in updates])
-    den = sender_counts(size, updates)
+    idx = flat_indices(size, updates)  # concatenated once for both sums
+    num = weighted_sums(size, updates, [float(n) for _, _, n in updates], idx)
+    den = sender_counts(size, updates, idx)
     out = previous.astype(np.float64).copy()
     sent = den > 0
     out[sent] = num[sent] / den[sent]
@@ -85,4 +92,5 @@ def masked_mean(size: int, previous: np.ndarray, updates: Sequence[Update]) -> n
 @register_rule("mean")
 def mean(size: int, previous: np.ndarray, updates: Sequence[Update]) -> np.ndarray:
     """FedAvg with equal weights (LDP-FedAvg): (1/K) sum_k omega_k over the nodes that delivered."""
-    return (weighted_sums(size, updates, [1.0] * len(updates)) / len(updates)).astype(np.float32)
+    num = weighted_sums(size, updates, [1.0] * len(updates), flat_indices(size, updates))
+    return (num / len(updates)).astype(np.float32)

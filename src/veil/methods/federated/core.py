@@ -75,6 +75,10 @@ def loads(blob: bytes) -> Any:
     return pickle.loads(blob)
 
 
+_SCALARS = (int, float, str, bytes, type(None), np.generic)
+"""Message values that hold no array (bool is an int)."""
+
+
 def array_bytes(obj: Any) -> int:
     """Bytes of every numpy array inside a (nested) message: the payload without the envelope."""
     if isinstance(obj, np.ndarray):
@@ -92,9 +96,6 @@ def array_bytes(obj: Any) -> int:
         elif not isinstance(v, _SCALARS):
             total += array_bytes(v)
     return total
-
-
-_SCALARS = (int, float, str, bytes, bool, type(None), np.generic)
 
 
 def iter_arrays(obj: Any, path: str = ""):

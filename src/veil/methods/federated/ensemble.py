@@ -379,11 +379,11 @@ class ShardStack:
             b = min(batch_size, n)
             spe = max(1, n // b)
             # each pass's full minibatches are its permutation's first spe * b entries, one row per step
-            if e == 1:  # the common case (one local pass a round), without a list and a concatenation per node
-                plans.append(torch.randperm(n, generator=node.batch_gen)[: spe * b].view(spe, b))
-                continue
             perms = [torch.randperm(n, generator=node.batch_gen)[: spe * b].view(spe, b) for _ in range(e)]
-            plans.append(torch.cat(perms) if perms else torch.empty(0, b, dtype=torch.long))
+            if len(perms) == 1:  # one local pass a round, the common case: no concatenation per node
+                plans.append(perms[0])
+            else:
+                plans.append(torch.cat(perms) if perms else torch.empty(0, b, dtype=torch.long))
         steps = [p.shape[0] for p in plans]
         return _pad_plan(plans), torch.tensor(steps)
 
