@@ -31,15 +31,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT / "tests" / "support"), str(ROOT / "src")]
 
-from suite import (  # noqa: E402
-    AUDIT_CASES,
-    CENTRALIZED,
-    adult_shape,
-    linear_shapes,
-    matmul_gflops,
-    probe_cost,
-    step_flops_per_row,
-)
+from bench_common import linear_shapes, matmul_gflops, step_flops_per_row  # noqa: E402
+from bench_training import AUDIT_CASES, CENTRALIZED, adult_shape, probe_cost  # noqa: E402
 
 SECTIONS = ("tests", "audit", "population", "population-adult", "eigan")
 GPU_TESTS = [

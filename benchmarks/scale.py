@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results" / "scale.json"
 sys.path.insert(0, str(HERE))
-from suite import clean_env, load, machine, timed, veil_cli  # noqa: E402
+from bench_common import clean_env, load, machine, timed, veil_cli  # noqa: E402
 
 TINY: dict[str, Any] = {
     "description": "scale benchmark: tiny GPP trials (1 epoch, 1-epoch audit, no target)",

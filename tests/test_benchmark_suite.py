@@ -24,6 +24,12 @@ def load_suite() -> ModuleType:
     return module
 
 
+def bench(name: str) -> ModuleType:
+    """A sibling module of suite.py (importable once `load_suite` put benchmarks/ on the path)."""
+    load_suite()
+    return importlib.import_module(name)
+
+
 @pytest.fixture(scope="module")
 def gpp_row(tmp_path_factory: pytest.TempPathFactory) -> tuple[ModuleType, Path, dict]:
     suite = load_suite()
@@ -58,26 +64,27 @@ def test_quick_gpp_row_is_consistent(gpp_row: tuple[ModuleType, Path, dict]) -> 
 
 
 def test_readme_block_is_made_from_the_results_file(gpp_row: tuple[ModuleType, Path, dict], tmp_path: Path) -> None:
-    suite, results, row = gpp_row
+    _, results, row = gpp_row
+    targets = bench("suite_targets")
     readme = tmp_path / "README.md"
     shutil.copy(ROOT / "benchmarks" / "README.md", readme)
-    suite.rewrite_readme(results, readme)
+    targets.rewrite_readme(results, readme)
     text = readme.read_text()
-    block = text[text.index(suite.BEGIN) : text.index(suite.END)]
+    block = text[text.index(targets.BEGIN) : text.index(targets.END)]
     assert (
         f"| gpp (batch 64) | {row['samples_per_s']:.0f} | {row['baseline_samples_per_s']:.0f} | {row['ratio']:.2f}x |"
         in block
     )
     original = (ROOT / "benchmarks" / "README.md").read_text()
-    assert text.split(suite.END)[1] == original.split(suite.END)[1]  # what follows the block is kept as written
+    assert text.split(targets.END)[1] == original.split(targets.END)[1]  # what follows the block is kept as written
     # benchmarks/gpu.py's recorded row adds the GPU's side of the targets; without one the table has none
-    gpu = json.loads(suite.GPU_RESULTS.read_text())
+    gpu = json.loads(targets.GPU_RESULTS.read_text())
     adult = gpu["audit"]["adult"]
     assert f"{adult['plain_gpu_s']:.3f} -> {adult['veil_gpu_s']:.3f} s = {adult['ratio_vs_plain_gpu']:.2f}x" in block
     assert "| the centralized EIGAN target on a GPU" in block
-    suite.rewrite_readme(results, readme, gpu=tmp_path / "no-gpu.json")
+    targets.rewrite_readme(results, readme, gpu=tmp_path / "no-gpu.json")
     text = readme.read_text()
-    assert "on a GPU (`benchmarks/gpu.py`" not in text[text.index(suite.BEGIN) : text.index(suite.END)]
+    assert "on a GPU (`benchmarks/gpu.py`" not in text[text.index(targets.BEGIN) : text.index(targets.END)]
 
 
 def test_gpu_script_dry_run_on_the_cpu(tmp_path: Path) -> None:
@@ -105,30 +112,30 @@ def test_gpu_script_dry_run_on_the_cpu(tmp_path: Path) -> None:
 
 def test_population_sizes_interval_is_the_student_t_interval_of_the_pair_differences() -> None:
     """The six seed pairs recorded on 2026-11-26: mean -0.0004, t(5) 97.5% quantile 2.5706, sd 0.00518."""
-    suite = load_suite()
+    sweeps = bench("bench_sweeps")
     diffs = [0.0007, 0.0025, -0.002, 0.0046, 0.0015, -0.0097]
-    low, high = suite.mean_interval(diffs)
+    low, high = sweeps.mean_interval(diffs)
     assert low == pytest.approx(-0.0057, abs=1e-4) and high == pytest.approx(0.0049, abs=1e-4)
-    assert suite.mean_interval([0.1, 0.3], level=0.5) == pytest.approx([0.1, 0.3], abs=1e-4)  # t(1) 75%: 1.0
-    assert suite.mean_interval([0.01]) is None
+    assert sweeps.mean_interval([0.1, 0.3], level=0.5) == pytest.approx([0.1, 0.3], abs=1e-4)  # t(1) 75%: 1.0
+    assert sweeps.mean_interval([0.01]) is None
 
 
 def test_cli_startup_row_times_fresh_processes_and_renders_its_target(tmp_path: Path) -> None:
     """The quick `cli` benchmark runs each command as a fresh process (3 timed after a warm-up); the targets row
     says met exactly when every bounded command's median is within its bound (no timing is asserted here)."""
-    suite = load_suite()
+    suite, cli, targets = load_suite(), bench("bench_cli"), bench("suite_targets")
     results = tmp_path / "suite.jsonl"
     assert suite.main(["--quick", "--only", "cli", "--results", str(results), "--no-readme"]) == 0
     row = json.loads(results.read_text().splitlines()[-1])
-    assert set(row["commands"]) == set(suite.CLI_COMMANDS)
+    assert set(row["commands"]) == set(cli.CLI_COMMANDS)
     for name, m in row["commands"].items():
         assert len(m["walls"]) == 3 and m["wall_s"] == sorted(m["walls"])[1]
-        assert 0 < m["cpu_s"] and m["target_s"] == suite.CLI_COMMANDS[name][1]
-    (line,) = [x for x in suite.new_targets({"cli": row}) if "`veil --help` <= 0.5 s" in x]
+        assert 0 < m["cpu_s"] and m["target_s"] == cli.CLI_COMMANDS[name][1]
+    (line,) = [x for x in targets.new_targets({"cli": row}) if "`veil --help` <= 0.5 s" in x]
     met = all(m["wall_s"] <= m["target_s"] for m in row["commands"].values() if m["target_s"] is not None)
     assert f"| {'yes' if met else 'no'} |" in line
     slow = {**row, "commands": {**row["commands"], "veil --help": {**row["commands"]["veil --help"], "wall_s": 0.9}}}
-    (line,) = [x for x in suite.new_targets({"cli": slow}) if "`veil --help` <= 0.5 s" in x]
+    (line,) = [x for x in targets.new_targets({"cli": slow}) if "`veil --help` <= 0.5 s" in x]
     assert "| no | what each command imports" in line and "`veil --help` 0.90 s" in line
 
 
