@@ -5,8 +5,6 @@
     python benchmarks/targets.py cost --dataset adult --repeats 1   # the same on Adult at the default target
     python benchmarks/targets.py sweep               # a calibrated GPP case against a 32-trial sweep's best feasible trial
     python benchmarks/targets.py recheck             # that sweep's best feasible beta run again with new seeds
-    python benchmarks/targets.py schedule            # EIGAN with 1 and with 5 adversary steps per encoder step
-    python benchmarks/targets.py noise               # EIGAN and D-EIGAN per release_noise level and seed (--levels, --seeds)
     python benchmarks/targets.py reruns --only gpp/applicants.csv --seeds 0 1 2 3 4 5 6 7 8 9
                                                      # one case again per run seed: is its outcome a coin flip?
     python benchmarks/targets.py grid --only gpp/applicants.csv --points 10 --seeds 0 1 2
@@ -135,14 +133,16 @@ def load() -> dict[str, Any]:
     return json.loads(RESULTS.read_text()) if RESULTS.exists() else {"cases": {}, "meta": {}}
 
 
-def save(data: dict[str, Any]) -> None:
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+def save(data: dict[str, Any], path: Path = RESULTS) -> None:
+    """Write `data` to `path` stamped with this machine and today's date (studies/eigan_defaults.py writes its own
+    results file with it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     data["meta"] = {
         "machine": f"{os.cpu_count()} CPU, {platform.machine()}, Python {platform.python_version()}",
         "threads": "OMP_NUM_THREADS=1",
         "updated": date.today().isoformat(),
     }
-    RESULTS.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 def record(keys: tuple[str, ...], value: Any) -> dict[str, Any]:
@@ -489,201 +489,6 @@ def recheck() -> None:
     save(data)
 
 
-#: EIGAN's adversary schedule, measured where calibration first failed: 1 (Alg. A1) vs 5 adversary steps, at the
-#: alpha calibration used to end at and at the one it ends at now
-SCHEDULE_CASES = ("applicants.csv", "gaussian-correlated n=12000")
-SCHEDULE_ALPHAS = (0.01, 0.001)
-SCHEDULE_STEPS = (1, 5)
-SCHEDULE_SEEDS = (0, 1, 2)
-
-
-def schedule(redo: bool = False) -> None:
-    """EIGAN at fixed alphas with Alg. A1's one adversary step per encoder step and with Veil's default 5, run
-    seeds 0-2 on the same rows, each release certified against the default target: what the default buys. The
-    release is E(x) itself (release_noise 0), so the schedule is all that differs. Runs already recorded are kept
-    unless `redo`."""
-    data = load()
-    runs = [] if redo else list(data.get("schedule", []))
-    done = {(r["data"], r["alpha"], r["adversary_steps"], r["seed"]) for r in runs}
-    with tempfile.TemporaryDirectory() as tmp:
-        for label in SCHEDULE_CASES:
-            for alpha in SCHEDULE_ALPHAS:
-                for k in SCHEDULE_STEPS:
-                    for seed in SCHEDULE_SEEDS:
-                        if (label, alpha, k, seed) in done:
-                            continue
-                        args = ["run", "-m", "eigan", *DATASETS[label], "--set", f"alpha={alpha}"]
-                        args += ["--set", f"adversary_steps={k}", "--set", f"seed={seed}"]
-                        args += ["--set", "release_noise=0", "--json", "--quiet"]
-                        raw = veil(args, Path(tmp))
-                        runs.append(
-                            {
-                                "data": label,
-                                "alpha": alpha,
-                                "adversary_steps": k,
-                                "seed": seed,
-                                "command": "veil " + shlex.join(args),
-                                **summary(raw),
-                            }
-                        )
-                        data["schedule"] = runs
-                        save(data)
-                        print(label, alpha, k, seed, raw["exit"], (runs[-1].get("privacy_gap") or {}).get("high"))
-
-
-def schedule_lines(runs: list[dict[str, Any]]) -> list[str]:
-    """The section on EIGAN's adversary schedule: one row per data, alpha and step count, every seed shown."""
-    lines = [
-        "",
-        "## EIGAN's adversary schedule",
-        "",
-        "EIGAN with its alpha set (certified, not calibrated) with Alg. A1's one adversary step per encoder step and",
-        "with Veil's default of 5 (`adversary_steps`; `preset: paper` restores 1), the release E(x) itself",
-        "(`release_noise` 0, so that the schedule is all that differs), run seeds",
-        f"{', '.join(map(str, SCHEDULE_SEEDS))} on the same rows (`python benchmarks/targets.py schedule`), at alpha "
-        f"{SCHEDULE_ALPHAS[0]} (where calibration's range used to end) and {SCHEDULE_ALPHAS[1]} (where it ends now).",
-        "With one step the encoder hides s from a training adversary a step behind it, and a fresh adversary reads",
-        "what that one missed; the extra steps make the private end of the knob private more often across seeds.",
-        "",
-        "| data | alpha | adversary steps | worst privacy gap per seed (95% upper end) | utility AUC per seed | mean gap | met 0.05 |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for label in dict.fromkeys(r["data"] for r in runs):
-        for alpha in dict.fromkeys(r["alpha"] for r in runs):
-            for k in sorted({r["adversary_steps"] for r in runs}):
-                rows = [
-                    r
-                    for r in runs
-                    if (r["data"], r["alpha"], r["adversary_steps"]) == (label, alpha, k) and r.get("privacy_gap")
-                ]
-                if not rows:
-                    continue
-                rows.sort(key=lambda r: r["seed"])
-                gaps = ", ".join(f"{r['privacy_gap']['value']:.3f} ({r['privacy_gap']['high']:.3f})" for r in rows)
-                utils = ", ".join(f"{r['utility_auc']['value']:.3f}" for r in rows)
-                mean = float(np.mean([r["privacy_gap"]["value"] for r in rows]))
-                met = sum(bool(r.get("met")) for r in rows)
-                lines.append(f"| {label} | {alpha} | {k} | {gaps} | {utils} | {mean:.3f} | {met} of {len(rows)} |")
-    widths = []
-    for label in dict.fromkeys(r["data"] for r in runs):
-        rows = [r for r in runs if r["data"] == label and r.get("privacy_gap")]
-        add = float(np.mean([r["privacy_gap"]["high"] - r["privacy_gap"]["value"] for r in rows]))
-        widths.append(f"{add:.3f} on {label} ({rows[0].get('test_rows')} test rows)")
-    lines += [
-        "",
-        f"The certificate judges the upper end of a 95% interval, which adds on average {' and '.join(widths)} to "
-        "a release's gap: to be met there, a release must read that much under 0.05.",
-    ]
-    return lines
-
-
-#: EIGAN's and D-EIGAN's release noise, measured on the cases their deterministic release did not meet: each
-#: case at every level (0 = the paper's deterministic release) over training seeds
-NOISE_LEVELS = (0.0, 0.02, 0.05, 0.1)
-NOISE_SEEDS = (0, 1, 2)
-NOISE_METHODS = ("eigan", "d-eigan")
-NOISE_CASES = ("adult", "applicants.csv", "gaussian-correlated n=12000")
-
-
-def noise(levels: list[float], seeds: list[int], redo: bool = False) -> None:
-    """EIGAN and D-EIGAN with `release_noise` set to each level and `seed` to each training seed, nothing else
-    (alpha calibrated to the default target, as in the cases). Recorded per case under 'LEVEL/SEED'; kept unless
-    `redo`."""
-    data = load()
-    runs = data.setdefault("noise", {})
-    for level in levels:
-        for seed in seeds:
-            for method in NOISE_METHODS:
-                for label in NOISE_CASES:
-                    key, at = f"{method}/{label}", f"{level:g}/{seed}"
-                    if at in runs.get(key, {}) and not redo:
-                        continue
-                    args = ["run", "-m", method, *DATASETS[label], "--set", f"release_noise={level:g}"]
-                    args += ["--set", f"seed={seed}", "--json", "--quiet"]
-                    with tempfile.TemporaryDirectory() as tmp:
-                        raw = veil(args, Path(tmp))
-                    runs.setdefault(key, {})[at] = {"command": "veil " + shlex.join(args), **summary(raw)}
-                    save(data)
-                    print(
-                        f"{key} {at}: exit {raw['exit']} in {raw['seconds']} s {runs[key][at].get('met', '')}",
-                        flush=True,
-                    )
-
-
-def noise_lines(data: dict[str, Any]) -> list[str]:
-    """The section on release noise: per case and level, every training seed's outcome, worst gap and knob."""
-    lines = [
-        "",
-        "## EIGAN's and D-EIGAN's release noise",
-        "",
-        "EIGAN and D-EIGAN as the paper gives them release the encoder's output itself (`release_noise` 0, what",
-        "`preset: paper` keeps). Near the private end of alpha the encoder collapses to a nearly constant z whose last",
-        "bits still depend on x, and adversaries that standardise or rank z (the MLPs, gradient boosting) read s from",
-        "them. With `release_noise` s, Gaussian noise of std s is added to every released entry of the tanh output. The",
-        "cases the deterministic release missed, at each level and training seed (`--set release_noise=S --set",
-        "seed=N`, nothing else: alpha calibrated to the default target; `python benchmarks/targets.py noise`). Each",
-        "cell lists the seeds' figures in seed order; the gap is the upper end of its 95% interval, the one the",
-        "certificate judges:",
-        "",
-        "| method | data | release_noise | met | worst gap, upper end | utility AUC | alpha |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    totals: dict[float, list[bool]] = {}
-    for key in (f"{m}/{label}" for m in NOISE_METHODS for label in NOISE_CASES):
-        method, label = key.split("/", 1)
-        by_level: dict[float, list[dict[str, Any]]] = {}
-        for at, run in sorted(data["noise"].get(key, {}).items(), key=lambda kv: tuple(map(float, kv[0].split("/")))):
-            by_level.setdefault(float(at.split("/")[0]), []).append(run)
-        for level, runs in by_level.items():
-            met = [bool(r.get("met")) for r in runs]
-            totals.setdefault(level, []).extend(met)
-            upper = per_seed(runs, lambda r: f"{r['privacy_gap']['high']:.3f}")
-            util = per_seed(runs, lambda r: f"{r['utility_auc']['value']:.3f}")
-            alpha = per_seed(runs, lambda r: f"{(r.get('knob') or {}).get('value', float('nan')):.3g}")
-            lines.append(
-                f"| `{method}` | {label} | {level:g} | {sum(met)} of {len(met)} | {upper} | {util} | {alpha} |"
-            )
-    from veil.methods import method_config
-
-    default = method_config("eigan", {}).release_noise
-    lines += [
-        "",
-        "Met, all cases and seeds: "
-        + "; ".join(f"release_noise {lv:g}: {sum(m)} of {len(m)}" for lv, m in sorted(totals.items()))
-        + f". Veil's default is {default:g} (`preset: paper` restores 0), so the cases table above is measured with",
-        "it; what the noise costs where the release is useful (alpha set, no calibration) is in the reproductions'",
-        "default-preset entries of eigan-adult, eigan-titanic and deigan-vs-eigan.",
-    ]
-    spread = release_draw_spread(data, f"{default:g}/0")
-    if spread:
-        uppers, same_knob = zip(*spread)
-        lines += [
-            "",
-            f"The cases table's runs of these {len(spread)} cases are the same commands as release_noise {default:g},",
-            "seed 0 here (training is seeded; only the fresh noise of the releases differs, calibration's candidates'",
-            f"included): calibration chose the same alpha in {sum(same_knob)} of {len(spread)}, and the upper ends",
-            f"differ by up to {max(uppers):.3f}, so near 0.05 the noise draw alone can decide met or not.",
-        ]
-    return lines
-
-
-def release_draw_spread(data: dict[str, Any], at: str) -> list[tuple[float, bool]]:
-    """For every case run both in the cases table and in the noise study at `at`: how far apart the two upper ends
-    are, and whether calibration chose the same knob value."""
-    out = []
-    for key, runs in data["noise"].items():
-        case, run = data["cases"].get(key) or {}, runs.get(at) or {}
-        if case.get("privacy_gap") and run.get("privacy_gap"):
-            same = abs(case["knob"]["value"] - run["knob"]["value"]) <= 1e-9 * abs(run["knob"]["value"])
-            out.append((abs(case["privacy_gap"]["high"] - run["privacy_gap"]["high"]), same))
-    return out
-
-
-def per_seed(runs: list[dict[str, Any]], figure: Any) -> str:
-    """One figure of each run, in seed order ('-' for a run without a certificate)."""
-    return " · ".join(figure(r) if "met" in r else "-" for r in runs)
-
-
 def refusal(error: str) -> str:
     """A refusal's cell: how far the test split can certify, and the rows the target needs (the whole message is
     in the JSON)."""
@@ -861,10 +666,6 @@ def render_text(data: dict[str, Any]) -> str:
         lines += rerun_lines(data)
     if data.get("grid"):
         lines += grid_lines(data)
-    if data.get("schedule"):
-        lines += schedule_lines(data["schedule"])
-    if data.get("noise"):
-        lines += noise_lines(data)
     if data.get("trail"):
         lines += trail_lines(data)
     return "\n".join(lines) + "\n"
@@ -907,16 +708,15 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
         "part",
-        choices=("cases", "reruns", "grid", "cost", "sweep", "recheck", "schedule", "noise", "trail", "render"),
+        choices=("cases", "reruns", "grid", "cost", "sweep", "recheck", "trail", "render"),
     )
     p.add_argument("--only", nargs="*", default=[], help="METHOD or METHOD/DATASET (cases); METHOD/DATASET (trail)")
-    p.add_argument("--redo", action="store_true", help="run cases (or schedule runs) already recorded again")
-    p.add_argument("--levels", nargs="*", type=float, default=[], help="release_noise levels (noise)")
+    p.add_argument("--redo", action="store_true", help="run cases already recorded again")
     p.add_argument("--dataset", choices=list(DATASETS), help="cost: a case's data at the default target")
     p.add_argument("--points", type=int, default=10, help="grid: knob values spread over its range")
     p.add_argument("--span", nargs=2, type=float, metavar=("LOW", "HIGH"), help="grid: only this part of the range")
     p.add_argument("--repeats", type=int, default=COST_REPEATS, help="cost: commands per side")
-    p.add_argument("--seeds", nargs="*", type=int, default=[], help="training seeds (noise) or run seeds (reruns)")
+    p.add_argument("--seeds", nargs="*", type=int, default=[], help="run seeds (reruns, grid)")
     args = p.parse_args(argv)
     parts = {
         "cases": lambda: cases(args.only, args.redo),
@@ -925,8 +725,6 @@ def main(argv: list[str] | None = None) -> int:
         "cost": lambda: cost(args.dataset, args.repeats),
         "sweep": sweep,
         "recheck": recheck,
-        "schedule": lambda: schedule(args.redo),
-        "noise": lambda: noise(args.levels or list(NOISE_LEVELS), args.seeds or list(NOISE_SEEDS), args.redo),
         "trail": lambda: trail(args.only),
         "render": render,
     }

@@ -247,6 +247,17 @@ def test_targets_doc_is_rendered_from_the_recorded_results():
     assert data["cost"]["ratio"] <= 4 and data["sweep"]["trials"] == 32
 
 
+def test_eigan_defaults_doc_is_rendered_from_the_recorded_results():
+    spec = importlib.util.spec_from_file_location("eigan_defaults_study", ROOT / "studies" / "eigan_defaults.py")
+    assert spec and spec.loader
+    study = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(study)
+    data = study.load()
+    assert data["schedule"] and data["noise"]
+    expected = (ROOT / "docs" / "eigan-defaults.md").read_text()
+    assert study.render_text(data, study.recorded_cases()) == expected, "rerun studies/eigan_defaults.py render"
+
+
 def test_quoted_quickstart_figures_are_the_recorded_ones():
     bench = _quickstart_module()
     record = json.loads((ROOT / "benchmarks" / "quickstart.json").read_text())

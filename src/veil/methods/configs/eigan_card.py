@@ -28,7 +28,7 @@ EIGAN_PAPER_VALUES = {
         "near the private end the encoder collapses to a nearly constant z whose last bits still depend on x, and "
         "adversaries that standardise or rank z read s from them: with no options, EIGAN and D-EIGAN met the default "
         "target in 15 of 18 runs with this noise (Adult, applicants.csv, gaussian-correlated n=12000; 3 seeds) and in "
-        "2 of 6 without it (docs/targets.md, release noise). With alpha set it moves the release along EIGAN's "
+        "2 of 6 without it (docs/eigan-defaults.md, release noise). With alpha set it moves the release along EIGAN's "
         "front: on Adult at alpha 0.5, income accuracy 0.782 instead of 0.829 and privacy gap 0.08 instead of 0.21 "
         "(benchmarks/reproduce, eigan-adult)",
     ),
@@ -36,7 +36,7 @@ EIGAN_PAPER_VALUES = {
         1,
         "with one adversary step per encoder step the encoder hides s from the lagging adversary only: on "
         "applicants.csv at alpha 0.01 the certificate's adversaries read a mean privacy gap of 0.081 over 3 seeds, "
-        "0.026 with 5 steps (docs/targets.md, EIGAN's adversary schedule)",
+        "0.026 with 5 steps (docs/eigan-defaults.md, EIGAN's adversary schedule)",
     ),
     "head_hidden": PaperValue(
         (32,),
