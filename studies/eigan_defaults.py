@@ -222,12 +222,13 @@ def noise_lines(data: dict[str, Any]) -> list[str]:
 
 
 def release_draw_spread(data: dict[str, Any], at: str) -> list[tuple[float, bool]]:
-    """For every case run both in the cases table and in the noise study at `at`: how far apart the two upper ends
-    are, and whether calibration chose the same knob value."""
+    """For every case run both in the cases table and in the noise study at `at`, by the same commit (other code
+    would differ by more than its release draw): how far apart the two upper ends are, and whether calibration chose
+    the same knob value."""
     out = []
     for key, runs in data["noise"].items():
         case, run = data["cases"].get(key) or {}, runs.get(at) or {}
-        if case.get("privacy_gap") and run.get("privacy_gap"):
+        if case.get("privacy_gap") and run.get("privacy_gap") and case.get("commit") == run.get("commit"):
             same = abs(case["knob"]["value"] - run["knob"]["value"]) <= 1e-9 * abs(run["knob"]["value"])
             out.append((abs(case["privacy_gap"]["high"] - run["privacy_gap"]["high"]), same))
     return out
