@@ -11,7 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from veil.tracking.server import free_port
+# the suite knows Veil's own names only, whatever plugins this environment has installed (the README installs
+# examples/plugin); tests of plugins put theirs back on a process's path (tests/support/plugin_install.py)
+os.environ["VEIL_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+
+from veil.tracking.server import free_port  # noqa: E402
 
 # test support the processes a test starts import too (tests/support/veil_test_hooks.py: the runs' pause)
 sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))

@@ -33,6 +33,11 @@ GROUPS: dict[str, str] = {
 }
 """Entry-point group -> what its modules register."""
 
+AUTOLOAD_OFF = "VEIL_DISABLE_PLUGIN_AUTOLOAD"
+"""Environment variable: set to anything but '' or '0', no plugin is imported and Veil knows its own names only
+(as pytest's PYTEST_DISABLE_PLUGIN_AUTOLOAD): a run independent of what else is installed, or Veil without a
+broken plugin. Ray workers inherit it from the driver's environment."""
+
 _loaded: list[str] | None = None
 
 
@@ -41,12 +46,14 @@ class PluginError(VeilError, ImportError):
 
 
 def load_plugins() -> list[str]:
-    """Import every plugin module once per process ('group:name' of each, in order); a module that fails to import
-    is an error naming the plugin, its module and the package that declares it."""
+    """Import every plugin module once per process ('group:name' of each, in order; none while `AUTOLOAD_OFF` is
+    set); a module that fails to import is an error naming the plugin, its module and the package that declares it."""
     global _loaded
     if _loaded is not None:
         return _loaded
     _loaded = []  # set first: a plugin's own imports may look a name up again
+    if os.environ.get(AUTOLOAD_OFF, "") not in ("", "0"):
+        return _loaded
     for group in GROUPS:
         for ep in sorted(entry_points(group=group), key=lambda e: e.name):
             try:

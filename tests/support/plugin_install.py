@@ -26,7 +26,9 @@ def install_plugin(target: Path) -> Path:
 
 
 def with_plugin(target: Path, env: dict[str, str] | None = None) -> dict[str, str]:
-    """`env` (default: this process's) with TARGET first on PYTHONPATH."""
+    """`env` (default: this process's) with TARGET first on PYTHONPATH and plugins loading again (the test session
+    turns them off: tests/conftest.py)."""
     base = dict(os.environ if env is None else env)
+    base.pop("VEIL_DISABLE_PLUGIN_AUTOLOAD", None)
     base["PYTHONPATH"] = os.pathsep.join(p for p in (str(target), base.get("PYTHONPATH", "")) if p)
     return base
