@@ -227,8 +227,9 @@ def test_example_run_files_run(example, monkeypatch, tmp_path, capsys):
         assert cert["met"] == (result["metrics"]["certificate/met"] == 1.0)
 
 
-def _quickstart_module():
-    spec = importlib.util.spec_from_file_location("quickstart_bench", ROOT / "benchmarks" / "quickstart.py")
+def _script(path: str, name: str):
+    """A script of the repository (benchmarks/, studies/) loaded as a module by its path."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -236,10 +237,7 @@ def _quickstart_module():
 
 
 def test_targets_doc_is_rendered_from_the_recorded_results():
-    spec = importlib.util.spec_from_file_location("targets_bench", ROOT / "benchmarks" / "targets.py")
-    assert spec and spec.loader
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = _script("benchmarks/targets.py", "targets_bench")
     data = bench.load()
     assert bench.render_text(data) == (ROOT / "docs" / "targets.md").read_text(), "rerun benchmarks/targets.py render"
     assert set(data["cases"]) == {f"{m}/{d}" for m in bench.METHODS for d in bench.DATASETS}  # every case measured
@@ -248,10 +246,7 @@ def test_targets_doc_is_rendered_from_the_recorded_results():
 
 
 def test_eigan_defaults_doc_is_rendered_from_the_recorded_results():
-    spec = importlib.util.spec_from_file_location("eigan_defaults_study", ROOT / "studies" / "eigan_defaults.py")
-    assert spec and spec.loader
-    study = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(study)
+    study = _script("studies/eigan_defaults.py", "eigan_defaults_study")
     data = study.load()
     assert data["schedule"] and data["noise"]
     expected = (ROOT / "docs" / "eigan-defaults.md").read_text()
@@ -259,7 +254,7 @@ def test_eigan_defaults_doc_is_rendered_from_the_recorded_results():
 
 
 def test_quoted_quickstart_figures_are_the_recorded_ones():
-    bench = _quickstart_module()
+    bench = _script("benchmarks/quickstart.py", "quickstart_bench")
     record = json.loads((ROOT / "benchmarks" / "quickstart.json").read_text())
     assert record["command"] == "veil sweep sweeps/quickstart.yaml" and record["finished"] == record["trials"] == 14
     for name in bench.QUOTED_IN:
