@@ -7,8 +7,7 @@
 
 Every run is a real `veil run` process started as benchmarks/targets.py starts its cases (one thread, a throw-away
 MLflow store). Results accumulate in studies/results/eigan_defaults.json, each with the command behind it; a run
-already recorded is skipped unless --redo. The noise section holds its runs against the cases table of
-benchmarks/results/targets.json (docs/targets.md), read from there."""
+already recorded is skipped unless --redo. The page renders from that file alone."""
 
 from __future__ import annotations
 
@@ -23,7 +22,7 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))  # targets.py: its `veil` processes, their summaries, its cases
+sys.path.insert(0, str(ROOT / "benchmarks"))  # targets.py: its `veil` processes and their summaries
 import targets  # noqa: E402
 
 RESULTS = ROOT / "studies" / "results" / "eigan_defaults.json"
@@ -36,11 +35,6 @@ def load() -> dict[str, Any]:
 
 def save(data: dict[str, Any]) -> None:
     targets.save(data, RESULTS)
-
-
-def recorded_cases() -> dict[str, Any]:
-    """The cases table of benchmarks/results/targets.json: the noise section compares its own runs with it."""
-    return targets.load()["cases"]
 
 
 #: EIGAN's adversary schedule, measured where calibration first failed: 1 (Alg. A1) vs 5 adversary steps, at the
@@ -208,30 +202,7 @@ def noise_lines(data: dict[str, Any]) -> list[str]:
         "it; what the noise costs where the release is useful (alpha set, no calibration) is in the reproductions'",
         "default-preset entries of eigan-adult, eigan-titanic and deigan-vs-eigan.",
     ]
-    spread = release_draw_spread(data, f"{default:g}/0")
-    if spread:
-        uppers, same_knob = zip(*spread)
-        lines += [
-            "",
-            f"The cases table's runs of these {len(spread)} cases are the same commands as release_noise {default:g},",
-            "seed 0 here (training is seeded; only the fresh noise of the releases differs, calibration's candidates'",
-            f"included): calibration chose the same alpha in {sum(same_knob)} of {len(spread)}, and the upper ends",
-            f"differ by up to {max(uppers):.3f}, so near 0.05 the noise draw alone can decide met or not.",
-        ]
     return lines
-
-
-def release_draw_spread(data: dict[str, Any], at: str) -> list[tuple[float, bool]]:
-    """For every case run both in the cases table and in the noise study at `at`, by the same commit (other code
-    would differ by more than its release draw): how far apart the two upper ends are, and whether calibration chose
-    the same knob value."""
-    out = []
-    for key, runs in data["noise"].items():
-        case, run = data["cases"].get(key) or {}, runs.get(at) or {}
-        if case.get("privacy_gap") and run.get("privacy_gap") and case.get("commit") == run.get("commit"):
-            same = abs(case["knob"]["value"] - run["knob"]["value"]) <= 1e-9 * abs(run["knob"]["value"])
-            out.append((abs(case["privacy_gap"]["high"] - run["privacy_gap"]["high"]), same))
-    return out
 
 
 def per_seed(runs: list[dict[str, Any]], figure: Any) -> str:
@@ -240,11 +211,11 @@ def per_seed(runs: list[dict[str, Any]], figure: Any) -> str:
 
 
 def render() -> None:
-    DOC.write_text(render_text(load(), recorded_cases()))
+    DOC.write_text(render_text(load()))
     print(f"wrote {DOC}")
 
 
-def render_text(data: dict[str, Any], cases: dict[str, Any]) -> str:
+def render_text(data: dict[str, Any]) -> str:
     """docs/eigan-defaults.md from the recorded results alone (tests/test_docs_commands.py holds the two equal)."""
     meta = data.get("meta", {})
     lines = [
@@ -258,7 +229,7 @@ def render_text(data: dict[str, Any], cases: dict[str, Any]) -> str:
     if data.get("schedule"):
         lines += schedule_lines(data["schedule"])
     if data.get("noise"):
-        lines += noise_lines({**data, "cases": cases})
+        lines += noise_lines(data)
     return "\n".join(lines) + "\n"
 
 

@@ -250,7 +250,7 @@ def test_eigan_defaults_doc_is_rendered_from_the_recorded_results():
     data = study.load()
     assert data["schedule"] and data["noise"]
     expected = (ROOT / "docs" / "eigan-defaults.md").read_text()
-    assert study.render_text(data, study.recorded_cases()) == expected, "rerun studies/eigan_defaults.py render"
+    assert study.render_text(data) == expected, "rerun studies/eigan_defaults.py render"
 
 
 def test_quoted_quickstart_figures_are_the_recorded_ones():
