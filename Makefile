@@ -22,17 +22,17 @@ lint: setup
 	$(VENV)/bin/ruff format --check src tests benchmarks studies tools
 	$(VENV)/bin/mypy
 
-# Generated docs, from the code and from recorded results (nothing is measured here; tests check they are
-# current): docs/methods.md and docs/sweeps.md tables, README.md's reproduction block, docs/targets.md,
-# docs/eigan-defaults.md, the benchmarks README's Targets block and the quickstart's quoted figures.
+# Generated docs, from the code and from recorded results, each by its script under tools/ (nothing is measured
+# here; tests check they are current): docs/methods.md and docs/sweeps.md tables, README.md's reproduction block,
+# docs/targets.md, docs/eigan-defaults.md, the benchmarks README's Targets block and the quickstart's quoted figures.
 docs: setup
 	$(VENV)/bin/python tools/methods_doc.py
 	$(VENV)/bin/python tools/sweeps_doc.py
 	$(VENV)/bin/python tools/reproduce_readme.py
-	$(VENV)/bin/python benchmarks/targets.py render
-	$(VENV)/bin/python studies/eigan_defaults.py render
-	$(VENV)/bin/python benchmarks/suite.py --readme
-	$(VENV)/bin/python benchmarks/quickstart.py --quote
+	$(VENV)/bin/python tools/targets_doc.py
+	$(VENV)/bin/python tools/eigan_defaults_doc.py
+	$(VENV)/bin/python tools/bench_targets_block.py
+	$(VENV)/bin/python tools/quickstart_quote.py
 
 # the fast default: every test but those marked slow (chaos sweeps, the 2-node cluster, the calibrated
 # defaults of every method, ...); test-all runs everything, as CI does (.ci/run). Each in TEST_WORKERS

@@ -1,11 +1,11 @@
 """Veil's benchmark suite: every benchmark of issue 13 against a paper-style baseline and the hardware limit,
-one row per benchmark appended to benchmarks/results/suite.jsonl, and the Targets block of benchmarks/README.md
-rewritten from that file. benchmarks/README.md says what each benchmark measures and against what.
+one row per benchmark appended to benchmarks/results/suite.jsonl. `make docs` (`python tools/bench_targets_block.py`)
+then rewrites the Targets block of benchmarks/README.md from that file. benchmarks/README.md says what each benchmark
+measures and against what.
 
     python benchmarks/suite.py                 # the whole suite (tens of minutes on 2 cores)
     python benchmarks/suite.py --quick         # small rows and epochs: a few minutes
     python benchmarks/suite.py --quick --only gpp eigan
-    python benchmarks/suite.py --readme        # only rewrite the README's Targets block from the results file
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))  # the bench_* and suite_targets modules beside this file; paper_loops, federation_rounds
+sys.path.insert(0, str(HERE))  # the bench_* modules beside this file; paper_loops, federation_rounds
 
 from bench_cli import run_cli  # noqa: E402
 from bench_common import Row, load, machine  # noqa: E402
@@ -32,10 +32,8 @@ from bench_sweeps import (  # noqa: E402
     run_quickstart,
 )
 from bench_training import CENTRALIZED, run_audit, run_centralized, run_d_eigan, run_k1000  # noqa: E402
-from suite_targets import rewrite_readme  # noqa: E402
 
 RESULTS = HERE / "results" / "suite.jsonl"
-README = HERE / "README.md"
 
 
 # -- the suite -----------------------------------------------------------------------------------------------------
@@ -81,25 +79,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="small rows, epochs and K: minutes on 2 cores")
     ap.add_argument("--only", nargs="+", choices=list(BENCHMARKS), help="run only these benchmarks")
     ap.add_argument("--results", type=Path, default=RESULTS, help="JSON-lines file the rows are appended to")
-    ap.add_argument("--no-readme", action="store_true", help="do not rewrite the Targets block of benchmarks/README.md")
-    ap.add_argument("--readme", action="store_true", help="only rewrite the README block from the results file")
     args = ap.parse_args(argv)
-    if not args.readme:
-        command = "python benchmarks/suite.py " + shlex.join(argv if argv is not None else sys.argv[1:])
-        failed = []
-        for name in args.only or list(BENCHMARKS):
-            print(f"{name} ...", flush=True)
-            try:
-                row = run_benchmark(name, args.quick, command.strip())
-            except Exception as e:  # one broken benchmark must not cost the others' rows
-                print(f"{name} failed: {e}", file=sys.stderr, flush=True)
-                failed.append(name)
-                continue
-            append(row, args.results)
-            print(json.dumps({k: v for k, v in row.items() if k not in ("machine", "command")}), flush=True)
-    if not args.no_readme:
-        rewrite_readme(args.results, README)
-    return 1 if not args.readme and failed else 0
+    command = "python benchmarks/suite.py " + shlex.join(argv if argv is not None else sys.argv[1:])
+    failed = []
+    for name in args.only or list(BENCHMARKS):
+        print(f"{name} ...", flush=True)
+        try:
+            row = run_benchmark(name, args.quick, command.strip())
+        except Exception as e:  # one broken benchmark must not cost the others' rows
+            print(f"{name} failed: {e}", file=sys.stderr, flush=True)
+            failed.append(name)
+            continue
+        append(row, args.results)
+        print(json.dumps({k: v for k, v in row.items() if k not in ("machine", "command")}), flush=True)
+    print(
+        f"rows appended to {args.results}; `make docs` rewrites the Targets block of benchmarks/README.md", flush=True
+    )
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """The benchmark suite's quick GPP benchmark writes a row whose figures agree with each other, and the
-README's Targets block is made from the results file."""
+README's Targets block is made from the results file by tools/bench_targets_block.py (which imports nothing from
+benchmarks/)."""
 
 from __future__ import annotations
 
@@ -30,11 +31,20 @@ def bench(name: str) -> ModuleType:
     return importlib.import_module(name)
 
 
+def tool(name: str) -> ModuleType:
+    """A generator under tools/ loaded by its path."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture(scope="module")
 def gpp_row(tmp_path_factory: pytest.TempPathFactory) -> tuple[ModuleType, Path, dict]:
     suite = load_suite()
     results = tmp_path_factory.mktemp("bench") / "suite.jsonl"
-    assert suite.main(["--quick", "--only", "gpp", "--results", str(results), "--no-readme"]) == 0
+    assert suite.main(["--quick", "--only", "gpp", "--results", str(results)]) == 0
     rows = [json.loads(line) for line in results.read_text().splitlines()]
     assert len(rows) == 1
     return suite, results, rows[0]
@@ -44,7 +54,7 @@ def test_quick_gpp_row_is_consistent(gpp_row: tuple[ModuleType, Path, dict]) -> 
     suite, _, row = gpp_row
     assert row["benchmark"] == "gpp" and row["quick"] is True
     suite, results, row = gpp_row
-    assert row["command"] == f"python benchmarks/suite.py --quick --only gpp --results {results} --no-readme"
+    assert row["command"] == f"python benchmarks/suite.py --quick --only gpp --results {results}"
     assert set(row["machine"]) == {"cpus", "arch", "torch", "threads", "gpu"}
     assert row["load_avg"] >= 0 and row["params"]["batch_size"] == 64
     veil, base = row["samples_per_s"], row["baseline_samples_per_s"]
@@ -65,7 +75,7 @@ def test_quick_gpp_row_is_consistent(gpp_row: tuple[ModuleType, Path, dict]) -> 
 
 def test_readme_block_is_made_from_the_results_file(gpp_row: tuple[ModuleType, Path, dict], tmp_path: Path) -> None:
     _, results, row = gpp_row
-    targets = bench("suite_targets")
+    targets = tool("bench_targets_block")
     readme = tmp_path / "README.md"
     shutil.copy(ROOT / "benchmarks" / "README.md", readme)
     targets.rewrite_readme(results, readme)
@@ -85,6 +95,15 @@ def test_readme_block_is_made_from_the_results_file(gpp_row: tuple[ModuleType, P
     targets.rewrite_readme(results, readme, gpu=tmp_path / "no-gpu.json")
     text = readme.read_text()
     assert "on a GPU (`benchmarks/gpu.py`" not in text[text.index(targets.BEGIN) : text.index(targets.END)]
+
+
+def test_readme_targets_block_is_current() -> None:
+    """The committed Targets block is what tools/bench_targets_block.py makes of the recorded results, and the
+    names and bound it repeats of benchmarks/bench_training.py are that module's."""
+    block, training = tool("bench_targets_block"), bench("bench_training")
+    assert block.main(["--check"]) == 0, "rerun python tools/bench_targets_block.py"
+    assert block.CENTRALIZED == tuple(training.CENTRALIZED) and block.K1000_TARGET_S == training.K1000_TARGET_S
+    assert block.RESULTS == load_suite().RESULTS and block.README == ROOT / "benchmarks" / "README.md"
 
 
 def test_gpu_script_dry_run_on_the_cpu(tmp_path: Path) -> None:
@@ -123,9 +142,9 @@ def test_population_sizes_interval_is_the_student_t_interval_of_the_pair_differe
 def test_cli_startup_row_times_fresh_processes_and_renders_its_target(tmp_path: Path) -> None:
     """The quick `cli` benchmark runs each command as a fresh process (3 timed after a warm-up); the targets row
     says met exactly when every bounded command's median is within its bound (no timing is asserted here)."""
-    suite, cli, targets = load_suite(), bench("bench_cli"), bench("suite_targets")
+    suite, cli, targets = load_suite(), bench("bench_cli"), tool("bench_targets_block")
     results = tmp_path / "suite.jsonl"
-    assert suite.main(["--quick", "--only", "cli", "--results", str(results), "--no-readme"]) == 0
+    assert suite.main(["--quick", "--only", "cli", "--results", str(results)]) == 0
     row = json.loads(results.read_text().splitlines()[-1])
     assert set(row["commands"]) == set(cli.CLI_COMMANDS)
     for name, m in row["commands"].items():

@@ -9,7 +9,8 @@ without starting the work they describe:
   tests/test_release_cmd.py). So does a synopsis (`veil sweep SPEC [--name NAME]`).
 - `make TARGET`: `make -n TARGET` succeeds, and every `veil` command its recipe runs is checked as above.
 - `. .venv/bin/activate`: the environment the Makefile creates is that one.
-- `python benchmarks/X.py`: its `--help`; `pytest ... FILE`: the file and its markers exist.
+- `python benchmarks/X.py`: its `--help`; `python tools/X.py`: its `--check` (the page it writes is current);
+  `pytest ... FILE`: the file and its markers exist.
 The example run files also run end to end (shortened with flags), and the quickstart figures the docs quote are
 the recorded ones in benchmarks/quickstart.json."""
 
@@ -228,7 +229,7 @@ def test_example_run_files_run(example, monkeypatch, tmp_path, capsys):
 
 
 def _script(path: str, name: str):
-    """A script of the repository (benchmarks/, studies/) loaded as a module by its path."""
+    """A script of the repository (tools/, benchmarks/, studies/) loaded as a module by its path."""
     spec = importlib.util.spec_from_file_location(name, ROOT / path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
@@ -237,36 +238,59 @@ def _script(path: str, name: str):
 
 
 def test_targets_doc_is_rendered_from_the_recorded_results():
-    bench = _script("benchmarks/targets.py", "targets_bench")
-    data = bench.load()
-    assert bench.render_text(data) == (ROOT / "docs" / "targets.md").read_text(), "rerun benchmarks/targets.py render"
-    assert set(data["cases"]) == {f"{m}/{d}" for m in bench.METHODS for d in bench.DATASETS}  # every case measured
-    assert all(c.get("met") is not None or c["exit"] == 2 for c in data["cases"].values())  # met, unmet or refused
-    assert data["cost"]["ratio"] <= 4 and data["sweep"]["trials"] == 32
+    """tools/targets_doc.py renders docs/targets.md as committed from benchmarks/targets.py's record."""
+    doc = _script("tools/targets_doc.py", "targets_doc")
+    data = doc.load()
+    assert doc.render_text(data) == (ROOT / "docs" / "targets.md").read_text(), "rerun python tools/targets_doc.py"
+    assert doc.main(["--check"]) == 0
+    bench = _script("benchmarks/targets.py", "targets_bench")  # what the page repeats of the benchmark is its own
+    assert (doc.RESULTS, doc.METHODS, doc.QUICK, doc.QUICK_TARGET, doc.SWEEP_CASE) == (
+        bench.RESULTS,
+        bench.METHODS,
+        bench.QUICK,
+        bench.QUICK_TARGET,
+        bench.SWEEP_CASE,
+    )
+    assert set(data["cases"]) == {f"{m}/{d}" for m in bench.METHODS for d in bench.DATASETS}  # the page has every case
 
 
 def test_eigan_defaults_doc_is_rendered_from_the_recorded_results():
-    study = _script("studies/eigan_defaults.py", "eigan_defaults_study")
-    data = study.load()
+    """tools/eigan_defaults_doc.py renders docs/eigan-defaults.md as committed from studies/eigan_defaults.py's
+    record."""
+    doc = _script("tools/eigan_defaults_doc.py", "eigan_defaults_doc")
+    data = doc.load()
     assert data["schedule"] and data["noise"]
     expected = (ROOT / "docs" / "eigan-defaults.md").read_text()
-    assert study.render_text(data) == expected, "rerun studies/eigan_defaults.py render"
+    assert doc.render_text(data) == expected, "rerun python tools/eigan_defaults_doc.py"
+    assert doc.main(["--check"]) == 0
+    study = _script("studies/eigan_defaults.py", "eigan_defaults_study")  # what the page repeats of the study
+    assert (doc.RESULTS, doc.SCHEDULE_ALPHAS, doc.SCHEDULE_SEEDS, doc.NOISE_METHODS, doc.NOISE_CASES) == (
+        study.RESULTS,
+        study.SCHEDULE_ALPHAS,
+        study.SCHEDULE_SEEDS,
+        study.NOISE_METHODS,
+        study.NOISE_CASES,
+    )
 
 
 def test_quoted_quickstart_figures_are_the_recorded_ones():
-    bench = _script("benchmarks/quickstart.py", "quickstart_bench")
-    record = json.loads((ROOT / "benchmarks" / "quickstart.json").read_text())
-    assert record["command"] == "veil sweep sweeps/quickstart.yaml" and record["finished"] == record["trials"] == 14
-    for name in bench.QUOTED_IN:
+    """tools/quickstart_quote.py's blocks and durations, made from benchmarks/quickstart.py's record, are the ones
+    the docs show."""
+    quote = _script("tools/quickstart_quote.py", "quickstart_quote")
+    assert quote.RECORD == _script("benchmarks/quickstart.py", "quickstart_bench").RECORD
+    record = json.loads(quote.RECORD.read_text())
+    assert record["command"] == "veil sweep sweeps/quickstart.yaml"
+    for name in quote.QUOTED_IN:
         text = (ROOT / name).read_text()
-        assert text.count(bench.BEGIN) == 1, name
-        assert bench.block(record) in text, f"{name}: rerun `python benchmarks/quickstart.py --quote`"
-    for name in bench.DURATION_IN:  # one duration, the recorded one, wherever the quickstart's time is said
+        assert text.count(quote.BEGIN) == 1, name
+        assert quote.block(record) in text, f"{name}: rerun `python tools/quickstart_quote.py`"
+    for name in quote.DURATION_IN:  # one duration, the recorded one, wherever the quickstart's time is said
         text = (ROOT / name).read_text()
-        assert bench.duration(record) in text and {m.group(0) for m in bench.DURATION.finditer(text)} == {
-            bench.duration(record)
-        }, f"{name}: rerun `python benchmarks/quickstart.py --quote`"
-        lines = [ln for ln in text.splitlines() if "quickstart" in ln.lower() and bench.BEGIN not in ln]
+        assert quote.duration(record) in text and {m.group(0) for m in quote.DURATION.finditer(text)} == {
+            quote.duration(record)
+        }, f"{name}: rerun `python tools/quickstart_quote.py`"
+        lines = [ln for ln in text.splitlines() if "quickstart" in ln.lower() and quote.BEGIN not in ln]
         assert not [ln for ln in lines if re.search(r"\d[\d.-]* ?min", ln) and "(recorded)" not in ln], name
+    assert quote.main(["--check"]) == 0
     hv = f"hypervolume {record['hypervolume']:.4f}"
     assert hv in (ROOT / "README.md").read_text() and hv in (ROOT / "docs" / "sweeps.md").read_text()

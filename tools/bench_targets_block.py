@@ -1,18 +1,32 @@
-"""The Targets block of benchmarks/README.md: the issues' targets as Markdown tables made from the suite's results
-file (the latest row per benchmark) and from benchmarks/gpu.py's row, each with its figure, met or not, and the
-measured cause of a gap."""
+"""Render the Targets block of benchmarks/README.md from benchmarks/results/suite.jsonl and results/gpu.json.
+
+The issues' targets as Markdown tables made from the suite's results file (the latest row per benchmark, as
+`python benchmarks/suite.py` appends them) and from `python benchmarks/gpu.py`'s row, each with its figure, met or
+not, and the measured cause of a gap. It reads only those files; nothing is measured here
+(tests/test_benchmark_suite.py checks the block is made from the results file).
+
+python tools/bench_targets_block.py [--results FILE] [--gpu FILE] [--readme FILE] [--check]   (or `make docs`)"""
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 from pathlib import Path
+from typing import Any
 
-from bench_common import HERE, ROOT, Row
-from bench_training import CENTRALIZED, K1000_TARGET_S
-
-GPU_RESULTS = HERE / "results" / "gpu.json"  # benchmarks/gpu.py's row, from a lent GPU machine
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "suite.jsonl"  # benchmarks/suite.py's rows
+GPU_RESULTS = ROOT / "benchmarks" / "results" / "gpu.json"  # benchmarks/gpu.py's row, from a lent GPU machine
+README = ROOT / "benchmarks" / "README.md"
 BEGIN = "<!-- filled by suite: targets -->"
 END = "<!-- end of suite targets -->"
+#: benchmarks/bench_training.py's CENTRALIZED benchmarks, in its order, and its K1000_TARGET_S (the suite's test
+#: checks that the two agree)
+CENTRALIZED = ("eigan", "gpp", "ldp-frl", "adjustable-ae")
+K1000_TARGET_S = 30.0
+
+Row = dict[str, Any]
 
 
 def latest(path: Path) -> dict[str, Row]:
@@ -343,13 +357,13 @@ def others(rows: dict[str, Row]) -> list[str]:
     return lines
 
 
-def rewrite_readme(results: Path, readme: Path, gpu: Path = GPU_RESULTS) -> None:
-    """Replace the README's block between the suite markers with tables made from the results files alone (the
-    suite's and, where one was recorded, benchmarks/gpu.py's)."""
+def render_block(results: Path, readme: Path, gpu: Path = GPU_RESULTS) -> str:
+    """`readme`'s text with the block between the suite markers replaced by tables made from the results files
+    alone (the suite's and, where one was recorded, benchmarks/gpu.py's)."""
     rows = latest(results)
     gpu_row = json.loads(gpu.read_text()) if gpu.exists() else {}
     body = [
-        f"Written by `python benchmarks/suite.py` from `{results.relative_to(ROOT) if results.is_relative_to(ROOT) else results}`"
+        f"Written by `python tools/bench_targets_block.py` from `{results.relative_to(ROOT) if results.is_relative_to(ROOT) else results}`"
         " (latest row per benchmark); do not edit by hand.",
         "",
         *targets(rows),
@@ -359,4 +373,31 @@ def rewrite_readme(results: Path, readme: Path, gpu: Path = GPU_RESULTS) -> None
     ]
     text = readme.read_text()
     start, end = text.index(BEGIN), text.index(END) + len(END)
-    readme.write_text(text[:start] + BEGIN + "\n" + "\n".join(body) + "\n" + END + text[end:])
+    return text[:start] + BEGIN + "\n" + "\n".join(body) + "\n" + END + text[end:]
+
+
+def rewrite_readme(results: Path, readme: Path, gpu: Path = GPU_RESULTS) -> None:
+    """Replace the README's block between the suite markers with tables made from the results files alone."""
+    readme.write_text(render_block(results, readme, gpu))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Rewrite the Targets block; with --check, only say whether it is current (exit 1 if not)."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--results", type=Path, default=RESULTS, help="the suite's JSON-lines results file")
+    ap.add_argument("--gpu", type=Path, default=GPU_RESULTS, help="benchmarks/gpu.py's recorded row")
+    ap.add_argument("--readme", type=Path, default=README, help="the Markdown file with the markers")
+    ap.add_argument("--check", action="store_true", help="exit 1 if the block is not current; write nothing")
+    args = ap.parse_args(argv)
+    new = render_block(args.results, args.readme, args.gpu)
+    if args.check:
+        if new != args.readme.read_text():
+            print(f"{args.readme} is not current: run python tools/bench_targets_block.py", file=sys.stderr)
+            return 1
+        return 0
+    args.readme.write_text(new)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
