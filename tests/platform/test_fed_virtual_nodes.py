@@ -85,3 +85,38 @@ def test_virtual_actor_matches_one_actor_per_node(ray_local, ds):
     for runtime in ("virtual", "in-process"):
         np.testing.assert_allclose(zs[runtime][0], zs["ray-actors"][0], atol=ATOL)
         assert zs[runtime][1] == zs["ray-actors"][1]
+
+
+def _group_states() -> dict[str, str]:
+    from ray.util.placement_group import placement_group_table
+
+    return {pg_id: row["state"] for pg_id, row in placement_group_table().items()}
+
+
+@pytest.mark.ray
+def test_warmed_owner_is_taken_by_the_federation_or_released(ray_local, ds):
+    """`Runtime.warm` starts the federation's placement group and owner before training; a federation that
+    starts takes them (no second group), and a run that never trains gets its CPUs back from the release."""
+    from veil.platform.federation import get_runtime, wait_removed
+
+    def planned():
+        m = create_method("d-eigan", {"K": 2, "epochs": 1, "d_z": 3, "seed": 0}, ds.task())
+        return plan_on("virtual", m, "d-eigan", ds.train, dataset=ds, options=FederationOptions(hosts=1), seed=0)
+
+    before = set(_group_states())
+    unused = planned()
+    release = get_runtime("virtual").warm(unused)
+    assert unused.started.owner is not None
+    release()
+    wait_removed(unused.started.pg)
+    assert _group_states()[unused.started.pg.id.hex()] == "REMOVED"
+    release()  # idempotent
+
+    used = planned()
+    release = get_runtime("virtual").warm(used)
+    out = run_planned(used)
+    assert [len(r.completed) for r in out.records] == [2]
+    release()  # a no-op: the federation took the group and removed it at its end
+    new = set(_group_states()) - before
+    assert new == {unused.started.pg.id.hex(), used.started.pg.id.hex()}  # one group per federation, none more
+    assert all(_group_states()[g] == "REMOVED" for g in new)

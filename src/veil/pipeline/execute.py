@@ -6,6 +6,7 @@ A RunSpec is validated completely (method, dataset, audit and federation paramet
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import subprocess
 import time
@@ -328,27 +329,31 @@ def track(
     audit), counted in total_seconds. `note`
     hears when the audit and the certificate start (the console's progress bar closes and names them).
     With a tracking server, MLflow calls go out on a background thread (`writer`, shared by a population and
-    drained by its caller; else the run's own, drained before this returns)."""
+    drained by its caller; else the run's own, drained before this returns). What the job starts early
+    (`Job.warm`: a federation's actors) starts before the tracking store opens."""
     from veil.tracking.mlflow_run import MetricBuffer, TrackedRun
 
     spec = v.spec
     t0 = time.time() - spent
-    tracker = TrackedRun.start(
-        spec.tracking_uri,
-        spec.experiment,
-        spec.run_name or f"{spec.method}-{spec.dataset}",
-        parent_run_id=parent_run_id,
-        tags={
-            "veil.method": spec.method,
-            "veil.dataset": spec.dataset,
-            **({"veil.federated": "true"} if job.federation is not None else {}),
-            **({"veil.device": job.device} if job.device else {}),
-            **spec.tags,
-            **(tags or {}),
-        },
-        writer=writer or "own",
-    )
-    with tracker:
+    with contextlib.ExitStack() as stack:
+        if job.warm is not None:  # started now, it starts while the store opens; released at the end if unused
+            stack.callback(job.warm())
+        tracker = TrackedRun.start(
+            spec.tracking_uri,
+            spec.experiment,
+            spec.run_name or f"{spec.method}-{spec.dataset}",
+            parent_run_id=parent_run_id,
+            tags={
+                "veil.method": spec.method,
+                "veil.dataset": spec.dataset,
+                **({"veil.federated": "true"} if job.federation is not None else {}),
+                **({"veil.device": job.device} if job.device else {}),
+                **spec.tags,
+                **(tags or {}),
+            },
+            writer=writer or "own",
+        )
+        stack.enter_context(tracker)
         params = {**run_params(v, ds.params), **job.params, **(calibration.params() if calibration else {})}
         tracker.log_params(params)
         federated = job.federation is not None

@@ -13,6 +13,7 @@ trains on CPU; the device every run trained on is its MLflow tag `veil.device` (
 
 from __future__ import annotations
 
+import functools
 import json
 import tempfile
 import time
@@ -88,6 +89,9 @@ class Job:
     federation: FederationPlan | None = None
     device: str | None = None
     """The training device when known before training ('cpu', 'cuda:0'); None: known after (Ray Train workers)."""
+    warm: Callable[[], Callable[[], None]] | None = None
+    """Starts what `train` would wait seconds for (a federation's actor processes) and returns what releases it
+    if `train` never runs; `track` calls it before it opens the tracking store, so the two overlap."""
 
 
 class Executor(Protocol):
@@ -222,7 +226,7 @@ def ray_train(run: Training, ds: Dataset, storage: Path) -> Job:
 @register_executor("federated")
 def federated(run: Training, ds: Dataset, storage: Path) -> Job:
     """Partition and place the federation (refusing what cannot run), then run its rounds."""
-    from veil.platform.federation import plan_on, run_planned
+    from veil.platform.federation import get_runtime, plan_on, run_planned
 
     if run.use_gpu:
         warn("--gpu / use_gpu: federated nodes do not use CUDA; training runs on CPU")
@@ -249,4 +253,8 @@ def federated(run: Training, ds: Dataset, storage: Path) -> Job:
     tags = {"veil.federated": "true", "veil.runtime": plan.runtime}
     if isinstance(method, FederatedRoles) and method.logs_node_metrics():
         tags["veil.node_local"] = NODE_LOCAL_NOTE
-    return Job(label, train, params={"executor": label, **plan.params()}, tags=tags, federation=plan, device="cpu")
+    runtime = get_runtime(plan.runtime)
+    warm = functools.partial(runtime.warm, plan) if runtime.warm is not None else None
+    return Job(
+        label, train, params={"executor": label, **plan.params()}, tags=tags, federation=plan, device="cpu", warm=warm
+    )

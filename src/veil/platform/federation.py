@@ -353,6 +353,65 @@ class RayPool(PoolBase):
         self.actors = []
 
 
+@dataclass
+class OwnerStart:
+    """A federation's placement group and its `HostOwner` actor, asked for before the federation starts: the
+    owner's process takes seconds to start (it imports torch), which it can spend while the driver opens the run's
+    tracking store. The federation that starts from them removes them; `release` removes them if none does."""
+
+    pg: Any
+    owner: Any
+    first: int
+    """The coordinator's (and the owner's) bundle in `pg`."""
+    in_trial: bool
+    taken: bool = False
+
+    def release(self) -> None:
+        """Stop the owner and remove the group, unless a federation took them (idempotent)."""
+        if self.taken:
+            return
+        self.taken = True
+        from ray.util.placement_group import remove_placement_group
+
+        stop_actors([self.owner])
+        if not self.in_trial:
+            try:
+                remove_placement_group(self.pg)
+            except Exception:  # noqa: BLE001 - Ray may be shut down already
+                pass
+
+
+def start_owner(plan: ResourcePlan, hosts: int) -> OwnerStart:
+    """Ask Ray for the federation's placement group (the sweep trial's, in a trial) and the `HostOwner` in the
+    coordinator's bundle, without waiting for either."""
+    import ray
+    from ray.util.placement_group import placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    in_trial = trial_placement() if plan.in_trial else None
+    first = 0 if in_trial is None else 1  # a trial's bundle 0 is its own process's (`trial_bundles`)
+    if in_trial is not None:
+        pg = in_trial
+    else:
+        bundles = [{"CPU": plan.cpus_per_actor}] * (hosts + 1)
+        pg = placement_group(bundles, strategy="PACK", name=f"veil-fed-{int(time.time() * 1000)}")
+    owner: Any = ray.remote(HostOwner)
+    handle = owner.options(
+        num_cpus=0,
+        max_restarts=0,
+        scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=first),
+    ).remote()
+    return OwnerStart(pg, handle, first, in_trial is not None)
+
+
+def prestart(plan: FederationPlan) -> Callable[[], None]:
+    """Start the owner of `plan`'s federation now (`start_owner`), for `_start_on_ray` to take; returns the
+    function that releases it when the federation never starts (a no-op after it did)."""
+    started = start_owner(plan.resources, len(plan.node_blocks))
+    plan.started = started
+    return started.release
+
+
 class RayFederation:
     """Driver-side handle of a federation on Ray: placement group, coordinator actor, node host actors."""
 
@@ -369,24 +428,20 @@ class RayFederation:
         seed: int,
         ready_timeout_s: float,
         tap: Tap | None = None,
+        started: OwnerStart | None = None,
     ) -> None:
         import ray
-        from ray.util.placement_group import placement_group, remove_placement_group
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+        from ray.util.placement_group import remove_placement_group
 
         self.plan = plan
-        in_trial = trial_placement() if plan.in_trial else None
-        # The trial's group belongs to Tune, which removes it when the trial ends.
-        self._remove = remove_placement_group if in_trial is None else (lambda pg: None)
-        first = 0 if in_trial is None else 1
-        if in_trial is not None:
-            self.pg = in_trial
-        else:
-            bundles = [{"CPU": plan.cpus_per_actor}] * (len(node_blocks) + 1)
-            self.pg = placement_group(bundles, strategy="PACK", name=f"veil-fed-{int(time.time() * 1000)}")
+        started = started or start_owner(plan, len(node_blocks))
+        started.taken = True  # from here on this federation removes them (shutdown, or a failed start below)
+        self.pg, self.owner, first = started.pg, started.owner, started.first
+        self._remove = remove_placement_group if not plan.in_trial else (lambda pg: None)
         try:
             ray.get(self.pg.ready(), timeout=ready_timeout_s)
         except Exception as e:
+            stop_actors([self.owner])
             self._remove(self.pg)
             raise ResourceError(
                 f"placement group of {len(node_blocks) + 1} bundles x {plan.cpus_per_actor:g} CPU was not "
@@ -409,7 +464,6 @@ class RayFederation:
             first,
         )
         self.hosts: list[Any] = []
-        self.owner: Any = None
         self.max_restarts = max_restarts
         self.name = f"veil-coordinator-{self.pg.id.hex()[:12]}"
         self.coordinator_failures = 0
@@ -417,15 +471,9 @@ class RayFederation:
         self._pending: list[CoordinatorFailure] = []
         self._last: RoundRecord | None = None
         try:
-            owner: Any = ray.remote(HostOwner)
-            self.owner = owner.options(
-                num_cpus=0,
-                max_restarts=0,
-                scheduling_strategy=PlacementGroupSchedulingStrategy(self.pg, placement_group_bundle_index=first),
-            ).remote()
             self.hosts, self.coord = ray.get(self.owner.start.remote(layout, self.name, seed, tap, max_restarts))
         except BaseException:
-            stop_actors([*self.hosts, *([self.owner] if self.owner is not None else [])])
+            stop_actors([*self.hosts, self.owner])
             self._remove(self.pg)
             raise
 
@@ -564,12 +612,14 @@ def wait_removed(pg: Any, timeout: float = 15.0) -> None:
 @dataclass(frozen=True)
 class Runtime:
     """Where a federation's hosts live: `place` lays the nodes on hosts and sizes the resources (refusing what
-    cannot fit, before anything starts); `start` builds the running federation."""
+    cannot fit, before anything starts); `start` builds the running federation; `warm` (None: nothing to warm)
+    starts its slow parts early and returns what releases them (`prestart`)."""
 
     name: str
     place: Callable[[FederationPlan, str | None], None]
     start: Callable[[FederationPlan, Tap | None], Federation]
     description: str
+    warm: Callable[[FederationPlan], Callable[[], None]] | None = None
 
 
 def _place_in_process(plan: FederationPlan, address: str | None) -> None:
@@ -616,6 +666,7 @@ def _start_on_ray(plan: FederationPlan, tap: Tap | None) -> Federation:
         seed=plan.seed,
         ready_timeout_s=opts.ready_timeout_s,
         tap=tap,
+        started=plan.started,
     )
 
 
@@ -628,12 +679,13 @@ RUNTIMES: dict[str, Runtime] = {
             lambda plan, tap: LocalFederation(plan, tap=tap),
             "every node host is an object in this process",
         ),
-        Runtime("ray-actors", _place_on_ray(per_node=True), _start_on_ray, "one Ray actor per node"),
+        Runtime("ray-actors", _place_on_ray(per_node=True), _start_on_ray, "one Ray actor per node", prestart),
         Runtime(
             "virtual",
             _place_on_ray(per_node=False),
             _start_on_ray,
             "a few Ray actors, each running many nodes as one vectorised ensemble",
+            prestart,
         ),
     )
 }

@@ -48,6 +48,8 @@ class FederationPlan:
     """The Ray runtime's resource plan (an object with `to_params()`), None in process."""
     warnings: list[str] = field(default_factory=list)
     """What the audit report must say about this federation (a partition that defeats the privacy training)."""
+    started: Any = None
+    """What a Ray runtime started for this federation before it runs (its owner actor, `prestart`), None: nothing."""
     wire: Any = None
     """Called after every round as `wire(round, method, fed, record)` (None: nothing): the audit's capture of what
     the coordinator received in sampled rounds (`veil.certify.wire.WireCapture`), set by the run pipeline."""
