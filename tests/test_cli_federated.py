@@ -65,6 +65,7 @@ def test_veil_run_d_eigan_federated(ray_local, in_tmp, capsys):
         a.path for a in client.list_artifacts(rid, "federation")
     }
     assert {"audit/per_node.csv", "audit/per_node.json", "federation/rounds.json", "federation/failures.json"} <= arts
+    assert "federation/round_nodes.parquet" in arts
     csv_path = client.download_artifacts(rid, "audit/per_node.csv", str(in_tmp))
     lines = open(csv_path).read().strip().splitlines()
     assert lines[0].startswith("node,train_rows,test_rows") and len(lines) == 11

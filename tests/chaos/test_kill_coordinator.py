@@ -14,6 +14,7 @@ import signal
 import time
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from mlflow.tracking import MlflowClient
@@ -80,7 +81,9 @@ def test_killed_coordinator_restarts_from_its_checkpoint(ray_local, in_tmp):
     print_summary(result, "federated", console)  # the console counts what the metrics count (issue 28)
     assert "failures 1  restarts 0 node host(s), 1 coordinator" in console.getvalue()
     rounds = json.loads(open(client.download_artifacts(result.run_id, "federation/rounds.json", str(in_tmp))).read())
-    assert all(r["completed"] == [0, 1, 2] and r["joined"] == [] for r in rounds)  # no node lost its state
+    nodes = pd.read_parquet(client.download_artifacts(result.run_id, "federation/round_nodes.parquet", str(in_tmp)))
+    assert all(r["completed"] == 3 and r["joined"] == [] for r in rounds)  # no node lost its state
+    assert nodes["completed"].all() and sorted(nodes.groupby("round")["node"].apply(list).tolist()) == [[0, 1, 2]] * 4
 
     # Undisturbed, in process (one host per node, as on Ray: the runtimes agree exactly at equal seeds):
     # every round's losses and the audit's figures agree to float rounding.

@@ -165,7 +165,10 @@ def log_outcome(
         tracker.log_text(obj, path) if isinstance(obj, str) else tracker.log_dict(obj, path)
     fed, plan = outcome.federation, job.federation
     if fed is not None and plan is not None:
+        from veil.methods.federated.coordinator import node_table
+
         tracker.log_dict([r.to_dict() for r in fed.records], "federation/rounds.json")
+        tracker.log_columns(node_table(fed.records), "federation/round_nodes.parquet")
         tracker.log_dict(fed.failures(), "federation/failures.json")
         tracker.log_dict(
             {

@@ -577,6 +577,13 @@ class TrackedRun:
     def log_dict(self, obj: Any, artifact_file: str) -> None:
         self.log_text(json_text(obj), artifact_file)
 
+    def log_columns(self, columns: Mapping[str, Any], artifact_file: str) -> None:
+        """Named columns of equal length (numpy arrays) as one Parquet table."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        self.log_written(artifact_file, lambda p: pq.write_table(pa.table(dict(columns)), p))
+
     def log_file(self, path: str | Path, artifact_path: str | None = None) -> None:
         self._record({"op": "artifact", "dir": artifact_path}, {Path(path).name: Path(path)})
 

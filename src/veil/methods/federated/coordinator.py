@@ -64,11 +64,6 @@ class Pool(Protocol):
     def shutdown(self) -> None: ...
 
 
-PER_NODE_FIELDS = frozenset(
-    ("bytes_up", "bytes_down", "payload_up", "final_bytes_down", "release_up", "release_down", "node_local")
-)
-
-
 @dataclass
 class RoundRecord:
     """What happened in one round."""
@@ -114,13 +109,49 @@ class RoundRecord:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        # a shallow dict: dataclasses.asdict deep-copies every value of every per-node dict, a cost of
-        # nodes x rounds spent on a record that is only serialised
-        d: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
-        d.update({k: {str(n): v for n, v in d[k].items()} for k in PER_NODE_FIELDS})
+        """The round's record without its per-node figures (`node_table` holds them): which nodes were
+        selected and completed are counts here, and `joined` and the failures name their nodes."""
+        d: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in PER_NODE}
+        d["selected"], d["completed"] = len(self.selected), len(self.completed)
         d["failures"] = [f.to_dict() for f in self.failures]
         d["coordinator_failures"] = [f.to_dict() for f in self.coordinator_failures]
         return d
+
+
+BYTE_FIELDS = ("bytes_up", "bytes_down", "payload_up", "final_bytes_down", "release_up", "release_down")
+PER_NODE = frozenset(("selected", "completed", *BYTE_FIELDS, "node_local"))
+"""RoundRecord fields with a value per node: columns of `node_table`, not keys of `to_dict`."""
+
+
+def node_table(records: Sequence[RoundRecord]) -> dict[str, np.ndarray]:
+    """Every round's per-node figures as columns of one table, a row per node a round names (selected, or in one
+    of its per-node fields), sorted by round then node: `round`, `node`, `selected`, `completed`, the bytes of
+    each of `BYTE_FIELDS` (0: none that round) and `node_local/<metric>` (NaN: not logged). Built with one array
+    per round and field: the table has nodes x rounds rows, too many for a loop per row at thousands of nodes."""
+    parts: list[dict[str, np.ndarray]] = []
+    metrics = sorted({k for r in records for m in r.node_local.values() for k in m})
+    for r in records:
+        ids = [np.asarray(r.selected, np.int64), *(np.fromiter(getattr(r, f), np.int64) for f in BYTE_FIELDS)]
+        nodes = np.unique(np.concatenate([*ids, np.fromiter(r.node_local, np.int64)]))
+        cols: dict[str, np.ndarray] = {"round": np.full(len(nodes), r.round, np.int64), "node": nodes}
+        cols["selected"] = np.isin(nodes, ids[0])
+        cols["completed"] = np.isin(nodes, np.asarray(r.completed, np.int64))
+        for f, keys in zip(BYTE_FIELDS, ids[1:]):
+            col = np.zeros(len(nodes), np.int64)
+            col[np.searchsorted(nodes, keys)] = np.fromiter(getattr(r, f).values(), np.int64, len(keys))
+            cols[f] = col
+        for key in metrics:
+            col = np.full(len(nodes), np.nan)
+            logged = [(k, m[key]) for k, m in r.node_local.items() if key in m]
+            if logged:
+                at, vals = zip(*logged)
+                col[np.searchsorted(nodes, np.asarray(at, np.int64))] = vals
+            cols[f"{NODE_LOCAL}{key}"] = col
+        parts.append(cols)
+    names = ["round", "node", "selected", "completed", *BYTE_FIELDS, *(f"{NODE_LOCAL}{k}" for k in metrics)]
+    if not parts:
+        return {n: np.empty(0) for n in names}
+    return {n: np.concatenate([p[n] for p in parts]) for n in names}
 
 
 class Coordinator:
