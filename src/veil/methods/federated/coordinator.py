@@ -379,11 +379,11 @@ class Coordinator:
 def _weighted(updates: Sequence[ClientUpdate]) -> dict[str, float]:
     """Example-weighted mean of the clients' metrics."""
     total = sum(u.num_examples for u in updates)
-    keys = sorted({k for u in updates for k in u.metrics})
-    out = {}
-    for key in keys:
-        have = [(u.metrics[key], u.num_examples) for u in updates if key in u.metrics]
-        w = sum(n for _, n in have)
-        if w:
-            out[key] = float(sum(v * n for v, n in have) / w)
-    return out if total else {}
+    sums: dict[str, float] = {}
+    weights: dict[str, int] = {}
+    for u in updates:  # one pass, adding in the updates' order (as a sum per key would)
+        n = u.num_examples
+        for key, v in u.metrics.items():
+            sums[key] = sums.get(key, 0) + v * n
+            weights[key] = weights.get(key, 0) + n
+    return {key: float(sums[key] / weights[key]) for key in sorted(sums) if weights[key]} if total else {}
