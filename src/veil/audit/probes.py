@@ -372,8 +372,8 @@ def audit_many(
     each keeps the seed `audit` gives it (cfg.seed + its label's offset), so members may name different labels.
     Like `audit`, this trains probes only: cfg.mi and cfg.capacity are the run's extra audits (`extra_audits`).
     `num_threads`: torch intra-op threads while training (None: torch's setting). One by default: a trial or a
-    population gets one core, and on busy shared cores two threads ran 15-40x slower than one (benchmarks/README.md,
-    "Threads for a standalone run"). `cfg.device` says where they train (`probe_device`)."""
+    population gets one core, and threads that wait for each other at every small operation lose their time
+    slices on busy shared cores (benchmarks/README.md, "Threads for a standalone run"). `cfg.device` says where they train (`probe_device`)."""
     cfg = config or AuditConfig()
     count = len(z_trains)
     if not len(trains) == len(z_tests) == len(tests) == count:

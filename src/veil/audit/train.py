@@ -222,8 +222,8 @@ class StackedMLP:
 
     Softmax cross-entropy's gradient is ``(softmax - onehot) / rows``, ReLU's passes where the output is positive,
     and each matmul's is the matching transposed product, written straight into preallocated gradient buffers: no
-    autograd graph and no module calls, so a 256-128 probe's step on one core is ~70% matmul, against ~40% through
-    autograd (benchmarks/README.md, `audit`). The update is `torch.optim.adam.adam` with ``fused=True``, the kernel
+    autograd graph and no module calls, so a small probe's step spends its time in its matmuls rather than in
+    autograd's bookkeeping (benchmarks/README.md, `audit`). The update is `torch.optim.adam.adam` with ``fused=True``, the kernel
     `torch.optim.Adam(fused=True)` runs. Members that still step at step t are a prefix (sorted by decreasing step
     count): every buffer's ``[:active]`` slice is contiguous, and one step count per tensor serves them all."""
 
@@ -266,8 +266,8 @@ class StackedMLP:
         for i, (w, bias) in enumerate(zip(weights, biases)):
             h = torch.baddbmm(bias, outs[-1], w)
             outs.append(h.relu_() if i < len(weights) - 1 else h)
-        # softmax written out, in place on the logits: torch.softmax over a last axis of a few classes is 1.3-6x
-        # slower on CPU (measured at 2 and 10 classes)
+        # softmax written out, in place on the logits: torch.softmax over a last axis of a few classes is slower
+        # on CPU than these whole-tensor operations
         g = outs.pop()
         g = g.sub_(g.amax(-1, keepdim=True)).exp_()
         g.div_(g.sum(-1, keepdim=True)).mul_(weight)

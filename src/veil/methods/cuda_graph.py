@@ -1,8 +1,7 @@
 """A method's whole training step captured once in a CUDA graph and replayed for every later minibatch.
 
-On a GPU a small model's step is bound by launching its kernels one by one from Python, not by its arithmetic:
-centralized EIGAN's fit at batch 512 runs 4.4x faster replayed than eager on an H200 (benchmarks/README.md, GPU),
-with the same parameters (tests/methods/test_cuda_graph.py, to 1e-6). `Method.fit` uses it where it is exact: the method declares `graph_safe` (its step has
+On a GPU a small model's step is bound by launching its kernels one by one from Python, not by its arithmetic,
+and a replay launches them all at once (benchmarks/README.md, GPU), with the same parameters (tests/methods/test_cuda_graph.py, to 1e-6). `Method.fit` uses it where it is exact: the method declares `graph_safe` (its step has
 fixed shapes, no host sync, no random draws and reads only its `batch`), training runs on CUDA with one worker
 (a data-parallel step all-reduces through the host), and `TrainContext.cuda_graph` is on.
 
