@@ -53,7 +53,7 @@ __all__ = [
 MIN_SCALE = 1e-8
 
 #: at most this many stacked parameters (all members together) train at once, more in chunks: a chunk's
-#: parameters, gradients and Adam moments then stay in cache (measured: ~30 members of a 256-128 probe beat 8 or 135)
+#: parameters, gradients and Adam moments then stay in cache (fewer members per chunk pay more per-step overhead)
 STACK_PARAMS = 1 << 20
 #: on a GPU the cache argument does not hold and each step's cost is mostly kernel launches: one chunk, up to this
 #: many parameters (with gradients and Adam's moments, 1 GiB of float32)

@@ -83,7 +83,7 @@ FUSED_ADAM_DEVICES = ("cpu", "cuda")
 
 def make_optimizer(params: ParamsT, lr: float, kind: str = "adam") -> torch.optim.Optimizer:
     """Adam (default) or plain SGD over `params`. Adam is torch's fused kernel where the parameters' device has
-    one: 20x faster steps on the CPU than the per-tensor loop, and the same update up to float rounding."""
+    one (one kernel for every tensor instead of a loop over them), with the same update up to float rounding."""
     if kind == "adam":
         items: list[Any] = list(params)
         return torch.optim.Adam(items, lr=lr, fused=all(fusable(p) for p in tensors_of(items)))
