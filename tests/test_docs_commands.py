@@ -294,3 +294,21 @@ def test_quoted_quickstart_figures_are_the_recorded_ones():
     assert quote.main(["--check"]) == 0
     hv = f"hypervolume {record['hypervolume']:.4f}"
     assert hv in (ROOT / "README.md").read_text() and hv in (ROOT / "docs" / "sweeps.md").read_text()
+
+
+def test_a_generator_checks_or_writes_only_what_is_stale(tmp_path, capsys):
+    """tools/doc_file.py, every generator's last step: --check names each stale file with its command and writes
+    nothing (exit 1); without it, only the stale files are written."""
+    from doc_file import write_or_check
+
+    current, stale = tmp_path / "current.md", tmp_path / "stale.md"
+    current.write_text("same\n")
+    stale.write_text("old\n")
+    texts = {current: "same\n", stale: "new\n"}
+    assert write_or_check(texts, check=True, command="python tools/x.py") == 1
+    assert stale.read_text() == "old\n"
+    assert capsys.readouterr().err == f"{stale} is not current: run python tools/x.py\n"
+    before = current.stat().st_mtime_ns
+    assert write_or_check(texts, check=False, command="python tools/x.py") == 0
+    assert stale.read_text() == "new\n" and current.stat().st_mtime_ns == before
+    assert write_or_check(texts, check=True, command="python tools/x.py") == 0

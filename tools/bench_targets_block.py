@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from doc_file import write_or_check
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "suite.jsonl"  # benchmarks/suite.py's rows
 GPU_RESULTS = ROOT / "benchmarks" / "results" / "gpu.json"  # benchmarks/gpu.py's row, from a lent GPU machine
@@ -390,13 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="exit 1 if the block is not current; write nothing")
     args = ap.parse_args(argv)
     new = render_block(args.results, args.readme, args.gpu)
-    if args.check:
-        if new != args.readme.read_text():
-            print(f"{args.readme} is not current: run python tools/bench_targets_block.py", file=sys.stderr)
-            return 1
-        return 0
-    args.readme.write_text(new)
-    return 0
+    return write_or_check({args.readme: new}, check=args.check, command="python tools/bench_targets_block.py")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from doc_file import write_or_check
 
 from veil.methods.cards import method_config
 from veil.methods.configs.eigan_card import EIGANConfig
@@ -154,15 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="exit 1 if the page is not current; write nothing")
     args = ap.parse_args(argv)
-    current = render_text(load())
-    if args.check:
-        if DOC.read_text() != current:
-            print(f"{DOC} is not current: run python tools/eigan_defaults_doc.py", file=sys.stderr)
-            return 1
-        return 0
-    DOC.write_text(current)
-    print(f"wrote {DOC}")
-    return 0
+    return write_or_check({DOC: render_text(load())}, check=args.check, command="python tools/eigan_defaults_doc.py")
 
 
 if __name__ == "__main__":

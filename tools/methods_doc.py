@@ -8,6 +8,8 @@ import inspect
 import sys
 from pathlib import Path
 
+from doc_file import write_or_check
+
 from veil.config import field_table
 from veil.methods import METHODS, method_config
 from veil.methods.cards import knob_text
@@ -109,14 +111,7 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "methods.md"
 def main(argv: list[str] | None = None) -> int:
     """Write docs/methods.md; with --check, only say whether it is current (exit 1 if not)."""
     args = sys.argv[1:] if argv is None else argv
-    current = render_markdown()
-    if "--check" in args:
-        if DOC.read_text() != current:
-            print(f"{DOC} is stale: run python tools/methods_doc.py", file=sys.stderr)
-            return 1
-        return 0
-    DOC.write_text(current)
-    return 0
+    return write_or_check({DOC: render_markdown()}, check="--check" in args, command="python tools/methods_doc.py")
 
 
 if __name__ == "__main__":

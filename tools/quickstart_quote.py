@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from doc_file import write_or_check
+
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "benchmarks" / "quickstart.json"
 QUOTED_IN = ("README.md", "docs/sweeps.md", "benchmarks/RESULTS.md")
@@ -77,14 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="exit 1 if a block is not current; write nothing")
     args = ap.parse_args(argv)
     texts = rewritten(json.loads(RECORD.read_text()))
-    stale = [path for path, text in texts.items() if path.read_text() != text]
-    if args.check:
-        for path in stale:
-            print(f"{path} is not current: run python tools/quickstart_quote.py", file=sys.stderr)
-        return 1 if stale else 0
-    for path in stale:
-        path.write_text(texts[path])
-    return 0
+    return write_or_check(texts, check=args.check, command="python tools/quickstart_quote.py")
 
 
 if __name__ == "__main__":

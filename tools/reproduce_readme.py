@@ -12,6 +12,8 @@ import json
 import sys
 from pathlib import Path
 
+from doc_file import write_or_check
+
 from veil.reproduce.render import counts_line, relative, row_verdicts
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,13 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="exit 1 if the file is not current; write nothing")
     args = ap.parse_args(argv)
     new = rewrite(args.readme, render_block(args.results, args.readme))
-    if args.check:
-        if new != args.readme.read_text():
-            print(f"{args.readme} is not current: run python tools/reproduce_readme.py", file=sys.stderr)
-            return 1
-        return 0
-    args.readme.write_text(new)
-    return 0
+    return write_or_check({args.readme: new}, check=args.check, command="python tools/reproduce_readme.py")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ import dataclasses
 import sys
 from pathlib import Path
 
+from doc_file import write_or_check
+
 from veil.config import REQUIRED, allowed_text, hints
 from veil.sweeps.model import SweepSpec
 from veil.sweeps.objectives import Constraint, Objective
@@ -103,14 +105,9 @@ def updated(text: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Rewrite docs/sweeps.md's tables; with --check, only say whether they are current (exit 1 if not)."""
     args = sys.argv[1:] if argv is None else argv
-    text = DOC.read_text()
-    if "--check" in args:
-        if updated(text) != text:
-            print(f"{DOC} is stale: run python tools/sweeps_doc.py", file=sys.stderr)
-            return 1
-        return 0
-    DOC.write_text(updated(text))
-    return 0
+    return write_or_check(
+        {DOC: updated(DOC.read_text())}, check="--check" in args, command="python tools/sweeps_doc.py"
+    )
 
 
 if __name__ == "__main__":
