@@ -364,7 +364,9 @@ class OwnerStart:
     first: int
     """The coordinator's (and the owner's) bundle in `pg`."""
     in_trial: bool
+    """`pg` is the sweep trial's, which Tune removes when the trial ends."""
     taken: bool = False
+    """A federation took them, or they were released: nothing more to do here."""
 
     def release(self) -> None:
         """Stop the owner and remove the group, unless a federation took them (idempotent)."""
@@ -434,9 +436,11 @@ class RayFederation:
         from ray.util.placement_group import remove_placement_group
 
         self.plan = plan
-        started = started or start_owner(plan, len(node_blocks))
+        if started is None or started.taken:  # nothing warmed, or a plan started a second time
+            started = start_owner(plan, len(node_blocks))
         started.taken = True  # from here on this federation removes them (shutdown, or a failed start below)
         self.pg, self.owner, first = started.pg, started.owner, started.first
+        # The trial's group belongs to Tune, which removes it when the trial ends.
         self._remove = remove_placement_group if not plan.in_trial else (lambda pg: None)
         try:
             ray.get(self.pg.ready(), timeout=ready_timeout_s)
