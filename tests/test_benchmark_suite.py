@@ -32,12 +32,8 @@ def bench(name: str) -> ModuleType:
 
 
 def tool(name: str) -> ModuleType:
-    """A generator under tools/ loaded by its path."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """A generator under tools/ (on the tests' path: pyproject's pythonpath)."""
+    return importlib.import_module(name)
 
 
 @pytest.fixture(scope="module")
