@@ -71,6 +71,16 @@ def record(axis: str, key: str, value: dict[str, Any]) -> None:
         RESULTS.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
+def settle(below: float, most_s: float = 120.0) -> float:
+    """Wait, at most `most_s`, until the 1-minute load is under `below` (0: do not wait). Each point then starts
+    without the load its predecessor left behind: a run that starts at a load of 2 or more on 2 cores trains and
+    audits on one thread (`veil.platform.cluster.busy_threads`). Returns the seconds waited."""
+    t0 = time.monotonic()
+    while below > 0 and load() >= below and time.monotonic() - t0 < most_s:
+        time.sleep(5)
+    return round(time.monotonic() - t0, 1)
+
+
 def stamp(command: str, load_before: float) -> dict[str, Any]:
     """What every point records beside its figures."""
     return {
@@ -336,6 +346,9 @@ def main() -> int:
     ap.add_argument("axis", choices=["trials", "nodes", "rows", "plot"])
     ap.add_argument("--points", type=int, nargs="+", help="the axis's points (default: the issue's three)")
     ap.add_argument("--methods", nargs="+", default=list(FED_METHODS), help="nodes: the federated methods")
+    ap.add_argument(
+        "--settle", type=float, default=1.5, help="before each point, wait up to 120 s for the load to fall below this"
+    )
     args = ap.parse_args()
     if args.axis == "plot":
         for path in plot(read()):
@@ -347,6 +360,7 @@ def main() -> int:
     for x in points:
         jobs = [(m, f"{m}/{x}") for m in args.methods] if args.axis == "nodes" else [(None, str(x))]
         for method, key in jobs:
+            waited = settle(args.settle)
             before = load()
             with tempfile.TemporaryDirectory() as tmp:
                 work = Path(tmp)
@@ -356,7 +370,7 @@ def main() -> int:
                     figures = nodes_point(str(method), x, work)
                 else:
                     figures = rows_point(x, work)
-            record(args.axis, key, {**figures, **stamp(cmdline, before)})
+            record(args.axis, key, {**figures, **stamp(cmdline, before), "settled_s": waited})
             print(f"{args.axis} {key}: {figures['wall_s']} s, {figures['peak_rss_mb']} MB", flush=True)
     plot(read())
     return 0
