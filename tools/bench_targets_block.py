@@ -9,13 +9,12 @@ python tools/bench_targets_block.py [--results FILE] [--gpu FILE] [--readme FILE
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from doc_file import write_or_check
+from doc_file import parser, write_or_check
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "suite.jsonl"  # benchmarks/suite.py's rows
@@ -385,11 +384,10 @@ def rewrite_readme(results: Path, readme: Path, gpu: Path = GPU_RESULTS) -> None
 
 def main(argv: list[str] | None = None) -> int:
     """Rewrite the Targets block; with --check, only say whether it is current (exit 1 if not)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = parser(__doc__)
     ap.add_argument("--results", type=Path, default=RESULTS, help="the suite's JSON-lines results file")
     ap.add_argument("--gpu", type=Path, default=GPU_RESULTS, help="benchmarks/gpu.py's recorded row")
     ap.add_argument("--readme", type=Path, default=README, help="the Markdown file with the markers")
-    ap.add_argument("--check", action="store_true", help="exit 1 if the block is not current; write nothing")
     args = ap.parse_args(argv)
     new = render_block(args.results, args.readme, args.gpu)
     return write_or_check({args.readme: new}, check=args.check, command="python tools/bench_targets_block.py")

@@ -3,6 +3,7 @@ already holds it, so `make docs` and the tests share one definition of "current"
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,3 +21,10 @@ def write_or_check(texts: Mapping[Path, str], *, check: bool, command: str) -> i
         path.write_text(texts[path])
         print(f"wrote {path}")
     return 0
+
+
+def parser(doc: str) -> argparse.ArgumentParser:
+    """A generator's command line: its module docstring's first paragraph as the description, and --check."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 if what it writes is not current; write nothing")
+    return ap

@@ -7,14 +7,13 @@ python tools/eigan_defaults_doc.py [--check]   (or `make docs`)"""
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from doc_file import write_or_check
+from doc_file import parser, write_or_check
 
 from veil.methods.cards import method_config
 from veil.methods.configs.eigan_card import EIGANConfig
@@ -152,8 +151,7 @@ def render_text(data: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Write docs/eigan-defaults.md; with --check, only say whether it is current (exit 1 if not)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--check", action="store_true", help="exit 1 if the page is not current; write nothing")
+    ap = parser(__doc__)
     args = ap.parse_args(argv)
     return write_or_check({DOC: render_text(load())}, check=args.check, command="python tools/eigan_defaults_doc.py")
 

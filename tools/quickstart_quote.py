@@ -9,14 +9,13 @@ python tools/quickstart_quote.py [--check]   (or `make docs`)"""
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
 from pathlib import Path
 from typing import Any
 
-from doc_file import write_or_check
+from doc_file import parser, write_or_check
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "benchmarks" / "quickstart.json"
@@ -75,8 +74,7 @@ def rewritten(r: dict[str, Any]) -> dict[Path, str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Rewrite the quoting blocks; with --check, only say whether they are current (exit 1 if not)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--check", action="store_true", help="exit 1 if a block is not current; write nothing")
+    ap = parser(__doc__)
     args = ap.parse_args(argv)
     texts = rewritten(json.loads(RECORD.read_text()))
     return write_or_check(texts, check=args.check, command="python tools/quickstart_quote.py")

@@ -7,12 +7,11 @@ python tools/reproduce_readme.py [--results benchmarks/reproduce] [--readme READ
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
-from doc_file import write_or_check
+from doc_file import parser, write_or_check
 
 from veil.reproduce.render import counts_line, relative, row_verdicts
 
@@ -56,10 +55,9 @@ def rewrite(readme: Path, block: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = parser(__doc__)
     ap.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "reproduce", help="where results.json is")
     ap.add_argument("--readme", type=Path, default=ROOT / "README.md", help="the Markdown file with the markers")
-    ap.add_argument("--check", action="store_true", help="exit 1 if the file is not current; write nothing")
     args = ap.parse_args(argv)
     new = rewrite(args.readme, render_block(args.results, args.readme))
     return write_or_check({args.readme: new}, check=args.check, command="python tools/reproduce_readme.py")

@@ -6,7 +6,6 @@ python tools/targets_doc.py [--check]   (or `make docs`)"""
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import re
@@ -15,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from doc_file import write_or_check
+from doc_file import parser, write_or_check
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "targets.json"
@@ -382,8 +381,7 @@ def best_rerun(sw: dict[str, Any], calibrated: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Write docs/targets.md; with --check, only say whether it is current (exit 1 if not)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--check", action="store_true", help="exit 1 if the page is not current; write nothing")
+    ap = parser(__doc__)
     args = ap.parse_args(argv)
     return write_or_check({DOC: render_text(load())}, check=args.check, command="python tools/targets_doc.py")
 
