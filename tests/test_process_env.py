@@ -37,3 +37,21 @@ def test_rays_workers_get_the_drivers_settled_values(monkeypatch):
     env = seen["runtime_env"]["env_vars"]
     assert {k: env[k] for k in process_env.DEFAULTS} == {**process_env.DEFAULTS, "MLFLOW_HTTP_REQUEST_TIMEOUT": "60"}
     assert env["VEIL_JOURNAL_DIR"] and env["OMP_NUM_THREADS"]
+
+
+def test_rays_workers_get_the_plugin_switch_only_when_it_is_set(monkeypatch):
+    """A worker on a node started apart inherits nothing, so `ensure_ray` passes VEIL_DISABLE_PLUGIN_AUTOLOAD on
+    when the driver has it, and leaves the workers' own choice alone when it does not (`ray` is a stub)."""
+    from veil import plugins
+    from veil.platform import cluster
+
+    seen: list[dict] = []
+    stub = types.SimpleNamespace(is_initialized=lambda: False, init=lambda **kw: seen.append(kw))
+    monkeypatch.setitem(sys.modules, "ray", stub)
+    monkeypatch.setattr(cluster.signals, "reinstall", lambda: None)
+    monkeypatch.setenv(plugins.AUTOLOAD_OFF, "1")
+    cluster.ensure_ray()
+    monkeypatch.delenv(plugins.AUTOLOAD_OFF)
+    cluster.ensure_ray()
+    on, off = (kw["runtime_env"]["env_vars"] for kw in seen)
+    assert on[plugins.AUTOLOAD_OFF] == "1" and plugins.AUTOLOAD_OFF not in off

@@ -36,7 +36,7 @@ GROUPS: dict[str, str] = {
 AUTOLOAD_OFF = "VEIL_DISABLE_PLUGIN_AUTOLOAD"
 """Environment variable: set to anything but '' or '0', no plugin is imported and Veil knows its own names only
 (as pytest's PYTEST_DISABLE_PLUGIN_AUTOLOAD): a run independent of what else is installed, or Veil without a
-broken plugin. Ray workers inherit it from the driver's environment."""
+broken plugin. Ray workers get it from the driver: `ensure_ray` passes it in their runtime environment."""
 
 _loaded: list[str] | None = None
 
