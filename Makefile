@@ -33,6 +33,7 @@ docs: setup
 	$(VENV)/bin/python tools/eigan_defaults_doc.py
 	$(VENV)/bin/python tools/bench_targets_block.py
 	$(VENV)/bin/python tools/quickstart_quote.py
+	$(VENV)/bin/python tools/coverage_doc.py
 
 # the fast default: every test but those marked slow (chaos sweeps, the 2-node cluster, the calibrated
 # defaults of every method, ...); test-all runs everything, as CI does (.ci/run). Each in TEST_WORKERS

@@ -2,7 +2,9 @@
 
     python benchmarks/coverage.py                      # every cell, 200 repetitions each (~30 min on 2 cores)
     python benchmarks/coverage.py --reps 40 --fits 4   # a quick look
-    python benchmarks/coverage.py --render             # the table from benchmarks/results/coverage.json
+
+It records benchmarks/results/coverage.json; `python tools/coverage_doc.py` (or `make docs`) writes its tables into
+docs/certificates.md.
 
 A release z of 4 columns is drawn with a sensitive label s whose link to z is known:
   null       z independent of s (true gap 0)
@@ -227,7 +229,8 @@ def run_cell(rel: Release, fits: int, reps: int, sizes: tuple[int, ...]) -> list
                     "reps": m,
                     "fits": fits,
                     "coverage": k / m,
-                    "coverage_low": wilson_low(k, m),
+                    "coverage_low": wilson(k, m)[0],
+                    "coverage_high": wilson(k, m)[1],
                     "median_slack": float(np.median(sl)),
                     "limit": limit,
                     "slack_ratio": float(np.median(sl)) / limit,
@@ -239,26 +242,12 @@ def run_cell(rel: Release, fits: int, reps: int, sizes: tuple[int, ...]) -> list
     return out
 
 
-def wilson_low(k: int, m: int, z: float = 1.96) -> float:
+def wilson(k: int, m: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95% Wilson interval of a proportion k / m."""
     p = k / m
     centre = (p + z * z / (2 * m)) / (1 + z * z / m)
     half = z * math.sqrt(p * (1 - p) / m + z * z / (4 * m * m)) / (1 + z * z / m)
-    return centre - half
-
-
-def render(records: list[dict[str, Any]]) -> str:
-    lines = [
-        "| release | minority | test rows | statistic | coverage [95% low] | median slack | slack / limit |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for r in records:
-        lines.append(
-            f"| {r['kind']} (five {r.get('truth_all', r['truth_suite']):.3f}, suite {r['truth_suite']:.3f}, Bayes "
-            f"{r['truth_bayes']:.3f}) | {r['share']:.0%} | "
-            f"{r['rows']} | {r['statistic']} | {r['coverage']:.3f} [{r['coverage_low']:.3f}] | "
-            f"{r['median_slack']:.4f} | {r['slack_ratio']:.2f} |"
-        )
-    return "\n".join(lines)
+    return centre - half, centre + half
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -268,12 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
     ap.add_argument("--shares", nargs="+", type=float, default=list(SHARES))
     ap.add_argument("--sizes", nargs="+", type=int, default=list(SIZES))
-    ap.add_argument("--render", action="store_true", help="print the recorded table and exit")
     ap.add_argument("--results", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
-    if args.render:
-        print(render(json.loads(args.results.read_text())["records"]))
-        return 0
     import torch
 
     torch.set_num_threads(1)
@@ -286,15 +271,17 @@ def main(argv: list[str] | None = None) -> int:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout
     load = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
     doc = {
-        "command": "python benchmarks/coverage.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "commands": ["python benchmarks/coverage.py " + " ".join(argv if argv is not None else sys.argv[1:])],
         "commit": commit.strip(),
         "machine": f"{platform.machine()}, {platform.python_version()}, load {load}",
-        "seconds": round(time.time() - t0),
+        "seconds": [round(time.time() - t0)],
+        "boot": BOOT,
+        "train_rows": TRAIN_ROWS,
         "records": records,
     }
     args.results.parent.mkdir(parents=True, exist_ok=True)
     args.results.write_text(json.dumps(doc, indent=1) + "\n")
-    print(render(records))
+    print(f"recorded {args.results}; run `make docs` (python tools/coverage_doc.py) for docs/certificates.md")
     return 0
 
 

@@ -296,6 +296,21 @@ def test_quoted_quickstart_figures_are_the_recorded_ones():
     assert hv in (ROOT / "README.md").read_text() and hv in (ROOT / "docs" / "sweeps.md").read_text()
 
 
+def test_coverage_tables_are_rendered_from_the_recorded_results():
+    """tools/coverage_doc.py writes docs/certificates.md's coverage tables as committed from benchmarks/coverage.py's
+    record, with a row for every statistic and cell the record holds."""
+    doc = _script("tools/coverage_doc.py", "coverage_doc")
+    data = doc.load()
+    assert doc.main(["--check"]) == 0, "rerun python tools/coverage_doc.py"
+    bench = _script("benchmarks/coverage.py", "coverage_bench")
+    assert doc.RESULTS == bench.RESULTS
+    assert {r["statistic"] for r in data["records"]} == set(doc.STATISTICS)
+    page = (ROOT / "docs" / "certificates.md").read_text()
+    cells = {(r["kind"], r["share"], r["rows"]) for r in data["records"]}
+    assert len(cells) == len(bench.KINDS) * len(bench.SHARES) * len(bench.SIZES)  # the full grid, as recorded
+    assert page.count("| null (five ") == len(bench.SHARES) * len(bench.SIZES) * len(doc.STATISTICS)
+
+
 def test_a_generator_checks_or_writes_only_what_is_stale(tmp_path, capsys):
     """tools/doc_file.py, every generator's last step: --check names each stale file with its command and writes
     nothing (exit 1); without it, only the stale files are written."""
