@@ -8,10 +8,10 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
+from polling import wait_for
 from veil.tracking.server import free_port
 
 
@@ -43,17 +43,18 @@ class OwnServer:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: kill() reaches the workers too
             )
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"mlflow server exited: {(self.root / 'server.log').read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{self.uri}/health", timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.3)
-        raise RuntimeError(f"mlflow server did not answer /health within {timeout:g} s")
+        wait_for(f"mlflow server at {self.uri} answering /health", self._healthy, timeout, self._running)
+
+    def _running(self) -> None:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise RuntimeError(f"mlflow server exited: {(self.root / 'server.log').read_text()[-2000:]}")
+
+    def _healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.uri}/health", timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
 
     def kill(self) -> None:
         """SIGKILL the server's process group (a crash: nothing is flushed or closed) and wait for it."""

@@ -12,7 +12,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import IO, Any
 
 import yaml
 
@@ -79,19 +79,6 @@ def resume_in_subprocess(name: str, storage: Path, cwd: Path, env: dict[str, str
 def last_json(stdout: str) -> dict[str, Any]:
     """The JSON summary `--json` prints as the last stdout line."""
     return json.loads(stdout.strip().splitlines()[-1])
-
-
-def wait_for(what: str, ready: Callable[[], bool], timeout: float, alive: Callable[[], None] | None = None) -> None:
-    """Poll `ready` until it holds; fail naming `what` after `timeout` s (`alive` raises if the thing waited on
-    has died)."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if alive:
-            alive()
-        if ready():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"{what}: not within {timeout:g} s")
 
 
 def stop_driver(driver: subprocess.Popen, ray_dir: str) -> None:

@@ -12,24 +12,9 @@ import time
 import pytest
 from mlflow.tracking import MlflowClient
 
+from polling import first_run_logged
+
 LONG = ["--set", "n=2000", "--set", "epochs=500", "--set", "audit.epochs=1", "--quiet", "--target", "none"]
-
-
-def wait_for_training(uri: str, proc: subprocess.Popen, timeout: float = 120) -> str:
-    """The run id once the run has logged its first epoch."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        assert proc.poll() is None, proc.communicate()[1][-3000:]
-        try:
-            c = MlflowClient(tracking_uri=uri)
-            exp = c.get_experiment_by_name("veil")
-            runs = c.search_runs([exp.experiment_id]) if exp else []
-        except Exception:  # the store is still being created
-            runs = []
-        if runs and runs[0].data.metrics:
-            return runs[0].info.run_id
-        time.sleep(0.3)
-    pytest.fail(f"training did not start in {timeout} s")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
@@ -45,7 +30,7 @@ def test_signal_ends_the_run_killed(tmp_path, sig):
         text=True,
     )
     try:
-        run_id = wait_for_training(uri, proc)
+        run_id = first_run_logged(uri, proc, timeout=120)
         t0 = time.time()
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=30)

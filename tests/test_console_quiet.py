@@ -10,11 +10,13 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
+
+from polling import wait_for
+from sweep_procs import ray_pids, stop_pids
 
 VEIL_LINE = re.compile(
     r"^$|^veil run  \S+ on \S+  \(executor \S+, [\d.]+ s\)$|^\|.*\|$|^utility_acc \d|^per node \(|^rounds \d+  bytes up "
@@ -74,27 +76,6 @@ def test_run_prints_only_veils_lines(tmp_path):
     assert "INFO mlflow.store.db.utils: Creating initial MLflow database tables" in loud.stderr
 
 
-def _pids_with(marker: str) -> set[int]:
-    pids = set()
-    for d in Path("/proc").iterdir():
-        try:
-            if d.name.isdigit() and marker in (d / "cmdline").read_bytes().decode(errors="replace"):
-                pids.add(int(d.name))
-        except OSError:
-            pass
-    return pids - {os.getpid()}
-
-
-def _stop(pids: set[int]) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        time.sleep(2)
-
-
 @pytest.mark.ray
 @pytest.mark.slow
 def test_federated_run_on_ray_prints_only_veils_lines(tmp_path):
@@ -107,7 +88,7 @@ def test_federated_run_on_ray_prints_only_veils_lines(tmp_path):
     try:
         proc = finish(start(tmp_path, *args, "--set", "audit.epochs=2", "--quiet", env=env, launcher=ENV_WRITES))
     finally:
-        _stop(_pids_with(ray_tmp))
+        stop_pids(ray_pids(ray_tmp))
     assert_only_veil_lines(proc)
     assert "executor federated:virtual" in proc.stdout and "rounds 2  bytes up " in proc.stdout
     assert_no_name_added_beside_a_thread(writes, "RAY_OVERRIDE_JOB_RUNTIME_ENV")
@@ -144,16 +125,17 @@ def test_interrupted_sweep_ends_with_veils_resume_hint(tmp_path):
             stderr=subprocess.STDOUT,
         )
         try:
-            deadline = time.time() + 240
-            while "] start  #1 " not in log.read_text():
-                assert driver.poll() is None and time.time() < deadline, log.read_text()[-3000:]
-                time.sleep(0.5)
+
+            def running() -> None:
+                assert driver.poll() is None, log.read_text()[-3000:]
+
+            wait_for("the first trial's start line", lambda: "] start  #1 " in log.read_text(), 240, running)
             driver.send_signal(signal.SIGINT)
             assert driver.wait(timeout=180) == 1
         finally:
             if driver.poll() is None:
                 driver.kill()
-            _stop(_pids_with(ray_tmp))
+            stop_pids(ray_pids(ray_tmp))
     text = log.read_text()
     lines = [ln for ln in text.splitlines() if ln.strip()]
     assert lines[-1] == "error: the sweep was interrupted before every trial ran; continue it with `veil resume cut`"

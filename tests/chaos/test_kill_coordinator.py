@@ -11,7 +11,6 @@ import io
 import json
 import os
 import signal
-import time
 
 import numpy as np
 import pandas as pd
@@ -19,6 +18,7 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
+from polling import wait_for
 from veil.cli.run import print_summary
 from veil.pipeline.execute import RunSpec, execute
 
@@ -51,10 +51,7 @@ def kill_coordinator() -> int:
     handle = ray.get_actor(entry["name"], namespace=entry["namespace"])
     pid = int(ray.get(handle.info.remote(), timeout=30)["pid"])
     os.kill(pid, signal.SIGKILL)
-    deadline = time.time() + 30
-    while not _gone(pid):
-        assert time.time() < deadline, f"coordinator process {pid} still alive 30 s after SIGKILL"
-        time.sleep(0.05)
+    wait_for(f"coordinator process {pid} gone after SIGKILL", lambda: _gone(pid), 30, every=0.05)
     return pid
 
 

@@ -28,6 +28,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from veil_test_hooks import HOLD_FILE_ENV, hold_env
 
+from polling import wait_for
 from sweep_procs import (
     base_env,
     last_json,
@@ -38,7 +39,6 @@ from sweep_procs import (
     stop_driver,
     sweep_runs,
     trial_runs,
-    wait_for,
     write_spec,
 )
 

@@ -18,9 +18,17 @@ from typing import Callable
 import pytest
 import yaml
 from plugin_install import install_plugin, with_plugin
-from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_fixed
+from tenacity import (
+    retry,
+    retry_if_exception,
+    retry_if_exception_type,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_fixed,
+)
 from veil_test_hooks import hold_env
 
+from polling import wait_for
 from sweep_procs import ray_pids, stop_pids
 from veil.sweeps.results import TAG_NODE, TAG_ROLE, TAG_SUPERSEDED, TAG_SWEEP, TAG_TRIAL
 from veil.tracking.server import free_port
@@ -63,15 +71,6 @@ def ray_start(env: dict[str, str], ray_tmp: str, args: Callable[[], tuple[str, .
         wait=wait_fixed(5),
         reraise=True,
     )(once)()
-
-
-def wait_for(what: str, ok, timeout: float) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if ok():
-            return
-        time.sleep(0.5)
-    pytest.fail(f"{what} within {timeout:.0f} s")
 
 
 def answers(url: str) -> bool:
@@ -191,30 +190,25 @@ def submit(dashboard: str, entrypoint: str, timeout: float = 500, while_running=
     from ray.job_submission import JobStatus, JobSubmissionClient
 
     client = JobSubmissionClient(dashboard)
-    deadline = time.time() + 90
-    while True:  # the head's job agent registers some seconds after the dashboard answers
-        try:
-            job = client.submit_job(entrypoint=entrypoint, runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}})
-            break
-        except RuntimeError as e:
-            if "No available agent" not in str(e) or time.time() > deadline:
-                raise
-            time.sleep(2)
+    no_agent_yet = retry_if_exception(lambda e: isinstance(e, RuntimeError) and "No available agent" in str(e))
+    # the head's job agent registers some seconds after the dashboard answers
+    job = retry(retry=no_agent_yet, stop=stop_after_delay(90), wait=wait_fixed(2), reraise=True)(client.submit_job)(
+        entrypoint=entrypoint, runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}}
+    )
+
+    def ended() -> bool:
+        return client.get_job_status(job) in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED)
+
     deadline = time.time() + timeout
-    while while_running is not None and not while_running():
-        if client.get_job_status(job) in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED):
-            break
-        if time.time() > deadline:
-            client.stop_job(job)
-            pytest.fail(f"job {job}: what the test waits for did not happen within {timeout:.0f} s")
-        time.sleep(1)
-    while time.time() < deadline:
-        status = client.get_job_status(job)
-        if status in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED):
-            return str(status), client.get_job_logs(job)
-        time.sleep(2)
-    client.stop_job(job)
-    pytest.fail(f"job {job} did not end within {timeout:.0f} s: {client.get_job_logs(job)[-3000:]}")
+    try:
+        if while_running is not None:
+            wait_for(f"job {job}: what the test waits for", lambda: while_running() or ended(), timeout, every=1)
+        wait_for(f"job {job} to end", ended, max(1.0, deadline - time.time()), every=2)
+    except AssertionError as e:
+        logs = client.get_job_logs(job)
+        client.stop_job(job)
+        pytest.fail(f"{e}: {logs[-3000:]}")
+    return str(client.get_job_status(job)), client.get_job_logs(job)
 
 
 def submit_sweep(cluster, spec: dict, name: str) -> dict:

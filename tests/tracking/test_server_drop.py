@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from polling import first_run_logged
 from veil.cli import main
 from veil.tracking.journal import Journal, pending
 
@@ -58,22 +59,6 @@ def release(cwd: Path) -> None:
     (cwd / "hold").unlink()
 
 
-def first_epoch_logged(c: MlflowClient, proc: subprocess.Popen[str], timeout: float = 240.0) -> str:
-    """The id of the run once its first epoch's metrics are in the store (polled every 0.2 s)."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        assert proc.poll() is None, "the run ended before its first epoch was seen"
-        try:
-            exp = c.get_experiment_by_name("veil")
-            runs = c.search_runs([exp.experiment_id]) if exp else []
-        except Exception:  # noqa: BLE001 (the store is being created)
-            runs = []
-        if runs and "loss/encoder" in runs[0].data.metrics:
-            return runs[0].info.run_id
-        time.sleep(0.2)
-    raise AssertionError(f"no epoch logged within {timeout:g} s")
-
-
 @pytest.mark.slow  # two `mlflow server` starts (~15-50 s each here) around a 15-epoch run
 def test_server_killed_mid_run_journal_then_sync(own_mlflow_server, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # this test's own client: no retries on a dead server
@@ -81,7 +66,7 @@ def test_server_killed_mid_run_journal_then_sync(own_mlflow_server, tmp_path, mo
     c = MlflowClient(tracking_uri=server.uri)
     proc = start_run(tmp_path, "--tracking-uri", server.uri, "--json")
     try:
-        run_id = first_epoch_logged(c, proc)
+        run_id = first_run_logged(server.uri, proc, "loss/encoder")
         server.kill()
         killed_at = time.time()
         release(tmp_path)
@@ -132,7 +117,7 @@ def test_sigkilled_run_is_closed_by_the_next_sync(in_tmp, capsys):
     c = MlflowClient(tracking_uri=store)
     proc = start_run(in_tmp)
     try:
-        run_id = first_epoch_logged(c, proc)
+        run_id = first_run_logged(store, proc, "loss/encoder")
         proc.send_signal(signal.SIGKILL)  # no handler runs: the run stays RUNNING
         proc.wait(timeout=30)
     finally:
