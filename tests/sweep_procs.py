@@ -90,13 +90,14 @@ def stop_driver(driver: subprocess.Popen, ray_dir: str) -> None:
 
 
 def _proc_table() -> dict[int, tuple[int, str]]:
-    """pid -> (parent pid, command line) for every process we can read."""
+    """pid -> (parent pid, command line and environment) for every process we can read."""
     out = {}
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
             continue
         try:
             cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cmd += " " + (d / "environ").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             stat = (d / "stat").read_text()
             ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
         except (OSError, ValueError, IndexError):
@@ -106,8 +107,9 @@ def _proc_table() -> dict[int, tuple[int, str]]:
 
 
 def ray_pids(marker: str, roots: set[int] = frozenset()) -> set[int]:
-    """Processes whose command line names `marker` (the cluster's temp dir), the `roots`, and all their
-    descendants (Ray workers rename themselves 'ray::...', so they are found as the raylet's children)."""
+    """Processes whose command line or environment names `marker` (the cluster's temp dir, its RAY_TMPDIR), the
+    `roots`, and all their descendants (Ray workers rename themselves 'ray::...', so they are found as the raylet's
+    children; Ray's client server outlives its parent, so only its environment names the cluster)."""
     table = _proc_table()
     found = {pid for pid, (_, cmd) in table.items() if marker in cmd} | {p for p in roots if p in table}
     grew = True
