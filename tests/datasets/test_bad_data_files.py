@@ -59,6 +59,13 @@ CASES: dict[str, tuple[Callable[[], pd.DataFrame], list[str]]] = {
             "replace or drop those rows"
         ],
     ),
+    "every-bad-kind": (  # one error for every kind of problem: a missing cell and numbers mixed with text
+        lambda: with_value("b", 2, np.nan)().assign(c=[str(i) for i in range(59)] + ["sixty"]),
+        [
+            ": 2 problems:\n  - feature column 'b' has a missing value (empty cell or NaN) at data row 3, counting",
+            "\n  - column 'c' mixes numbers and text (e.g. 'sixty'); fix the values or list it in 'categorical'",
+        ],
+    ),
     "continuous-label": (
         lambda: table(400, y=np.random.default_rng(1).normal(size=400)),
         ["label column 'y' looks continuous: 400 distinct values", "bin it into classes"],
@@ -211,3 +218,22 @@ def test_sweep_on_a_bad_file_is_refused_before_the_parent_run(in_tmp, capsys, ml
     assert "error: rare.csv: label column 'y': class 0 has 3 rows" in err and "Traceback" not in err
     assert_nothing_started(mlflow_server, "bad-data-sweep", in_tmp)
     assert not (in_tmp / ".veil").exists()
+
+
+def test_feature_problems_names_every_bad_feature_column():
+    """Each kind of column the encoder cannot take, found in one pass (unit test of `feature_problems`)."""
+    from veil.datasets.files import feature_problems
+
+    n = 150
+    frame = table(n).assign(
+        when=pd.date_range("2026-01-01", periods=n),
+        big=np.r_[np.zeros(n - 1), 1e300],
+        mixed=[str(i) for i in range(n - 1)] + ["many"],
+        ident=[f"id-{i}" for i in range(n)],
+        ok=["x", "y"] * (n // 2),
+    )
+    problems = feature_problems(frame, ["a", "when", "big", "mixed", "ident", "ok"], max_categories=100)
+    assert [p.split("'")[1] for p in problems] == ["when", "big", "mixed", "ident"]
+    assert "unsupported type datetime64" in problems[0] and f"at data row {n}" in problems[1]
+    assert "(e.g. 'many')" in problems[2] and f"{n} distinct values (more than max_categories=100)" in problems[3]
+    assert feature_problems(frame, ["ident"], categorical=["ident"], max_categories=n) == []

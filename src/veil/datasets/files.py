@@ -223,10 +223,10 @@ def _rows(positions: np.ndarray) -> str:
     return f"data row {int(positions[0]) + 1}{more}"
 
 
-def check_finite(frame: pd.DataFrame, groups: Mapping[str, Sequence[str]], source: str) -> None:
-    """No missing (empty, NaN) or infinite value in the columns of `groups` (kind -> columns, e.g. "label", then
-    "feature"); one error names every bad column, each with its first 1-based data row (the header is not
-    counted)."""
+def finite_problem(frame: pd.DataFrame, groups: Mapping[str, Sequence[str]]) -> str | None:
+    """What is wrong if a column of `groups` (kind -> columns, e.g. "label", then "feature") holds a missing
+    (empty, NaN) or infinite value: one sentence naming every such column, each with its first 1-based data row
+    (the header is not counted); None when nothing is."""
     problems, missing, infinite = [], False, False
     for what, cols in groups.items():
         for c in cols:
@@ -244,12 +244,19 @@ def check_finite(frame: pd.DataFrame, groups: Mapping[str, Sequence[str]], sourc
                     infinite = True
                     problems.append(f"{what} column '{c}' has the non-finite value {s.iloc[inf[0]]} at {_rows(inf)}")
     if not problems:
-        return
+        return None
     advice = "fill, replace or drop" if missing and infinite else "fill or drop" if missing else "replace or drop"
     head = f"{len(problems)} columns hold values a model cannot take: " if len(problems) > 1 else ""
-    raise DataError(
-        f"{source}: {head}{'; '.join(problems)}, counting data rows from 1 after the header; {advice} those rows"
-    )
+    return f"{head}{'; '.join(problems)}, counting data rows from 1 after the header; {advice} those rows"
+
+
+def refuse(source: str, problems: Sequence[str]) -> None:
+    """One error for every problem found (nothing when there is none): a table is fixed in one go, not one
+    column per run."""
+    if len(problems) == 1:
+        raise DataError(f"{source}: {problems[0]}")
+    if problems:
+        raise DataError(f"{source}: {len(problems)} problems:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
 def _plain(v: Any) -> Any:
@@ -354,11 +361,67 @@ def check_split_classes(
                 )
 
 
+def _as_numbers(s: pd.Series, c: str, categorical: Sequence[str]) -> pd.Series:
+    """Column `c` as numbers where pandas kept numbers as text (e.g. integers beyond int64), else as it is."""
+    if pd.api.types.is_object_dtype(s) and c not in categorical:
+        num = pd.to_numeric(s, errors="coerce")
+        if num.notna().all():
+            return num
+    return s
+
+
+def feature_problems(
+    frame: pd.DataFrame, cols: Sequence[str], *, categorical: Sequence[str] = (), max_categories: int = 100
+) -> list[str]:
+    """What keeps each feature column of `cols` from being encoded (a type Veil cannot read, a number beyond
+    float32, numbers mixed with text, too many distinct texts): one sentence per bad column, with its fix."""
+    problems = []
+    for c in cols:
+        s = frame[c]
+        if pd.api.types.is_bool_dtype(s):
+            continue
+        if (
+            pd.api.types.is_datetime64_any_dtype(s)
+            or pd.api.types.is_timedelta64_dtype(s)
+            or pd.api.types.is_complex_dtype(s)
+        ):
+            problems.append(f"column '{c}' has unsupported type {s.dtype}; convert it to numbers or text")
+            continue
+        s = _as_numbers(s, c, categorical)
+        if pd.api.types.is_numeric_dtype(s) and c not in categorical:
+            v = s.to_numpy(dtype=np.float64)
+            huge = np.flatnonzero(np.abs(v) > FLOAT32_MAX)
+            if len(huge):
+                problems.append(
+                    f"column '{c}' has the value {v[huge[0]]:g} at {_rows(huge)}, beyond the float32 range of "
+                    f"features (about ±{FLOAT32_MAX:.1e}); rescale the column (e.g. log or divide)"
+                )
+            continue
+        if not pd.api.types.is_numeric_dtype(s):
+            vals = s.dropna()
+            num = pd.to_numeric(vals, errors="coerce")
+            frac = float(num.notna().mean()) if len(vals) else 0.0
+            if 0.5 <= frac < 1.0:
+                bad = vals[num.isna()].iloc[0]
+                problems.append(
+                    f"column '{c}' mixes numbers and text (e.g. {bad!r}); fix the values or list it in 'categorical'"
+                )
+                continue
+        n_cats = len(set(s.astype(str).to_numpy()))
+        if n_cats > max_categories:
+            problems.append(
+                f"text column '{c}' has {n_cats} distinct values (more than max_categories={max_categories}); if it "
+                "is an id, list it in 'extra' or leave it out of 'features'"
+            )
+    return problems
+
+
 def encode_features(
-    frame: pd.DataFrame, cols: Sequence[str], *, source: str, categorical: Sequence[str] = (), max_categories: int = 100
+    frame: pd.DataFrame, cols: Sequence[str], *, source: str, categorical: Sequence[str] = ()
 ) -> tuple[np.ndarray, list[str], list[int], list[Column]]:
     """Feature matrix of `cols`: numbers as they are, booleans 0/1, text one-hot. Returns (x, names,
-    indices of the numeric columns to standardise, how each source column was encoded)."""
+    indices of the numeric columns to standardise, how each source column was encoded). The columns are those
+    `check_table` passed (`feature_problems` found nothing in them)."""
     blocks: list[np.ndarray] = []
     specs: list[Column] = []
     names: list[str] = []
@@ -372,47 +435,17 @@ def encode_features(
             names.append(c)
             width += 1
             continue
-        if (
-            pd.api.types.is_datetime64_any_dtype(s)
-            or pd.api.types.is_timedelta64_dtype(s)
-            or pd.api.types.is_complex_dtype(s)
-        ):
-            raise DataError(f"{source}: column '{c}' has unsupported type {s.dtype}; convert it to numbers or text")
-        if pd.api.types.is_object_dtype(s) and c not in categorical:
-            num = pd.to_numeric(s, errors="coerce")
-            if num.notna().all():  # numbers pandas kept as text, e.g. integers beyond int64
-                s = num
+        s = _as_numbers(s, c, categorical)
         if pd.api.types.is_numeric_dtype(s) and c not in categorical:
             v = s.to_numpy(dtype=np.float64)
-            huge = np.flatnonzero(np.abs(v) > FLOAT32_MAX)
-            if len(huge):
-                raise DataError(
-                    f"{source}: column '{c}' has the value {v[huge[0]]:g} at {_rows(huge)}, beyond the float32 "
-                    f"range of features (about ±{FLOAT32_MAX:.1e}); rescale the column (e.g. log or divide)"
-                )
             blocks.append(v.astype(np.float32)[:, None])
             specs.append(Column(c, "numeric"))
             names.append(c)
             numeric_idx.append(width)
             width += 1
             continue
-        if not pd.api.types.is_numeric_dtype(s):
-            vals = s.dropna()
-            num = pd.to_numeric(vals, errors="coerce")
-            frac = float(num.notna().mean()) if len(vals) else 0.0
-            if 0.5 <= frac < 1.0:
-                bad = vals[num.isna()].iloc[0]
-                raise DataError(
-                    f"{source}: column '{c}' mixes numbers and text (e.g. {bad!r}); "
-                    f"fix the values or list it in 'categorical'"
-                )
         text = s.astype(str).to_numpy()
         cats = sorted(set(text))
-        if len(cats) > max_categories:
-            raise DataError(
-                f"{source}: text column '{c}' has {len(cats)} distinct values (more than max_categories="
-                f"{max_categories}); if it is an id, list it in 'extra' or leave it out of 'features'"
-            )
         index = {v: i for i, v in enumerate(cats)}
         block = np.zeros((len(s), len(cats)), dtype=np.float32)
         block[np.arange(len(s)), [index[v] for v in text]] = 1.0
@@ -435,12 +468,21 @@ def check_table(
     test_idx: np.ndarray,
     test_fraction: float,
     max_categories: int,
+    categorical: Sequence[str] = (),
 ) -> None:
     """Refuse a table the split, the training or the audit cannot use: too few rows, a missing or infinite
-    value, a label that is continuous, an id or a single class, a class too rare for the split."""
+    value, a feature that cannot be encoded (every such column in one error), a label that is continuous, an id
+    or a single class, a class too rare for the split."""
     check_split_sizes(len(frame), len(train_idx), len(test_idx), test_fraction, source)
     check_scalar(frame, [*labels, *features], source)
-    check_finite(frame, {"label": labels, "feature": features}, source)
+    finite = finite_problem(frame, {"label": labels, "feature": features})
+    refuse(
+        source,
+        [
+            *([finite] if finite else []),
+            *feature_problems(frame, features, categorical=categorical, max_categories=max_categories),
+        ],
+    )
     for c in labels:
         check_label(frame, c, source, test_fraction=test_fraction, max_categories=max_categories)
 
@@ -498,10 +540,9 @@ def table_to_dataset(
         test_idx=test_idx,
         test_fraction=test_fraction,
         max_categories=max_categories,
+        categorical=categorical,
     )
-    x, fnames, numeric_idx, specs = encode_features(
-        frame, feats, source=source, categorical=categorical, max_categories=max_categories
-    )
+    x, fnames, numeric_idx, specs = encode_features(frame, feats, source=source, categorical=categorical)
 
     def lab(c: str) -> np.ndarray:
         s = frame[c]
