@@ -168,8 +168,13 @@ def test_an_unmet_certificate_is_refused_unless_asked(runs, monkeypatch, capsys)
     [
         (lambda f: f.drop(columns=["income"]), "column 'income' of the run's schema is missing"),
         (lambda f: f.assign(extra=1), "column 'extra' is not in the run's schema"),
-        (lambda f: f.assign(region="mars"), "'mars' at data row 1, which the run never saw"),
+        (lambda f: f.assign(region="mars"), "'mars' at data row 1 (and 19 more), which the run never saw"),
         (lambda f: f.assign(income="high"), "column 'income' should hold numbers"),
+        (  # every column that does not fit, in one error
+            lambda f: f.assign(region=["mars"] + list(f["region"][1:]), income=[None] * 3 + list(f["income"][3:])),
+            "bad.csv: 2 problems:\n  - column 'income' has a missing value (empty cell or NaN) at data row 1 (and 2 "
+            "more)\n  - column 'region' has the value 'mars' at data row 1, which the run never saw",
+        ),
     ],
 )
 def test_a_different_schema_is_refused_by_column(runs, monkeypatch, capsys, edit, message) -> None:

@@ -31,6 +31,7 @@ from veil.config import param
 from veil.datasets.card_files import read_card
 from veil.datasets.dataset import Dataset, assemble, split_indices
 from veil.datasets.entries import DatasetEntry
+from veil.datasets.problems import data_rows, refuse
 from veil.datasets.transform import Column
 from veil.errors import DataError
 
@@ -217,12 +218,6 @@ def _first_non_numeric(s: pd.Series) -> Any:
     return bad.iloc[0] if len(bad) else None
 
 
-def _rows(positions: np.ndarray) -> str:
-    """'row 9' or 'row 9 (and 3 more)': 1-based data rows (the header is not counted)."""
-    more = f" (and {len(positions) - 1} more)" if len(positions) > 1 else ""
-    return f"data row {int(positions[0]) + 1}{more}"
-
-
 def finite_problem(frame: pd.DataFrame, groups: Mapping[str, Sequence[str]]) -> str | None:
     """What is wrong if a column of `groups` (kind -> columns, e.g. "label", then "feature") holds a missing
     (empty, NaN) or infinite value: one sentence naming every such column, each with its first 1-based data row
@@ -235,28 +230,21 @@ def finite_problem(frame: pd.DataFrame, groups: Mapping[str, Sequence[str]]) -> 
             if na.any():
                 missing = True
                 problems.append(
-                    f"{what} column '{c}' has a missing value (empty cell or NaN) at {_rows(np.flatnonzero(na))}"
+                    f"{what} column '{c}' has a missing value (empty cell or NaN) at {data_rows(np.flatnonzero(na))}"
                 )
                 continue
             if pd.api.types.is_float_dtype(s):
                 inf = np.flatnonzero(np.isinf(s.to_numpy(dtype=np.float64)))
                 if len(inf):
                     infinite = True
-                    problems.append(f"{what} column '{c}' has the non-finite value {s.iloc[inf[0]]} at {_rows(inf)}")
+                    problems.append(
+                        f"{what} column '{c}' has the non-finite value {s.iloc[inf[0]]} at {data_rows(inf)}"
+                    )
     if not problems:
         return None
     advice = "fill, replace or drop" if missing and infinite else "fill or drop" if missing else "replace or drop"
     head = f"{len(problems)} columns hold values a model cannot take: " if len(problems) > 1 else ""
     return f"{head}{'; '.join(problems)}, counting data rows from 1 after the header; {advice} those rows"
-
-
-def refuse(source: str, problems: Sequence[str]) -> None:
-    """One error for every problem found (nothing when there is none): a table is fixed in one go, not one
-    column per run."""
-    if len(problems) == 1:
-        raise DataError(f"{source}: {problems[0]}")
-    if problems:
-        raise DataError(f"{source}: {len(problems)} problems:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
 def _plain(v: Any) -> Any:
@@ -274,7 +262,7 @@ def check_scalar(frame: pd.DataFrame, cols: Sequence[str], source: str) -> None:
         if len(nested):
             v = s.iloc[int(nested[0])]
             raise DataError(
-                f"{source}: column '{c}' holds {type(v).__name__} values (e.g. {_short(v)} at {_rows(nested)}); "
+                f"{source}: column '{c}' holds {type(v).__name__} values (e.g. {_short(v)} at {data_rows(nested)}); "
                 "Veil reads one number or text per cell: spread it over columns, or convert it to text"
             )
 
@@ -301,7 +289,7 @@ def check_label(frame: pd.DataFrame, c: str, source: str, *, test_fraction: floa
         if len(fractional) and len(counts) > MAX_FLOAT_CLASSES:
             raise DataError(
                 f"{source}: label column '{c}' looks continuous: {len(counts)} distinct values, non-integer ones "
-                f"such as {float(v[fractional[0]])!r} at {_rows(fractional)} (a label of fractions may have at most "
+                f"such as {float(v[fractional[0]])!r} at {data_rows(fractional)} (a label of fractions may have at most "
                 f"{MAX_FLOAT_CLASSES} distinct values); {hint}"
             )
     if len(counts) > max_categories:
@@ -390,10 +378,10 @@ def feature_problems(
         s = _as_numbers(s, c, categorical)
         if pd.api.types.is_numeric_dtype(s) and c not in categorical:
             v = s.to_numpy(dtype=np.float64)
-            huge = np.flatnonzero(np.abs(v) > FLOAT32_MAX)
+            huge = np.flatnonzero(np.isfinite(v) & (np.abs(v) > FLOAT32_MAX))  # inf: finite_problem reports it
             if len(huge):
                 problems.append(
-                    f"column '{c}' has the value {v[huge[0]]:g} at {_rows(huge)}, beyond the float32 range of "
+                    f"column '{c}' has the value {v[huge[0]]:g} at {data_rows(huge)}, beyond the float32 range of "
                     f"features (about ±{FLOAT32_MAX:.1e}); rescale the column (e.g. log or divide)"
                 )
             continue

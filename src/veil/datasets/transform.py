@@ -14,6 +14,7 @@ from typing import Any, Literal, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from veil.datasets.problems import data_rows, refuse
 from veil.errors import DataError
 
 Kind = Literal["numeric", "bool", "categorical"]
@@ -70,7 +71,7 @@ class FeatureTransform:
 
     def apply(self, frame: pd.DataFrame, source: str) -> np.ndarray:
         """The feature matrix of a new table of the recorded schema; anything that does not fit is a DataError
-        naming the column (and the first 1-based data row) and what was expected."""
+        naming every such column (with its first 1-based data row) and what was expected."""
         names = [c.name for c in self.columns]
         missing = [n for n in names if n not in frame.columns]
         if missing:
@@ -86,45 +87,43 @@ class FeatureTransform:
                 + (f"; also allowed and ignored: {', '.join(self.other)}" if self.other else "")
                 + ")"
             )
-        blocks = [self._encode(c, frame[c.name], source) for c in self.columns]
-        x = np.hstack(blocks).astype(np.float32) if blocks else np.zeros((len(frame), 0), np.float32)
-        return x
+        encoded = [_encode(c, frame[c.name]) for c in self.columns]
+        refuse(source, [e for e in encoded if isinstance(e, str)])
+        blocks = [e for e in encoded if isinstance(e, np.ndarray)]
+        return np.hstack(blocks).astype(np.float32) if blocks else np.zeros((len(frame), 0), np.float32)
 
-    def _encode(self, col: Column, s: pd.Series, source: str) -> np.ndarray:
-        na = s.isna().to_numpy()
-        if na.any():
-            raise DataError(
-                f"{source}: column '{col.name}' has a missing value at data row {int(np.flatnonzero(na)[0]) + 1}"
+
+def _encode(col: Column, s: pd.Series) -> np.ndarray | str:
+    """Column `col` of new rows, encoded as the run encoded it; or what is wrong with it."""
+    na = np.flatnonzero(s.isna().to_numpy())
+    if len(na):
+        return f"column '{col.name}' has a missing value (empty cell or NaN) at {data_rows(na)}"
+    if col.kind == "categorical":
+        text = s.astype(str).to_numpy()
+        index = {v: i for i, v in enumerate(col.categories)}
+        unseen = np.flatnonzero([v not in index for v in text])
+        if len(unseen):
+            return (
+                f"column '{col.name}' has the value {text[unseen[0]]!r} at {data_rows(unseen)}, which the run never "
+                f"saw (its categories: {', '.join(col.categories)})"
             )
-        if col.kind == "categorical":
-            text = s.astype(str).to_numpy()
-            index = {v: i for i, v in enumerate(col.categories)}
-            unseen = [i for i, v in enumerate(text) if v not in index]
-            if unseen:
-                raise DataError(
-                    f"{source}: column '{col.name}' has the value {text[unseen[0]]!r} at data row {unseen[0] + 1}, "
-                    f"which the run never saw (its categories: {', '.join(col.categories)})"
-                )
-            block = np.zeros((len(s), len(col.categories)), dtype=np.float32)
-            block[np.arange(len(s)), [index[v] for v in text]] = 1.0
-            return block
-        if col.kind == "bool":
-            if pd.api.types.is_bool_dtype(s):
-                return s.to_numpy(dtype=np.float32)[:, None]
-            raise DataError(
-                f"{source}: column '{col.name}' should be true/false (as in the run's data) but holds {s.dtype}"
-            )
-        num = pd.to_numeric(s, errors="coerce")
-        bad = np.flatnonzero(num.isna().to_numpy())
-        if len(bad) or pd.api.types.is_bool_dtype(s):
-            row = int(bad[0]) if len(bad) else 0
-            raise DataError(
-                f"{source}: column '{col.name}' should hold numbers (as in the run's data) but holds {s.iloc[row]!r} "
-                f"at data row {row + 1}"
-            )
-        v = num.to_numpy(dtype=np.float64)
-        if not np.all(np.isfinite(v)):
-            raise DataError(
-                f"{source}: column '{col.name}' has a non-finite value at data row {int(np.flatnonzero(~np.isfinite(v))[0]) + 1}"
-            )
-        return ((v - col.mean) / col.scale).astype(np.float32)[:, None]
+        block = np.zeros((len(s), len(col.categories)), dtype=np.float32)
+        block[np.arange(len(s)), [index[v] for v in text]] = 1.0
+        return block
+    if col.kind == "bool":
+        if pd.api.types.is_bool_dtype(s):
+            return s.to_numpy(dtype=np.float32)[:, None]
+        return f"column '{col.name}' should be true/false (as in the run's data) but holds {s.dtype}"
+    num = pd.to_numeric(s, errors="coerce")
+    bad = np.flatnonzero(num.isna().to_numpy())
+    if len(bad) or pd.api.types.is_bool_dtype(s):
+        rows = bad if len(bad) else np.arange(len(s))
+        return (
+            f"column '{col.name}' should hold numbers (as in the run's data) but holds {s.iloc[int(rows[0])]!r} "
+            f"at {data_rows(rows)}"
+        )
+    v = num.to_numpy(dtype=np.float64)
+    inf = np.flatnonzero(~np.isfinite(v))
+    if len(inf):
+        return f"column '{col.name}' has the non-finite value {v[inf[0]]} at {data_rows(inf)}"
+    return ((v - col.mean) / col.scale).astype(np.float32)[:, None]
