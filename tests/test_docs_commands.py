@@ -229,7 +229,7 @@ def test_example_run_files_run(example, monkeypatch, tmp_path, capsys):
 
 
 def _script(path: str, name: str):
-    """A script of the repository (tools/, benchmarks/, studies/) loaded as a module by its path."""
+    """A script of benchmarks/ or studies/ loaded as a module by its path (tools/ is on the tests' path)."""
     spec = importlib.util.spec_from_file_location(name, ROOT / path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
@@ -239,7 +239,7 @@ def _script(path: str, name: str):
 
 def test_targets_doc_is_rendered_from_the_recorded_results():
     """tools/targets_doc.py renders docs/targets.md as committed from benchmarks/targets.py's record."""
-    doc = _script("tools/targets_doc.py", "targets_doc")
+    doc = importlib.import_module("targets_doc")
     data = doc.load()
     assert doc.render_text(data) == (ROOT / "docs" / "targets.md").read_text(), "rerun python tools/targets_doc.py"
     assert doc.main(["--check"]) == 0
@@ -257,7 +257,7 @@ def test_targets_doc_is_rendered_from_the_recorded_results():
 def test_eigan_defaults_doc_is_rendered_from_the_recorded_results():
     """tools/eigan_defaults_doc.py renders docs/eigan-defaults.md as committed from studies/eigan_defaults.py's
     record."""
-    doc = _script("tools/eigan_defaults_doc.py", "eigan_defaults_doc")
+    doc = importlib.import_module("eigan_defaults_doc")
     data = doc.load()
     assert data["schedule"] and data["noise"]
     expected = (ROOT / "docs" / "eigan-defaults.md").read_text()
@@ -276,7 +276,7 @@ def test_eigan_defaults_doc_is_rendered_from_the_recorded_results():
 def test_quoted_quickstart_figures_are_the_recorded_ones():
     """tools/quickstart_quote.py's blocks and durations, made from benchmarks/quickstart.py's record, are the ones
     the docs show."""
-    quote = _script("tools/quickstart_quote.py", "quickstart_quote")
+    quote = importlib.import_module("quickstart_quote")
     assert quote.RECORD == _script("benchmarks/quickstart.py", "quickstart_bench").RECORD
     record = json.loads(quote.RECORD.read_text())
     assert record["command"] == "veil sweep sweeps/quickstart.yaml"
@@ -299,7 +299,7 @@ def test_quoted_quickstart_figures_are_the_recorded_ones():
 def test_coverage_tables_are_rendered_from_the_recorded_results():
     """tools/coverage_doc.py writes docs/certificates.md's coverage tables as committed from benchmarks/coverage.py's
     record, with a row for every statistic and cell the record holds."""
-    doc = _script("tools/coverage_doc.py", "coverage_doc")
+    doc = importlib.import_module("coverage_doc")
     data = doc.load()
     assert doc.main(["--check"]) == 0, "rerun python tools/coverage_doc.py"
     bench = _script("benchmarks/coverage.py", "coverage_bench")

@@ -1,6 +1,6 @@
 """Render docs/methods.md from the registry, so the documentation always matches the code.
 
-python tools/methods_doc.py  (or `make docs`)"""
+python tools/methods_doc.py [--check]   (or `make docs`)"""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import inspect
 import sys
 from pathlib import Path
 
-from doc_file import write_or_check
+from doc_file import parser, write_or_check
 
 from veil.config import field_table
 from veil.methods import METHODS, method_config
@@ -110,8 +110,8 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "methods.md"
 
 def main(argv: list[str] | None = None) -> int:
     """Write docs/methods.md; with --check, only say whether it is current (exit 1 if not)."""
-    args = sys.argv[1:] if argv is None else argv
-    return write_or_check({DOC: render_markdown()}, check="--check" in args, command="python tools/methods_doc.py")
+    args = parser(__doc__).parse_args(argv)
+    return write_or_check({DOC: render_markdown()}, check=args.check, command="python tools/methods_doc.py")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from doc_file import write_or_check
+from doc_file import parser, write_or_check
 
 from veil.config import REQUIRED, allowed_text, hints
 from veil.sweeps.model import SweepSpec
@@ -104,10 +104,8 @@ def updated(text: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Rewrite docs/sweeps.md's tables; with --check, only say whether they are current (exit 1 if not)."""
-    args = sys.argv[1:] if argv is None else argv
-    return write_or_check(
-        {DOC: updated(DOC.read_text())}, check="--check" in args, command="python tools/sweeps_doc.py"
-    )
+    args = parser(__doc__).parse_args(argv)
+    return write_or_check({DOC: updated(DOC.read_text())}, check=args.check, command="python tools/sweeps_doc.py")
 
 
 if __name__ == "__main__":
