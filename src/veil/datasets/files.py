@@ -375,7 +375,20 @@ def feature_problems(
         ):
             problems.append(f"column '{c}' has unsupported type {s.dtype}; convert it to numbers or text")
             continue
-        s = _as_numbers(s, c, categorical)
+        if not pd.api.types.is_numeric_dtype(s):
+            num = pd.to_numeric(s, errors="coerce")  # once: both the text-held numbers and the mixed check read it
+            if pd.api.types.is_object_dtype(s) and c not in categorical and num.notna().all():
+                s = num  # numbers pandas kept as text, e.g. integers beyond int64 (`_as_numbers`)
+            else:
+                known = s.notna().to_numpy()
+                frac = float(num[known].notna().mean()) if known.any() else 0.0
+                if 0.5 <= frac < 1.0:
+                    bad = s[known][num[known].isna()].iloc[0]
+                    problems.append(
+                        f"column '{c}' mixes numbers and text (e.g. {bad!r}); fix the values or list it in "
+                        "'categorical'"
+                    )
+                    continue
         if pd.api.types.is_numeric_dtype(s) and c not in categorical:
             v = s.to_numpy(dtype=np.float64)
             huge = np.flatnonzero(np.isfinite(v) & (np.abs(v) > FLOAT32_MAX))  # inf: finite_problem reports it
@@ -385,16 +398,6 @@ def feature_problems(
                     f"features (about ±{FLOAT32_MAX:.1e}); rescale the column (e.g. log or divide)"
                 )
             continue
-        if not pd.api.types.is_numeric_dtype(s):
-            vals = s.dropna()
-            num = pd.to_numeric(vals, errors="coerce")
-            frac = float(num.notna().mean()) if len(vals) else 0.0
-            if 0.5 <= frac < 1.0:
-                bad = vals[num.isna()].iloc[0]
-                problems.append(
-                    f"column '{c}' mixes numbers and text (e.g. {bad!r}); fix the values or list it in 'categorical'"
-                )
-                continue
         n_cats = len(set(s.astype(str).to_numpy()))
         if n_cats > max_categories:
             problems.append(
