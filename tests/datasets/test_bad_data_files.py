@@ -237,3 +237,4 @@ def test_feature_problems_names_every_bad_feature_column():
     assert "unsupported type datetime64" in problems[0] and f"at data row {n}" in problems[1]
     assert "(e.g. 'many')" in problems[2] and f"{n} distinct values (more than max_categories=100)" in problems[3]
     assert feature_problems(frame, ["ident"], categorical=["ident"], max_categories=n) == []
+    assert feature_problems(frame, ["mixed"], categorical=["mixed"], max_categories=n) == []  # what the advice says

@@ -379,7 +379,7 @@ def feature_problems(
             num = pd.to_numeric(s, errors="coerce")  # once: both the text-held numbers and the mixed check read it
             if pd.api.types.is_object_dtype(s) and c not in categorical and num.notna().all():
                 s = num  # numbers pandas kept as text, e.g. integers beyond int64 (`_as_numbers`)
-            else:
+            elif c not in categorical:  # listed there, it is text by the user's choice
                 known = s.notna().to_numpy()
                 frac = float(num[known].notna().mean()) if known.any() else 0.0
                 if 0.5 <= frac < 1.0:
