@@ -220,6 +220,7 @@ def run_cell(rel: Release, fits: int, reps: int, sizes: tuple[int, ...]) -> list
         for stat, slack in rows[n].items():
             sl = np.array(slack)
             k, m = int((sl >= 0).sum()), len(sl)
+            low, high = wilson(k, m)
             out.append(
                 {
                     "kind": rel.kind,
@@ -229,8 +230,8 @@ def run_cell(rel: Release, fits: int, reps: int, sizes: tuple[int, ...]) -> list
                     "reps": m,
                     "fits": fits,
                     "coverage": k / m,
-                    "coverage_low": wilson(k, m)[0],
-                    "coverage_high": wilson(k, m)[1],
+                    "coverage_low": low,
+                    "coverage_high": high,
                     "median_slack": float(np.median(sl)),
                     "limit": limit,
                     "slack_ratio": float(np.median(sl)) / limit,
