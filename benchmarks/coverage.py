@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.stats import norm
+from scipy.stats import binomtest, norm
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "coverage.json"
@@ -243,12 +243,10 @@ def run_cell(rel: Release, fits: int, reps: int, sizes: tuple[int, ...]) -> list
     return out
 
 
-def wilson(k: int, m: int, z: float = 1.96) -> tuple[float, float]:
-    """The 95% Wilson interval of a proportion k / m."""
-    p = k / m
-    centre = (p + z * z / (2 * m)) / (1 + z * z / m)
-    half = z * math.sqrt(p * (1 - p) / m + z * z / (4 * m * m)) / (1 + z * z / m)
-    return centre - half, centre + half
+def wilson(k: int, m: int) -> tuple[float, float]:
+    """The 95% Wilson interval of a proportion k / m (scipy's)."""
+    ci = binomtest(k, m).proportion_ci(0.95, "wilson")
+    return float(ci.low), float(ci.high)
 
 
 def main(argv: list[str] | None = None) -> int:
