@@ -86,6 +86,8 @@ def test_filesystem_store_is_refused_with_the_sqlite_alternative(in_tmp, capsys,
     assert f"invalid value for '--tracking-uri': '{in_tmp}/mlruns'" in err
     assert f"use sqlite:///{in_tmp}/mlruns/mlflow.db (or set MLFLOW_ALLOW_FILE_STORE=true)" in err
     assert "Traceback" not in err and not (in_tmp / "mlruns").exists()
+    err = refused(capsys, "--tracking-uri", "mlflow.db")  # a bare database path: sqlite on that file
+    assert f"use sqlite:///{in_tmp}/mlflow.db (or set" in err
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow's own opt-out is honoured
     assert check_tracking("mlruns") == str(in_tmp / "mlruns")
 
@@ -100,6 +102,15 @@ def test_unreachable_server_is_refused_in_seconds(in_tmp, capsys, monkeypatch, u
     assert "Connection refused" in err and "nothing was started" in err
     assert seconds < 10, seconds  # MLflow's own retries took 249 s
     assert not (in_tmp / "mlflow.db").exists() and not (in_tmp / ".veil").exists()
+
+
+def test_an_unusable_key_directory_is_refused_before_anything_runs(in_tmp, capsys, monkeypatch):
+    """The run keeps its release key after training: a key directory that cannot be made is refused up front."""
+    (in_tmp / "afile").write_text("")
+    monkeypatch.setenv("VEIL_KEY_DIR", str(in_tmp / "afile" / "keys"))
+    err = refused(capsys)
+    assert f"the release key directory {in_tmp}/afile/keys cannot be created: {in_tmp}/afile is a file" in err
+    assert "Traceback" not in err and not (in_tmp / "mlflow.db").exists()
 
 
 def test_unwritable_sqlite_directory_is_refused(in_tmp, capsys):

@@ -78,7 +78,7 @@ def check_tracking(uri: str | None = None, source: str | None = None) -> str:
             source,
             resolved,
             "a database or server store: MLflow 3's filesystem store is in maintenance mode; use "
-            f"sqlite:///{Path(local_store(resolved) or '.').resolve() / 'mlflow.db'} (or set MLFLOW_ALLOW_FILE_STORE=true)",
+            f"{sqlite_for(Path(local_store(resolved) or '.'))} (or set MLFLOW_ALLOW_FILE_STORE=true)",
         )
     problem = _probe(resolved, scheme or "file")
     if problem:
@@ -157,6 +157,15 @@ def require_shared_store(uri: str, on_cluster: bool, source: str = "--tracking-u
         "local sqlite or file store would be a different file on each node. Start one on the head with "
         "`bash mlflow/start-server.sh` and pass --tracking-uri http://127.0.0.1:5000 (README, 'Scale out')",
     )
+
+
+def sqlite_for(path: Path) -> str:
+    """The sqlite URI a bare path most likely meant: the file itself where it is one (or is named like a database),
+    else mlflow.db in that directory."""
+    path = path.resolve()
+    if path.is_file() or path.suffix.lower() in (".db", ".sqlite", ".sqlite3"):
+        return f"sqlite:///{path}"
+    return f"sqlite:///{path / 'mlflow.db'}"
 
 
 def require_existing_store(uri: str, command: str) -> None:
