@@ -55,6 +55,56 @@ def test_the_ledger_spends_eps_once_per_key(tmp_path: Path) -> None:
     assert a.secret.hex() not in (tmp_path / "ledger.json").read_text()
 
 
+def test_a_damaged_ledger_is_refused_never_reset(tmp_path: Path) -> None:
+    """Starting the ledger again would count too few keys (and too little eps) for every file it held."""
+    a = ReleaseKey.new()
+    record_release(tmp_path, "src1", a, 2.0)
+    (tmp_path / "ledger.json").write_text('{"truncated')
+    with pytest.raises(KeyStoreError, match=r"ledger\.json cannot be read .* move it aside"):
+        record_release(tmp_path, "src1", ReleaseKey.new(), 2.0)
+    assert (tmp_path / "ledger.json").read_text() == '{"truncated'  # left as it was, for the user to restore
+
+
+def _record_many(directory: str, source: str, count: int) -> None:
+    for _ in range(count):
+        record_release(Path(directory), source, ReleaseKey.new(), 1.0)
+
+
+def test_concurrent_releases_keep_every_ledger_entry(tmp_path: Path) -> None:
+    """Two processes recording 25 keys each on one source: 50 keys (the read-modify-write is locked)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_record_many, args=(str(tmp_path), "src", 25)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert record_release(tmp_path, "src", ReleaseKey.from_seed(0), 1.0) == {"keys": 51, "eps_spent": 51.0}
+
+
+def test_an_existing_key_dir_keeps_its_mode(tmp_path: Path, monkeypatch) -> None:
+    """A directory the user chose (say group-shared) is not made owner-only; the key file in it is 0600."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o2770)
+    monkeypatch.setenv(KEY_ENV, str(shared))
+    path = save_key(ReleaseKey.new(), "r1")
+    record_release(shared, "src", ReleaseKey.new(), None)
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o2770 and stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_a_release_stamp_never_carries_a_store_password() -> None:
+    from veil.apply_encoder import redacted
+
+    assert (
+        redacted("postgresql://veil:s3cret@db.internal:5432/mlflow") == "postgresql://veil:***@db.internal:5432/mlflow"
+    )
+    assert redacted("http://127.0.0.1:5000") == "http://127.0.0.1:5000"
+    assert redacted("sqlite:////tmp/x/mlflow.db") == "sqlite:////tmp/x/mlflow.db"
+
+
 def test_keyed_noise_depends_on_the_row_only() -> None:
     """The same rows give the same noise in any batch and order; a row's noise changes with its content and the
     key; -0.0 and 0.0 are one row; two draws of one release differ."""

@@ -168,6 +168,12 @@ def test_an_unmet_certificate_is_refused_unless_asked(runs, monkeypatch, capsys)
     [
         (lambda f: f.drop(columns=["income"]), "column 'income' of the run's schema is missing"),
         (lambda f: f.assign(extra=1), "column 'extra' is not in the run's schema"),
+        (  # a missing column and two strangers, named together
+            lambda f: f.drop(columns=["debt_ratio"]).assign(foo=1, bar=2),
+            "bad.csv: column 'debt_ratio' of the run's schema is missing; column 'foo' is not in the run's schema; "
+            "column 'bar' is not in the run's schema (the run's feature columns: income, debt_ratio, region; also "
+            "allowed and ignored: approved, group)",
+        ),
         (lambda f: f.assign(region="mars"), "'mars' at data row 1 (and 19 more), which the run never saw"),
         (lambda f: f.assign(income="high"), "column 'income' should hold numbers"),
         (  # every column that does not fit, in one error
@@ -221,10 +227,14 @@ def test_a_release_from_another_directory_says_where_it_looked_and_creates_nothi
 
 
 def test_the_transform_reproduces_the_training_features_and_survives_the_cache(in_tmp) -> None:
-    """The recorded transform applied to the training file gives back the dataset's own feature matrix."""
+    """The recorded transform applied to the training file gives back the dataset's own feature matrix, bit for
+    bit: the release key draws a row's noise from its bytes, so a value one float32 step off would be another row
+    with noise of its own (here values with up to 7 decimals, which float32 rounds)."""
     from veil.datasets.catalog import dataset_params, load_dataset
 
-    table(400, 11).to_csv("t.csv", index=False)
+    t = table(400, 11)
+    t["income"] = np.random.default_rng(3).normal(50, 10, 400).round(7)
+    t.to_csv("t.csv", index=False)
     ds = load_dataset("t.csv", dataset_params("t.csv", {"utility": "approved", "sensitive": "group"}))
     again = load_dataset("t.csv", dataset_params("t.csv", {"utility": "approved", "sensitive": "group"}))  # cached
     assert ds.transform is not None and again.transform == ds.transform
@@ -234,7 +244,8 @@ def test_the_transform_reproduces_the_training_features_and_survives_the_cache(i
     from veil.datasets.dataset import split_indices
 
     train_idx, test_idx = split_indices(400, 0.25, 0)
-    assert np.allclose(x[train_idx], ds.train.x, atol=1e-5) and np.allclose(x[test_idx], ds.test.x, atol=1e-5)
+    np.testing.assert_array_equal(x[train_idx].view(np.uint32), ds.train.x.view(np.uint32))
+    np.testing.assert_array_equal(x[test_idx].view(np.uint32), ds.test.x.view(np.uint32))
     t = FeatureTransform((Column("b", "bool"),))
     with pytest.raises(DataError, match="true/false"):
         t.apply(pd.DataFrame({"b": [1, 0]}), "b.csv")
@@ -251,23 +262,22 @@ def test_a_d_gpp_run_cannot_release_new_rows(in_tmp, capsys) -> None:
     assert "encoder" in capsys.readouterr().err.lower() and not Path("x.parquet").exists()
 
 
-def test_an_ldp_release_spends_eps_once_per_key(in_tmp) -> None:
-    """An eps-LDP run (ldp-frl, eps 2) released twice under its key: the same z, eps_spent 2 (one key); the same
-    rows under another key: other z, and the ledger says 2 keys spent 4 (k * eps)."""
-    from veil.keystore import save_key
-    from veil.randomness import ReleaseKey
-
+def test_an_ldp_release_spends_eps_once_per_key(in_tmp, capsys) -> None:
+    """Two eps-LDP runs (ldp-frl, eps 2), each with its own key. The first's rows released twice: the same z,
+    eps_spent 2 (one key). The same rows released by the second run: other z, and the ledger says 2 keys spent 4
+    (k * eps). The first run with the second's key file: refused (its fingerprint is not the run's)."""
     argv = ["run", "-q", "-m", "ldp-frl", "-d", "gaussian-correlated", "-p", "n=600", "--set", "eps=2"]
     argv += ["--set", "epochs=1", "--set", "encoder_hidden=[8]", "--set", "utility_hidden=[8]"]
     argv += ["--set", "side_hidden=[8]", "--set", "audit.epochs=2", "--target", "none"]
-    assert main(argv) == 0
-    run = latest_run_id(in_tmp)
+    runs = []
+    for _ in range(2):
+        assert main(argv) == 0
+        runs.append(latest_run_id(in_tmp))
     rng = np.random.default_rng(0)
     pd.DataFrame(rng.normal(size=(40, 10)), columns=[f"x{i}" for i in range(10)]).to_csv("x.csv", index=False)
     stamps, zs = [], []
-    other = save_key(ReleaseKey.new(), "another-key", f"sqlite:///{in_tmp / 'elsewhere' / 'mlflow.db'}")
-    for i, extra in enumerate(([], [], ["--key", str(other)])):
-        assert main(["release", run, "--data", "x.csv", "-o", f"z{i}.parquet", "--allow-unmet", *extra]) == 0
+    for i, run in enumerate([runs[0], runs[0], runs[1]]):
+        assert main(["release", run, "--data", "x.csv", "-o", f"z{i}.parquet", "--allow-unmet"]) == 0
         t = pq.read_table(f"z{i}.parquet")
         stamps.append(json.loads(t.schema.metadata[b"veil.release"]))
         zs.append(t.to_pandas().to_numpy())
@@ -278,3 +288,24 @@ def test_an_ldp_release_spends_eps_once_per_key(in_tmp) -> None:
     assert stamps[1]["eps_spent"] == 2.0 and "k * eps" in stamps[0]["eps_rule"]
     assert stamps[2]["release_key_id"] != stamps[0]["release_key_id"]
     assert stamps[2]["keys_used_on_source"] == 2 and stamps[2]["eps_spent"] == 4.0
+    other = in_tmp / ".veil" / "keys" / f"{runs[1]}.key"
+    capsys.readouterr()
+    assert main(["release", runs[0], "--data", "x.csv", "-o", "z3.parquet", "--allow-unmet", "--key", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert f"{other} holds the release key {stamps[2]['release_key_id']}, not run {runs[0]}'s" in err
+    assert not Path("z3.parquet").exists()
+
+
+def test_a_deterministic_release_is_stamped_as_one(in_tmp) -> None:
+    """GPP releasing its mean draws no noise: the stamp says so, names no key, and the ledger counts nothing,
+    although the run kept a key."""
+    argv = ["run", "-q", "-m", "gpp", "-d", "gaussian-correlated", "-p", "n=600", "--set", "release=mean"]
+    assert main([*argv, *SMALL, "--target", "none"]) == 0
+    run = latest_run_id(in_tmp)
+    assert (in_tmp / ".veil" / "keys" / f"{run}.key").exists()
+    pd.DataFrame(np.ones((5, 10)), columns=[f"x{i}" for i in range(10)]).to_csv("x.csv", index=False)
+    assert main(["release", run, "--data", "x.csv", "-o", "z.parquet", "--allow-unmet"]) == 0
+    stamp = json.loads(pq.read_table("z.parquet").schema.metadata[b"veil.release"])
+    assert stamp["release_noise"].startswith("none (a deterministic release")
+    assert stamp["release_key_id"] is None and stamp["keys_used_on_source"] == 0
+    assert not (in_tmp / ".veil" / "keys" / "ledger.json").exists()

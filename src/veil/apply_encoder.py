@@ -5,13 +5,15 @@ weights_only=True), the method's config and task (`model/config.json`), how the 
 input (`model/features.json`, `veil.datasets.transform`) and its certificate (`certificate.json`). New rows must
 have the run's schema (the same feature columns; label and extra columns are allowed and ignored, never released).
 The release noise is permanent: it derives from the run's secret release key (kept by `veil run` outside MLflow,
-`veil.keystore`; `--key FILE` names another place) and each row's content, so a row released again gets exactly
-the same z (and the z the certificate audited), and averaging releases gains nothing. A missing key is an error,
-never a new key. A run with a `release_seed` derives its key from it (reproducible from its params: no
-guarantee, and the stamp says so). Each release is entered in the key dir's ledger, and the stamp records how
-many distinct keys have released the same source file and, for an eps-LDP release, the eps they spent together
-(`eps_spent`: the sum of the keys' eps; the same key again spends nothing). A run without a certificate, or whose certificate is not met, is refused unless the user
-passes --allow-unmet, which the written certificate then records. z is written with the certificate beside it
+`veil.keystore`; `--key FILE` names where it was moved; a key whose fingerprint is not the one the run tagged is
+refused) and each row's content, so a row released again gets the same noise (and the z the certificate audited,
+up to the float rounding of the encoder's arithmetic), and averaging releases gains nothing. A missing key is an
+error, never a new key. A run with a `release_seed` derives its key from it (reproducible from its params: no
+guarantee, and the stamp says so). Each noisy release is entered in the key dir's ledger, and the stamp records
+how many distinct keys have released the same source file and, for an eps-LDP release, the eps they spent
+together (`eps_spent`: the sum of the keys' eps; the same key again spends nothing). A run without a
+certificate, or whose certificate is not met, is refused unless the user passes --allow-unmet, which the written
+certificate then records. z is written with the certificate beside it
 (`<output>.certificate.json`)."""
 
 from __future__ import annotations
@@ -32,13 +34,14 @@ class ReleaseRefused(VeilError):
     """The run cannot release new rows (no certificate, an unmet one, a method whose encoders stay elsewhere)."""
 
 
-def fetch_run(uri: str, run_id: str, into: Path) -> dict[str, Path | None]:
-    """Download the run's release artifacts into `into`; a missing one maps to None. An unknown run is refused."""
+def fetch_run(uri: str, run_id: str, into: Path) -> tuple[dict[str, Path | None], dict[str, str]]:
+    """Download the run's release artifacts into `into` (a missing one maps to None) and read its tags. An unknown
+    run is refused."""
     from veil.tracking.mlflow_run import client
 
     c = client(uri)
     try:
-        c.get_run(run_id)
+        run = c.get_run(run_id)
     except Exception:  # noqa: BLE001 - MlflowException: RESOURCE_DOES_NOT_EXIST, or a malformed id
         raise ReleaseRefused(
             f"the store at {uri} has no run {run_id!r}. `veil run` prints its run's id on its last line ('MLflow run "
@@ -50,7 +53,46 @@ def fetch_run(uri: str, run_id: str, into: Path) -> dict[str, Path | None]:
             out[name] = Path(c.download_artifacts(run_id, name, str(into)))
         except Exception:
             out[name] = None
-    return out
+    return out, dict(run.data.tags)
+
+
+def check_key(key: Any, tags: dict[str, str], run_id: str, kfile: Path) -> None:
+    """Refuse a key that is not the one run `run_id` released under (its tagged fingerprint): another key draws
+    other noise for the same rows, and the two releases average it away."""
+    from veil.keystore import KEY_ID_TAG, KeyStoreError
+
+    expected = tags.get(KEY_ID_TAG)
+    if expected is not None and key.id != expected:
+        raise KeyStoreError(
+            f"{kfile} holds the release key {key.id}, not run {run_id}'s ({expected}): under another key the same "
+            "rows get other noise, and averaging the two releases strips it. Pass --key with the run's own key file"
+        )
+
+
+def run_key_file(run_id: str, uri: str) -> Path:
+    """Where run `run_id`'s key is kept: under its id, or, for a run started while its server was away and
+    replayed since, under the offline id it ran with (the journal maps one to the other)."""
+    from veil.keystore import key_file_present, key_path
+    from veil.tracking.journal import ids, journal_root
+
+    path = key_path(run_id, uri)
+    if not key_file_present(path):
+        for offline in (o for o, real in ids(journal_root()).items() if real == run_id):
+            if key_file_present(key_path(offline, uri)):
+                return key_path(offline, uri)
+    return path
+
+
+def redacted(uri: str) -> str:
+    """`uri` without a password (a database URI's user:password@host), for what a release hands to its consumers."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(uri)
+    if parts.password is None:
+        return uri
+    host = parts.hostname or ""
+    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def load_released_method(config_file: Path, state_file: Path) -> Any:
@@ -88,18 +130,18 @@ def release(
 
     from veil.datasets.files import file_sha256, read_table
     from veil.datasets.transform import FeatureTransform
-    from veil.keystore import key_dir, key_path, load_key, loose_permissions, record_release
+    from veil.keystore import key_dir, key_file_present, load_key, loose_permissions, record_release
     from veil.randomness import MissingKey
     from veil.tracking.mlflow_run import check_tracking, require_existing_store
 
     uri = check_tracking(tracking_uri)
     require_existing_store(uri, "veil release")
     out = Path(output)
-    if out.suffix.lower() not in (".parquet", ".pq"):
-        raise ConfigError("--output", output, "a .parquet path")
+    if out.suffix.lower() not in (".parquet", ".pq") or out.is_dir():
+        raise ConfigError("--output", output, "a .parquet file path (not a directory)")
     frame = read_table(data)  # a bad file is refused before the run is fetched
     with tempfile.TemporaryDirectory() as tmp:
-        files = fetch_run(uri, run_id, Path(tmp))
+        files, tags = fetch_run(uri, run_id, Path(tmp))
         cert_file, config_file, state_file = (
             files["certificate.json"],
             files["model/config.json"],
@@ -132,15 +174,17 @@ def release(
             )
         transform = FeatureTransform.from_dict(json.loads(features_file.read_text()))
     release_seed = method.config.release_seed
-    kfile = Path(key_file) if key_file else key_path(run_id, uri)
+    kfile = Path(key_file) if key_file else run_key_file(run_id, uri)
     if release_seed is not None:
         warn(
             f"run {run_id} set release_seed={release_seed}: its release key derives from it, so anyone with its "
             "params can regenerate this release's noise (no privacy guarantee)"
+            + (f"; --key {key_file} is not used" if key_file else "")
         )
     else:
-        if kfile.exists() or key_file:
+        if key_file or key_file_present(kfile):
             method.release_key = load_key(kfile)
+            check_key(method.release_key, tags, run_id, kfile)
             if loose_permissions(kfile):
                 warn(
                     f"the release key {kfile} may be read by others (chmod 600 it): with it, anyone holding "
@@ -174,7 +218,7 @@ def release(
     key = method.release_source()
     ldp = method.ldp_release()
     eps = float(ldp.mechanism.eps) if ldp is not None else None
-    if isinstance(key, MissingKey):  # nothing was drawn: the release is deterministic
+    if isinstance(key, MissingKey) or not method.release_draws:  # nothing was drawn: a deterministic release
         noise = "none (a deterministic release: no key needed)"
         spent: dict[str, Any] = {"keys": 0, "eps_spent": None}
     else:
@@ -189,14 +233,14 @@ def release(
         table[k] = frame[k].to_numpy()
     stamp = {
         "run_id": run_id,
-        "tracking_uri": uri,
+        "tracking_uri": redacted(uri),
         "method": meta["method"],
         "source": str(data),
         "source_sha256": source_sha256,
         "rows": int(len(z)),
         "released_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "release_noise": noise,
-        "release_key_id": None if isinstance(key, MissingKey) else key.id,
+        "release_key_id": None if isinstance(key, MissingKey) or not method.release_draws else key.id,
         "keys_used_on_source": spent["keys"],
         "eps": eps,
         "eps_spent": spent["eps_spent"],

@@ -2,9 +2,10 @@
 
 `veil run` draws a 32-byte key per run (`veil.randomness.ReleaseKey`), releases its audited z under it and keeps
 it here as `<key dir>/<run id>.key` (64 hex digits; directory 0700, file 0600); `veil release RUN` loads it
-back, so a row it releases gets exactly the z the certificate audited for that row, every time. The key never
+back, so a row it releases gets the noise the certificate audited for that row, every time. The key never
 enters MLflow (params, tags, artifacts): whoever can read the store can read the weights, and with the key
-they could regenerate the noise. The key dir is $VEIL_KEY_DIR, else `.veil/keys` beside a local store (the
+they could regenerate the noise; only its one-way fingerprint is tagged (`KEY_ID_TAG`), so that `veil release`
+can refuse a key file that is not the run's. The key dir is $VEIL_KEY_DIR, else `.veil/keys` beside a local store (the
 directory of its sqlite file or file store), else `./.veil/keys`. A missing key is an error, never a new key:
 a new key would draw new noise for rows already released, and averaging the two releases would shrink it.
 
@@ -25,6 +26,8 @@ from veil.randomness import KEY_BYTES, ReleaseKey
 
 KEY_ENV = "VEIL_KEY_DIR"
 LEDGER = "ledger.json"
+KEY_ID_TAG = "veil.release_key_id"
+"""The run's tag holding its key's fingerprint (`ReleaseKey.id`, one-way): `veil release` refuses any other key."""
 
 
 class KeyStoreError(VeilError):
@@ -52,8 +55,32 @@ def key_path(run_id: str, tracking_uri: str | None = None) -> Path:
 
 
 def _private_dir(d: Path) -> None:
-    d.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(d, 0o700)
+    """Create `d` owner-only where it does not exist; an existing directory keeps its mode (it may be a shared
+    one the user chose: the files in it are 0600)."""
+    if d.is_dir():
+        return
+    try:
+        d.mkdir(mode=0o700, parents=True)
+        os.chmod(d, 0o700)  # mkdir's mode passes through the umask
+    except FileExistsError:
+        if not d.is_dir():
+            raise KeyStoreError(f"the release key directory {d} is a file, not a directory (${KEY_ENV})") from None
+    except OSError as e:
+        raise KeyStoreError(f"cannot create the release key directory {d}: {e.strerror or e} (${KEY_ENV})") from None
+
+
+def check_key_dir(tracking_uri: str | None = None) -> Path:
+    """The key dir a run will keep its key in, refused up front (before any training) when it cannot be created
+    or written: nothing is created here."""
+    d = key_dir(tracking_uri)
+    probe = d
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise KeyStoreError(f"the release key directory {d} cannot be created: {probe} is a file (${KEY_ENV})")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise KeyStoreError(f"the release key directory {d} cannot be written: {probe} is not writable (${KEY_ENV})")
+    return d
 
 
 def _write_private(path: Path, data: bytes) -> None:
@@ -72,8 +99,19 @@ def save_key(key: ReleaseKey, run_id: str, tracking_uri: str | None = None) -> P
     """Keep run `run_id`'s release key (directory 0700, file 0600); returns its path."""
     path = key_path(run_id, tracking_uri)
     _private_dir(path.parent)
-    _write_private(path, key.secret.hex().encode() + b"\n")
+    try:
+        _write_private(path, key.secret.hex().encode() + b"\n")
+    except OSError as e:
+        raise KeyStoreError(f"cannot write the release key {path}: {e.strerror or e} (${KEY_ENV})") from None
     return path
+
+
+def key_file_present(path: Path) -> bool:
+    """Whether `path` exists; a directory on the way that cannot be searched is an error naming it."""
+    try:
+        return path.exists()
+    except OSError as e:
+        raise KeyStoreError(f"cannot look for the release key {path}: {e.strerror or e}") from None
 
 
 def load_key(path: Path) -> ReleaseKey:
@@ -100,17 +138,47 @@ def record_release(directory: Path, source_sha256: str, key: ReleaseKey, eps: fl
     """Add (source, key, eps) to the ledger in `directory`; returns what releases of that source have spent:
     `keys` (distinct keys that released it, this one included) and `eps_spent` (the sum of their eps, None
     when a key's release is not eps-LDP)."""
+    from filelock import FileLock
+
     _private_dir(directory)
     path = directory / LEDGER
-    try:
-        ledger = json.loads(path.read_text()) if path.exists() else {}
-    except (OSError, ValueError):
-        ledger = {}
-    seen = ledger.setdefault(source_sha256, {})
-    seen[key.id] = eps
-    _write_private(path, json.dumps(ledger, indent=1, sort_keys=True).encode())
-    spent = None if any(v is None for v in seen.values()) else float(sum(seen.values()))
+    with FileLock(str(path) + ".lock"):  # concurrent releases: each read-modify-write sees the last one's entry
+        ledger = _read_ledger(path)
+        seen = ledger.setdefault(source_sha256, {})
+        seen[key.id] = eps
+        _write_private(path, json.dumps(ledger, indent=1, sort_keys=True).encode())
+    eps_of = [v for v in seen.values() if v is not None]
+    spent = float(sum(eps_of)) if len(eps_of) == len(seen) else None
     return {"keys": len(seen), "eps_spent": spent}
 
 
-__all__ = ["KEY_ENV", "KeyStoreError", "key_dir", "key_path", "load_key", "record_release", "save_key"]
+def _read_ledger(path: Path) -> dict[str, dict[str, float | None]]:
+    """The ledger at `path` ({} where there is none yet); an unreadable one is refused, never reset: starting it
+    again would count too few keys, and too little eps, for every file it held."""
+    if not path.exists():
+        return {}
+    try:
+        ledger = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise KeyStoreError(
+            f"the release ledger {path} cannot be read ({e}): it counts the keys that released each file and their "
+            "eps. Restore it from a backup, or move it aside to start counting again (the counts then miss the "
+            "releases it held)"
+        ) from None
+    if not isinstance(ledger, dict):
+        raise KeyStoreError(f"the release ledger {path} is not a mapping of files to keys; restore or move it aside")
+    return ledger
+
+
+__all__ = [
+    "KEY_ENV",
+    "KEY_ID_TAG",
+    "KeyStoreError",
+    "check_key_dir",
+    "key_dir",
+    "key_file_present",
+    "key_path",
+    "load_key",
+    "record_release",
+    "save_key",
+]

@@ -122,6 +122,24 @@ def test_runs_started_while_away_replay_under_their_parent(stores):
     assert c.get_experiment(new_trial.info.experiment_id).name == "j"
 
 
+def test_a_run_started_while_away_finds_its_release_key_under_its_offline_id(stores, monkeypatch):
+    """`veil run` keeps its key under the run's id, offline-... while the server is away; once replayed under its
+    real id, `veil release RUN` finds the key through the journal's map of ids."""
+    from veil.apply_encoder import run_key_file
+    from veil.keystore import KEY_ENV, load_key, save_key
+    from veil.randomness import ReleaseKey
+
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    store, down = stores
+    run = TrackedRun.start(down, "j", "offline run")
+    key = ReleaseKey.new()
+    offline_key = save_key(key, run.run_id, down)
+    run.finish()
+    (done,) = [replay(j, uri=store) for j in pending()]
+    assert done.run_id != run.run_id and run_key_file(done.run_id, down) == offline_key
+    assert load_key(run_key_file(done.run_id, down)) == key
+
+
 def test_a_journal_left_open_by_a_dead_process_ends_killed(stores):
     store, _ = stores
     run_id = TrackedRun.start(store, "j", "orphan").run_id

@@ -155,7 +155,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from veil.pipeline.execute import execute
 
     # only Ray Train's workers log from other nodes; every other executor logs from this process
-    check_run_tracking(spec.tracking_uri, spec.address if v.executor == "ray-train" else "local", args)
+    uri = check_run_tracking(spec.tracking_uri, spec.address if v.executor == "ray-train" else "local", args)
+    if getattr(v.method_config, "release_seed", None) is None:
+        from veil.keystore import check_key_dir
+
+        check_key_dir(uri)  # the run keeps its release key there after training: refused now, not then
     out = sys.stderr if args.json else sys.stdout
     federated = v.executor == "federated"
     bar: Any = None
@@ -287,9 +291,9 @@ def print_certificate(result: Any, out: Any) -> None:
         warn(f"this release does NOT meet its target ({cert.target.text()}; {who}){does}{hint}")
 
 
-def check_run_tracking(uri: str | None, address: str | None, args: argparse.Namespace) -> None:
+def check_run_tracking(uri: str | None, address: str | None, args: argparse.Namespace) -> str:
     """Refuse an unknown scheme, an unreachable store, or a node-local store for work on a Ray cluster, before
-    the data load, naming where the URI came from."""
+    the data load, naming where the URI came from; returns the resolved URI."""
     from veil.platform.cluster import joins_cluster
     from veil.tracking.mlflow_run import check_tracking, require_shared_store, uri_source
     from veil.tracking.replay import recover
@@ -298,6 +302,7 @@ def check_run_tracking(uri: str | None, address: str | None, args: argparse.Name
     resolved = check_tracking(uri, source)
     require_shared_store(resolved, joins_cluster(address), source)
     recover(resolved, "veil run")
+    return resolved
 
 
 def check_run(v: Any) -> int:

@@ -31,7 +31,7 @@ from veil.config import param
 from veil.datasets.card_files import read_card
 from veil.datasets.dataset import Dataset, assemble, split_indices
 from veil.datasets.entries import DatasetEntry
-from veil.datasets.problems import data_rows, refuse
+from veil.datasets.problems import FLOAT32_MAX, data_rows, refuse
 from veil.datasets.transform import Column
 from veil.errors import DataError
 
@@ -52,9 +52,6 @@ MAX_FLOAT_CLASSES = 20
 CHECKS_VERSION = 4
 """Part of a file's cache key: raise it when `check_table`'s checks or what a cached file keeps change (4: label
 class names), so that a file cached before is checked again instead of read back from the cache."""
-
-FLOAT32_MAX = float(np.finfo(np.float32).max)
-"""Features are float32: larger magnitudes would become inf."""
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,9 @@ import numpy as np
 
 from veil.errors import DataError
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+"""Features are float32: larger magnitudes would become inf."""
+
 
 def data_rows(positions: np.ndarray) -> str:
     """'data row 9' or 'data row 9 (and 3 more)': 1-based data rows (the header is not counted)."""

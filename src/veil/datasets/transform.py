@@ -14,7 +14,7 @@ from typing import Any, Literal, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from veil.datasets.problems import data_rows, refuse
+from veil.datasets.problems import FLOAT32_MAX, data_rows, refuse
 from veil.errors import DataError
 
 Kind = Literal["numeric", "bool", "categorical"]
@@ -65,28 +65,22 @@ class FeatureTransform:
         return cls(cols, tuple(data.get("other", ())), bool(data.get("encoded", True)))
 
     @classmethod
-    def of_features(cls, names: Sequence[str]) -> FeatureTransform:
-        """A loader's dataset: new rows carry its feature columns, numbers taken as they are."""
-        return cls(tuple(Column(str(n), "numeric") for n in names), (), False)
+    def of_features(cls, names: Sequence[str], other: Sequence[str] = ()) -> FeatureTransform:
+        """A loader's dataset: new rows carry its feature columns, numbers taken as they are (`other`: its label
+        columns, allowed and ignored)."""
+        return cls(tuple(Column(str(n), "numeric") for n in names), tuple(str(o) for o in other), False)
 
     def apply(self, frame: pd.DataFrame, source: str) -> np.ndarray:
         """The feature matrix of a new table of the recorded schema; anything that does not fit is a DataError
         naming every such column (with its first 1-based data row) and what was expected."""
         names = [c.name for c in self.columns]
         missing = [n for n in names if n not in frame.columns]
-        if missing:
-            raise DataError(
-                f"{source}: column '{missing[0]}' of the run's schema is missing"
-                + (f" (also {missing[1:]})" if len(missing) > 1 else "")
-                + f"; the run's feature columns: {', '.join(names)}"
-            )
-        unexpected = [c for c in frame.columns if c not in names and c not in self.other]
-        if unexpected:
-            raise DataError(
-                f"{source}: column '{unexpected[0]}' is not in the run's schema (features: {', '.join(names)}"
-                + (f"; also allowed and ignored: {', '.join(self.other)}" if self.other else "")
-                + ")"
-            )
+        unexpected = [str(c) for c in frame.columns if c not in names and c not in self.other]
+        problems = [f"column '{n}' of the run's schema is missing" for n in missing]
+        problems += [f"column '{c}' is not in the run's schema" for c in unexpected]
+        if problems:
+            allowed = f"; also allowed and ignored: {', '.join(self.other)}" if self.other else ""
+            raise DataError(f"{source}: {'; '.join(problems)} (the run's feature columns: {', '.join(names)}{allowed})")
         encoded = [_encode(c, frame[c.name]) for c in self.columns]
         refuse(source, [e for e in encoded if isinstance(e, str)])
         blocks = [e for e in encoded if isinstance(e, np.ndarray)]
@@ -126,4 +120,10 @@ def _encode(col: Column, s: pd.Series) -> np.ndarray | str:
     inf = np.flatnonzero(~np.isfinite(v))
     if len(inf):
         return f"column '{col.name}' has the non-finite value {v[inf[0]]} at {data_rows(inf)}"
+    huge = np.flatnonzero(np.abs(v) > FLOAT32_MAX)
+    if len(huge):
+        return f"column '{col.name}' has the value {v[huge[0]]:g} at {data_rows(huge)}, beyond the float32 range"
+    # rounded to float32 first, as `encode_features` stores the training rows before standardising: a value that
+    # differs in its last bit is another row to the release key, with noise of its own
+    v = v.astype(np.float32).astype(np.float64)
     return ((v - col.mean) / col.scale).astype(np.float32)[:, None]

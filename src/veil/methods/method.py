@@ -166,6 +166,7 @@ class Method(MethodCard, ABC):
         self.task = task
         self.device = torch.device("cpu")
         self.release_calls = 0  # encode calls so far
+        self.release_draws = 0  # keyed noise draws of the last encode call (0: a deterministic release)
         # the secret the release noise derives from (with each row's content): fresh OS entropy per method; a run
         # keeps it outside MLflow (`veil.keystore`) and `veil release` loads it back. A set release_seed replaces it.
         self.release_key: ReleaseKey | MissingKey = ReleaseKey.new()
@@ -279,7 +280,8 @@ class Method(MethodCard, ABC):
 
     def encode(self, x: np.ndarray, batch_size: int = 4096) -> np.ndarray:
         """Release z for rows `x` (float32 array), in eval mode: a row's noise derives from the release key and the
-        row's content, so the same row gets the same z in every call, batch and position."""
+        row's content, so the same row gets the same noise in every call, batch and position (z up to the float
+        rounding of the encoder's arithmetic, which can differ with the batch's size)."""
         return self.release_in_batches(x, batch_size, lambda xb, gen, rows: self.release(xb, gen))
 
     @torch.no_grad()
@@ -296,11 +298,14 @@ class Method(MethodCard, ABC):
             m.eval()
         source = self.release_source()
         self.release_calls += 1
+        self.release_draws = 0
         out = []
         for i in range(0, len(x), batch_size):
             xn = np.array(x[i : i + batch_size], dtype=np.float32)
             xb = torch.from_numpy(xn).to(self.device)
-            out.append(release(xb, for_rows(source, xn), slice(i, i + batch_size)).float().cpu().numpy())
+            noise = for_rows(source, xn)
+            out.append(release(xb, noise, slice(i, i + batch_size)).float().cpu().numpy())
+            self.release_draws += getattr(noise, "draws", 0)
         return np.concatenate(out) if out else np.zeros((0, self.release_width), np.float32)
 
     def state(self) -> dict[str, torch.Tensor]:

@@ -25,6 +25,7 @@ from veil.config import as_params
 from veil.datasets.catalog import NOTHING, Preloaded
 from veil.datasets.dataset import Dataset
 from veil.datasets.transform import FeatureTransform
+from veil.keystore import KEY_ID_TAG
 from veil.methods.builtin import get_method
 from veil.pipeline.runspec import (
     RUN_KEYS,
@@ -387,7 +388,8 @@ def track(
             t_audit = time.time()
             audited = audit_release(outcome.method, ds, v.audit_config, federation=job.federation)
             stages["audit_seconds"] = time.time() - t_audit
-        keep_release_key(outcome.method, tracker.run_id, tracker.tracking_uri)
+        if keep_release_key(outcome.method, tracker.run_id, tracker.tracking_uri) is not None:
+            tracker.set_tags({KEY_ID_TAG: outcome.method.release_key.id})  # a fingerprint: `veil release` checks it
         if audited.tags:
             tracker.set_tags(audited.tags)
         metrics = audited.metrics
@@ -661,11 +663,11 @@ def data_difference(v: ValidatedRun, home: tuple[Any, ...] | None) -> str:
 
 def feature_transform(ds: Dataset) -> FeatureTransform:
     """How new rows become the run's input (`veil release`): the dataset's recorded transform, else its feature
-    columns by name (x0, x1, ... when it names none)."""
+    columns by name (x0, x1, ... when it names none), its label columns allowed and ignored."""
     if ds.transform is not None:
         return ds.transform
     names = ds.feature_names if len(ds.feature_names) == ds.d_in else tuple(f"x{i}" for i in range(ds.d_in))
-    return FeatureTransform.of_features(names)
+    return FeatureTransform.of_features(names, other=ds.label_names)
 
 
 def load_method(state_file: str | Path, method: str, config: Mapping[str, Any], task: Any):
