@@ -37,6 +37,8 @@ def refused(capsys, *argv: str) -> str:
         ("d_z=1000000000", "invalid value for 'd_z': 1000000000 (allowed: a size that fits in memory"),
         ("n=10000000000", "invalid value for 'dataset.n': 10000000000 (allowed: a size that fits in memory"),
         ("dim=100000000", "invalid value for 'dataset.dim': 100000000 (allowed: a size that fits in memory"),
+        ("audit.suite=[]", "audit: invalid value for 'suite': [] (allowed: one or more of logistic | mlp-32"),
+        ("beta=", "invalid value for 'beta': '' (allowed: a number)"),
     ],
 )
 def test_values_that_crashed_late_are_refused(in_tmp, capsys, assignment, needle):
@@ -64,6 +66,53 @@ def test_memory_estimate_names_the_largest_field():
     # (256 x 1e7 + 1e7 x 128) x 16 bytes = 57.2 GiB at GPP's default widths (512, 256) and head (128,)
     with pytest.raises(ValueError, match=r"'d_z': 10000000 .*about 57\.2 GiB .* and 1\.0 GiB are available"):
         check_memory(GPPConfig(d_z=10_000_000), data, "gaussian-correlated", False, budget=2**30)
+
+
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["--set", "beta=1", "--set", "beta=2"], "'--set': 'beta=2' (allowed: one value per key (beta is set twice))"),
+        (["-p", "n=900", "--set", "n=2000"], "'-p': 'n=900' (allowed: one value per key (n is also given by --set))"),
+        (["-p", "n=900", "-p", "n=2000"], "'-p': 'n=2000' (allowed: one value per key (n is given twice))"),
+        (["--target", "privacy_gap=0.1", "--target", "privacy_gap=0.2"], "(privacy_gap is given twice)"),
+        (["--target", "none", "--target", "privacy_gap=0.2"], "'none' alone, or METRIC=BOUND flags without it"),
+    ],
+)
+def test_a_value_given_twice_is_refused_not_overwritten(in_tmp, capsys, argv, needle):
+    """Two values for one key used to keep one of them silently (the last, or -p's over --set's)."""
+    assert needle in refused(capsys, *argv)
+
+
+def test_repeated_keys_and_an_empty_target_in_a_run_file_are_refused(in_tmp, capsys):
+    """A second `method:` used to replace the first without a word; `target: {}` used to mean no target."""
+    (in_tmp / "twice.yaml").write_text("method: gpp\ndataset: gaussian-correlated\nmethod: eigan\n")
+    assert main(["run", "twice.yaml", "--check"]) == 2
+    assert "valid YAML: the key 'method' appears twice at line 3, column 1" in capsys.readouterr().err
+    (in_tmp / "empty.yaml").write_text("method: gpp\ndataset: gaussian-correlated\ntarget: {}\n")
+    assert main(["run", "empty.yaml", "--check"]) == 2
+    assert "invalid value for 'target': {} (allowed: a mapping of bounds" in capsys.readouterr().err
+    (in_tmp / "off.yaml").write_text("method: gpp\ndataset: gaussian-correlated\ntarget: off\n")  # YAML: false
+    assert main(["run", "off.yaml", "-p", "n=900", "--check"]) == 0
+    assert "no leakage target" in capsys.readouterr().out
+
+
+def test_check_refuses_what_the_run_would(in_tmp, capsys):
+    """`--check` makes the store's and the federation's checks too, and creates nothing."""
+    assert main([*RUN, "--tracking-uri", "foo://bar", "--check"]) == 2
+    assert "invalid value for '--tracking-uri': 'foo://bar'" in capsys.readouterr().err
+    fed = ["run", "-m", "d-eigan", "-d", "gaussian-nodes", "-p", "n=900", "--target", "none", "--check"]
+    assert main([*fed, "--partition", "silo:nope"]) == 2
+    assert "partition: unknown column 'nope'" in capsys.readouterr().err
+    assert main([*fed, "--set", "K=2000"]) == 2
+    assert "'K': 2000 (allowed: at most the 675 training rows" in capsys.readouterr().err
+    assert sorted(p.name for p in in_tmp.iterdir() if p.name != ".veil") == []
+
+
+def test_the_advice_of_an_uncertifiable_target_stays_in_range(in_tmp, capsys):
+    """On 5 test rows no bound calibration can use fits under 0.5: the advice says so instead of naming 1.58."""
+    err = refused(capsys, "-p", "n=20", "--check")
+    assert "(no bound up to 0.5 leaves calibration room on these rows), or say --target none" in err
+    assert "RuntimeWarning" not in err and "excess_gap=1" not in err
 
 
 def test_broken_yaml_run_file_names_file_and_line(in_tmp, capsys):

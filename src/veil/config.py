@@ -180,6 +180,8 @@ def check_ranges(obj: Any, where: str | None = None, *, plain: bool = False) -> 
             continue
         values = v if isinstance(v, tuple) else (v,)
         choices = choices_of(m)
+        if isinstance(v, tuple) and not v and choices is not None:  # a list of choices: an empty one selects nothing
+            raise ConfigError(f.name, list(v), "one or more of " + allowed_text(m, plain=plain), where)
         for x in values:
             allowed = allowed_text(m, th.get(f.name), plain=plain)
             if choices is not None and x not in choices:

@@ -9,6 +9,7 @@ statistic over several of them (the worst gap of the adversary suite) gets its i
 from __future__ import annotations
 
 import functools
+import warnings
 from dataclasses import dataclass
 from typing import Iterator, Sequence, Union
 
@@ -138,7 +139,8 @@ def gap_draws(aucs: Sequence[np.ndarray]) -> np.ndarray:
     """The privacy gap (mean over classes of |AUC_c - 0.5|, as `veil.audit.probes.folded_gap`) per draw."""
     if not aucs:
         return np.array([np.nan])
-    with np.errstate(invalid="ignore"):
+    with warnings.catch_warnings():  # a draw whose classes all lack an AUC is NaN, not a warning
+        warnings.simplefilter("ignore", RuntimeWarning)
         return np.nanmean(np.abs(np.stack(aucs) - 0.5), axis=0)
 
 
@@ -147,7 +149,8 @@ def signed_gap_draws(aucs: Sequence[np.ndarray]) -> np.ndarray:
     per draw: the certificate's statistic."""
     if not aucs:
         return np.array([np.nan])
-    with np.errstate(invalid="ignore"):
+    with warnings.catch_warnings():  # a draw whose classes all lack an AUC is NaN, not a warning
+        warnings.simplefilter("ignore", RuntimeWarning)
         return np.nanmean(np.stack(aucs) - 0.5, axis=0)
 
 
@@ -155,7 +158,8 @@ def auc_draws(aucs: Sequence[np.ndarray]) -> np.ndarray:
     """The ROC-AUC (mean over classes, as `veil.audit.probes.auc_score`) per draw."""
     if not aucs:
         return np.array([np.nan])
-    with np.errstate(invalid="ignore"):
+    with warnings.catch_warnings():  # a draw whose classes all lack an AUC is NaN, not a warning
+        warnings.simplefilter("ignore", RuntimeWarning)
         return np.nanmean(np.stack(aucs), axis=0)
 
 

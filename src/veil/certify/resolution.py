@@ -128,6 +128,11 @@ def check_resolution(ds: Dataset, target: Target, cfg: AuditConfig, source: str,
         # more for one that keeps something
         usable = null_margin(ds, max(2, round(len(ds.train) * VALIDATION_SHARE)), cfg, ASSURANCE, seed)
         loose = math.ceil((max((floor - base) * 1.5, usable * 1.25) + base) * 100) / 100
+        loosen = (
+            f", loosen {what} (e.g. --target {bound.metric}={loose:g})"
+            if loose <= base + 0.5
+            else f" (no bound up to {base + 0.5:g} leaves calibration room on these rows)"
+        )
         more = "Give more rows"
         n = ds.params.get("n")
         if isinstance(n, int) and not isinstance(n, bool):  # a generated dataset: say what size certifies it
@@ -138,8 +143,7 @@ def check_resolution(ds: Dataset, target: Target, cfg: AuditConfig, source: str,
             f"a bound this data can certify, above {floor:.3f}: {source} holds {len(ds.test)} test rows, and even a "
             f"release independent of '{name}' typically reaches {floor:.3f} at the certificate's one-sided 95% upper "
             f"bound (the largest of its {len(cfg.suite)} adversaries'); certifying {bound.limit:g} takes about "
-            f"{need} test rows. {more}, loosen {what} (e.g. --target {bound.metric}={loose:g}), or say "
-            "--target none for no certificate",
+            f"{need} test rows. {more}{loosen}, or say --target none for no certificate",
             target.default,
             len(ds.test),
         )

@@ -98,11 +98,13 @@ def parse_target(value: Any, where: str | None = None) -> Target | None:
     naming them and what is allowed."""
     if value is None:
         return None
+    if value is False:  # YAML 1.1 reads a bare `off` / `no` as false
+        return Target(())
     if isinstance(value, str):
         if value.strip().lower() in NONE_WORDS:
             return Target(())
         raise ConfigError("target", value, "a mapping of bounds, e.g. {privacy_gap: 0.05}, or 'none'", where)
-    if not isinstance(value, Mapping):
+    if not isinstance(value, Mapping) or not value:  # an empty mapping: a forgotten bound, not a choice of none
         raise ConfigError("target", value, "a mapping of bounds, e.g. {privacy_gap: 0.05}, or 'none'", where)
     bounds = [parse_bound(str(k), v, where) for k, v in value.items()]
     return Target(tuple(bounds))
@@ -155,9 +157,13 @@ def target_from_flags(items: list[str]) -> Target | None:
         return Target(())
     pairs: dict[str, Any] = {}
     for item in items:
+        if item.strip().lower() in NONE_WORDS:
+            raise ConfigError("--target", item, "'none' alone, or METRIC=BOUND flags without it")
         if "=" not in item:
             raise ConfigError("--target", item, "METRIC=BOUND (e.g. privacy_gap=0.05) or 'none'")
         key, raw = item.split("=", 1)
+        if key.strip() in pairs:
+            raise ConfigError("--target", item, f"one bound per metric ({key.strip()} is given twice)")
         pairs[key.strip()] = raw.strip()
     return parse_target(pairs, where="--target")
 

@@ -92,6 +92,8 @@ def parse_params(items: list[str]) -> dict[str, Any]:
         key, eq, val = item.partition("=")
         if not eq or not key.strip():
             raise ConfigError("-p", item, "KEY=VALUE, e.g. -p utility=COLUMN")
+        if key.strip() in out:
+            raise ConfigError("-p", item, f"one value per key ({key.strip()} is given twice)")
         out[key.strip()] = val.strip()
     return out
 

@@ -19,6 +19,8 @@ def parse_value(text: str) -> Any:
     """A --set value: YAML scalars and lists ('8', '1e-3', 'true', '[64, 32]'); anything else stays a string."""
     import yaml
 
+    if not text:  # `--set beta=`: say what was typed, not None
+        return text
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError:
@@ -51,6 +53,8 @@ def split_assignments(items: Sequence[str], method: str, dataset: str) -> dict[s
             raise UnknownNameError(
                 "parameter", key, [*e.valid, "seed", *calibration_keys(method)], where="--set"
             ) from None
+        if name in out[section]:
+            raise ConfigError("--set", item, f"one value per key ({key} is set twice)")
         out[section][name] = value
     return out
 
@@ -92,7 +96,11 @@ def build_run_spec(args: argparse.Namespace):
             "dataset", None, "a dataset name (--dataset NAME or 'dataset:' in the run file; see `veil datasets`)"
         )
     routed = split_assignments(args.set or [], method, dataset)
-    routed["dataset"].update(dataset_assignments(args.dataset_param, method, dataset))
+    by_p = dataset_assignments(args.dataset_param, method, dataset)
+    both = sorted(set(by_p) & set(routed["dataset"]))
+    if both:
+        raise ConfigError("-p", f"{both[0]}={by_p[both[0]]}", f"one value per key ({both[0]} is also given by --set)")
+    routed["dataset"].update(by_p)
     data: dict[str, Any] = dataclasses.asdict(base) if base else {}
     data.update({"method": method, "dataset": dataset})
     data["params"] = {**data.get("params", {}), **routed["method"]}
@@ -150,16 +158,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         v = validate(spec)  # fail before any start-up cost
     except VeilError as e:
         raise named_by_flag(e, args) from None
-    if args.check:
-        return check_run(v)
-    from veil.pipeline.execute import execute
-
     # only Ray Train's workers log from other nodes; every other executor logs from this process
-    uri = check_run_tracking(spec.tracking_uri, spec.address if v.executor == "ray-train" else "local", args)
+    address = spec.address if v.executor == "ray-train" else "local"
+    uri = check_run_tracking(spec.tracking_uri, address, args, replay=not args.check)
     if getattr(v.method_config, "release_seed", None) is None:
         from veil.keystore import check_key_dir
 
         check_key_dir(uri)  # the run keeps its release key there after training: refused now, not then
+    if args.check:
+        return check_run(v)
+    from veil.pipeline.execute import execute
+
     out = sys.stderr if args.json else sys.stdout
     federated = v.executor == "federated"
     bar: Any = None
@@ -291,9 +300,10 @@ def print_certificate(result: Any, out: Any) -> None:
         warn(f"this release does NOT meet its target ({cert.target.text()}; {who}){does}{hint}")
 
 
-def check_run_tracking(uri: str | None, address: str | None, args: argparse.Namespace) -> str:
+def check_run_tracking(uri: str | None, address: str | None, args: argparse.Namespace, replay: bool = True) -> str:
     """Refuse an unknown scheme, an unreachable store, or a node-local store for work on a Ray cluster, before
-    the data load, naming where the URI came from; returns the resolved URI."""
+    the data load, naming where the URI came from; then (`replay`) send journals left by earlier runs. Returns the
+    resolved URI."""
     from veil.platform.cluster import joins_cluster
     from veil.tracking.mlflow_run import check_tracking, require_shared_store, uri_source
     from veil.tracking.replay import recover
@@ -301,7 +311,8 @@ def check_run_tracking(uri: str | None, address: str | None, args: argparse.Name
     source = uri_source(args.tracking_uri) if args.tracking_uri or not uri else f"{args.file}: tracking_uri"
     resolved = check_tracking(uri, source)
     require_shared_store(resolved, joins_cluster(address), source)
-    recover(resolved, "veil run")
+    if replay:
+        recover(resolved, "veil run")
     return resolved
 
 
@@ -313,6 +324,8 @@ def check_run(v: Any) -> int:
     ds = load_dataset(v.spec.dataset, v.dataset_config)
     check_release(v, ds)
     check_target(v, ds)
+    if v.executor == "federated":
+        check_federation(v, ds)
     labels = f"utility {', '.join(ds.utility_names)}; sensitive {', '.join(ds.sensitive_names)}"
     print(
         f"ok: {v.spec.method} on {v.spec.dataset} ({len(ds.train)} train / {len(ds.test)} test rows, {ds.d_in} "
@@ -320,6 +333,17 @@ def check_run(v: Any) -> int:
     )
     print(f"   {target_plan(v)}")
     return 0
+
+
+def check_federation(v: Any, ds: Any) -> None:
+    """The federation's own checks (its nodes against the rows, its partition against the data), as a real run
+    makes them before placing it; nothing starts."""
+    from veil.methods.builtin import create_method
+    from veil.methods.federated.simulation import plan_federation
+
+    method: Any = create_method(v.spec.method, v.method_config, ds.task())  # a federated method: FederatedRoles
+    partition = v.partition or "iid"
+    plan_federation(method, v.spec.method, ds.train, dataset=ds, partition_scheme=partition, options=v.federation)
 
 
 def target_plan(v: Any) -> str:

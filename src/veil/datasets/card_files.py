@@ -174,9 +174,11 @@ def read_card(path: str | Path, *, require_sources: bool = True) -> Card:
 def _read_card(path_s: str, mtime: int, require_sources: bool) -> Card:
     import yaml
 
+    from veil import safe_yaml
+
     path = Path(path_s)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = safe_yaml.load(path.read_text(encoding="utf-8"))
     except OSError as e:  # a directory, no permission
         raise DataError(f"dataset card {path}: cannot read ({e.strerror})") from None
     except UnicodeDecodeError as e:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import yaml
 
+from veil import safe_yaml
 from veil.certify.knob_search import CalibrationConfig
 from veil.certify.target import Target, parse_target
 from veil.errors import ConfigError, UnknownNameError
@@ -217,7 +218,7 @@ def read_yaml_file(path: str | Path, field: str, missing: str = "an existing YAM
     if not p.is_file():
         raise ConfigError(field, str(p), missing)
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        data = safe_yaml.load(p.read_text(encoding="utf-8"))
     except UnicodeDecodeError as e:
         raise ConfigError(field, str(p), f"UTF-8 text (byte {e.start} is not)") from None
     except yaml.YAMLError as e:
