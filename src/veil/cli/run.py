@@ -478,6 +478,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     run.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     run.add_argument(
-        "--check", action="store_true", help="validate the parameters and load the data, then stop (nothing trains)"
+        "--check",
+        action="store_true",
+        help="validate the parameters, the store and the data (a federation: its partition), then stop (nothing trains)",
     )
     run.set_defaults(func=cmd_run)
