@@ -195,3 +195,41 @@ def test_nightly_against_a_server_fails_on_an_injected_regression_and_plots_the_
     trend = json.loads((local / "trend.json").read_text())
     assert [round(t["ae/utility_auc"], 6) for t in trend][0] == round(recorded + 0.2, 6) and len(trend) == 2
     assert "REGRESSION" in (local / "report.md").read_text()
+
+
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        ("runs: {a: [\n", "(allowed: valid YAML: expected the node content"),
+        ("!!python/name:os.system\n", "could not determine a constructor for the tag"),
+        ("runs: {}\nruns: {}\n", "the key 'runs' appears twice"),
+        (b"runs:\n  a: \xff\n", "(allowed: UTF-8 text (byte 11 is not))"),
+        ("42\n", "invalid value for 'suite': 42 (allowed: a mapping with keys experiment, tolerances, runs, sweeps)"),
+        ("hello\n", "invalid value for 'suite': 'hello' (allowed: a mapping with keys experiment"),
+        ("- a\n", "invalid value for 'suite': ['a'] (allowed: a mapping with keys experiment"),
+        ("runs: [a]\n", "invalid value for 'runs': ['a'] (allowed: a mapping of names to run specs)"),
+        ("sweeps: {q: missing.yaml}\n", "invalid value for 'sweeps.q': 'missing.yaml'"),
+        ("sweeps: {q: broken.yaml}\n", "invalid value for 'sweeps.q'"),
+        ("kind: reproduce\nrows: [\n", "(allowed: valid YAML"),
+        ("kind: reproduce\nrows: [{id: a, paper: p, data: d, entries: 42, figures: []}]\n", "'entries': 42"),
+        (
+            "kind: reproduce\nrows: [{id: a, paper: p, data: d, entries: {e: {spec: broken.yaml}}, figures: []}]\n",
+            "rows[0]: invalid value for 'entries.e.spec'",
+        ),
+    ],
+)
+def test_check_refuses_a_bad_suite_file_by_name(in_tmp, capsys, content, needle):
+    """Broken YAML, Python tags, non-UTF-8 bytes and a top level that is no mapping: exit 2 naming the file."""
+    (in_tmp / "broken.yaml").write_text("method: [\n")
+    suite = in_tmp / "s.yaml"
+    suite.write_bytes(content if isinstance(content, bytes) else content.encode())
+    assert main(["nightly", "--suite", str(suite), "--check"]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "s.yaml" in err and "Traceback" not in err
+    assert sorted(p.name for p in in_tmp.iterdir()) == ["broken.yaml", "s.yaml"]  # nothing created
+
+
+def test_check_refuses_a_directory_as_suite(in_tmp, capsys):
+    (in_tmp / "suite").mkdir()
+    assert main(["nightly", "--suite", "suite", "--check"]) == 2
+    assert "invalid value for 'suite': 'suite' (allowed: a YAML file, not a directory)" in capsys.readouterr().err

@@ -36,7 +36,7 @@ def refused(capsys, *argv: str) -> str:
         ("rho=inf", "dataset 'gaussian-correlated': invalid value for 'rho': inf"),
         ("d_z=1000000000", "invalid value for 'd_z': 1000000000 (allowed: a size that fits in memory"),
         ("n=10000000000", "invalid value for 'dataset.n': 10000000000 (allowed: a size that fits in memory"),
-        ("dim=100000000", "invalid value for 'dataset.dim': 100000000 (allowed: a size that fits in memory"),
+        ("dim=100000000", "invalid value for 'dim': 100000000 (allowed: int >= 4 and <= 4096)"),
         ("audit.suite=[]", "audit: invalid value for 'suite': [] (allowed: one or more of logistic | mlp-32"),
         ("beta=", "invalid value for 'beta': '' (allowed: a number)"),
     ],

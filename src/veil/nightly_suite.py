@@ -11,9 +11,7 @@ import time
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
-
-import yaml
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from veil.config import build, param
 from veil.errors import ConfigError, UnknownNameError
@@ -58,17 +56,17 @@ def load_suite(path: str | Path) -> Suite:
     from veil.sweeps.sweepspec import sweep_from_mapping
 
     p = Path(path)
-    if not p.exists():
-        raise ConfigError("suite", str(p), "an existing YAML file")
-    data = yaml.safe_load(p.read_text()) or {}
+    data = read_suite_file(p, SUITE_KEYS)
     for k in data:
         if k not in SUITE_KEYS:
             raise UnknownNameError("suite key", k, list(SUITE_KEYS), where=str(p))
     runs = {}
-    for name, mapping in (data.get("runs") or {}).items():
+    for name, mapping in _named(data, "runs", "run spec", p).items():
         validate(spec_from_mapping(mapping, where=f"{p}: runs.{name}"))
         runs[name] = mapping
-    sweep_data = {name: _sweep_mapping(entry, p, name) for name, entry in (data.get("sweeps") or {}).items()}
+    sweep_data = {
+        name: _sweep_mapping(entry, p, name) for name, entry in _named(data, "sweeps", "sweep spec", p).items()
+    }
     if not runs and not sweep_data:
         raise ConfigError("runs", None, "at least one run or sweep", str(p))
     sweeps = {name: sweep_from_mapping(m, where=f"{p}: sweeps.{name}") for name, m in sweep_data.items()}
@@ -83,16 +81,46 @@ def load_suite(path: str | Path) -> Suite:
     )
 
 
+def read_suite_file(path: Path, keys: Sequence[str]) -> dict[str, Any]:
+    """A suite file's top-level mapping; a missing, unreadable or broken file or another top level is a ConfigError."""
+    from veil.pipeline.runspec import read_yaml_file
+
+    if path.is_dir():
+        raise ConfigError("suite", str(path), "a YAML file, not a directory")
+    data = read_yaml_file(path, "suite")
+    if not isinstance(data, dict):
+        raise ConfigError("suite", brief(data), f"a mapping with keys {', '.join(keys)}", str(path))
+    return data
+
+
+def brief(value: Any) -> Any:
+    """`value` itself when its repr is short, else its type's name (an error message shows it)."""
+    return value if len(repr(value)) <= 60 else f"a {type(value).__name__}"
+
+
+def _named(data: Mapping[str, Any], key: str, what: str, suite: Path) -> Mapping[Any, Any]:
+    """The suite's `key` section: a mapping of names to entries (empty when absent)."""
+    section = data.get(key) or {}
+    if not isinstance(section, Mapping):
+        raise ConfigError(key, brief(section), f"a mapping of names to {what}s", str(suite))
+    return section
+
+
 def _sweep_mapping(entry: Any, suite: Path, name: str) -> Mapping[str, Any]:
     """A suite's sweep entry as a spec mapping: given inline, or read from a path relative to the suite."""
     if isinstance(entry, Mapping):
         return entry
     if not isinstance(entry, str):
         raise ConfigError(f"sweeps.{name}", entry, "a sweep spec mapping or a sweep spec file's path", str(suite))
+    from veil.pipeline.runspec import read_yaml_file
+
     sp = Path(entry) if Path(entry).is_absolute() else suite.parent / entry
-    if not sp.exists():
+    if not sp.is_file():
         raise ConfigError(f"sweeps.{name}", entry, "a sweep spec file (relative to the suite) or a mapping", str(suite))
-    return yaml.safe_load(sp.read_text()) or {}
+    try:
+        return read_yaml_file(sp, f"sweeps.{name}")  # sweep_from_mapping refuses a top level that is not a mapping
+    except ConfigError as e:
+        raise ConfigError(e.field, entry, e.allowed, str(suite)) from None
 
 
 @dataclass

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from veil.cli import main
 from veil.datasets import dataset_params, get_dataset_entry, load_dataset
 from veil.datasets.partition import partition
 from veil.errors import DataError, UnknownNameError
@@ -135,6 +136,17 @@ def test_unreadable_and_absent_files(tmp_path, cache):
         load_dataset(str(p), {"utility": "a", "sensitive": "b"}, use_cache=False)
     with pytest.raises(UnknownNameError, match="PATH.csv"):
         load_dataset("no-such-dataset")
+
+
+def test_a_directory_named_like_a_data_file_is_called_a_directory(tmp_path, cache, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "adir.csv").mkdir()
+    with pytest.raises(DataError, match="adir.csv: is a directory, not a data file"):
+        load_dataset(str(tmp_path / "adir.csv"), {"utility": "a", "sensitive": "b"})
+    assert main(["run", "-m", "gpp", "-d", "adir.csv", "--check"]) == 2
+    err = capsys.readouterr().err
+    assert "adir.csv: is a directory" in err and "no such file" not in err and "Traceback" not in err
+    assert [x.name for x in tmp_path.iterdir()] == ["adir.csv"]  # no store, no cache
 
 
 def test_card_fixes_schema_and_default_labels(csv_path, tmp_path):

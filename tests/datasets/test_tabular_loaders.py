@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from veil.datasets import load_dataset
-from veil.errors import DataError
+from veil.cli import main
+from veil.datasets import dataset_params, load_dataset
+from veil.errors import ConfigError, DataError
 
 
 def test_adult_standard_split_onehot_and_labels(install_raw, fakes):
@@ -70,6 +71,27 @@ def test_compas_propublica_filter_and_race_binary(install_raw, fakes):
     assert rest.sensitive_names == ("race", "priors")
     assert "priors_count" not in rest.feature_names
     assert rest.num_classes["priors"] == 3  # 0 | 1-3 | >3
+
+
+@pytest.mark.parametrize("bins", ["[]", "[3,1]", "[1,1]", "[-1,3]"])
+def test_compas_priors_bins_are_refused_before_the_data_are_read(cache, in_tmp, capsys, bins):
+    """An empty list crashed the loader (IndexError); the data need not be fetched for the refusal."""
+    assert main(["run", "-m", "gpp", "-d", "compas", "-p", f"priors_bins={bins}", "--check"]) == 2
+    err = capsys.readouterr().err
+    assert "dataset 'compas': invalid value for 'priors_bins'" in err and "Traceback" not in err
+    assert "strictly increasing list of integers >= 0" in err or "tuple[int, ...] >= 0" in err
+    assert list(in_tmp.iterdir()) == []  # no store, no cache
+    assert dataset_params("compas", {"priors_bins": [0, 3]}).priors_bins == (0, 3)
+    with pytest.raises(ConfigError, match=r"'priors_bins': \[\] \(allowed: a non-empty, strictly increasing"):
+        dataset_params("compas", {"priors_bins": []})
+
+
+def test_adult_and_celeba_sensitive_must_name_one_of_their_labels(cache):
+    """`-p sensitive=[]` said "dataset 'adult' declares no sensitive label", naming neither field nor labels."""
+    with pytest.raises(ConfigError, match=r"'sensitive': \[\] \(allowed: one or more of the 40 attributes"):
+        dataset_params("celeba", {"sensitive": []})
+    with pytest.raises(ConfigError, match=r"'sensitive': \[\] \(allowed: one or more of sex \| race \| relationship"):
+        dataset_params("adult", {"sensitive": []})
 
 
 def test_compas_missing_column_is_named(install_raw, fakes):

@@ -121,3 +121,17 @@ def test_ui_port_must_be_a_tcp_port(tmp_path, monkeypatch, capsys, port):
     fake_sweep(f"sqlite:///{tmp_path / 'mlflow.db'}", "s")
     assert main(["ui", "--port", str(port)]) == 2
     assert "1..65535" in capsys.readouterr().err
+
+
+def test_ui_refuses_an_unknown_scheme_and_an_absent_server_as_other_commands_do(
+    tmp_path, monkeypatch, capsys, unused_port
+):
+    monkeypatch.chdir(tmp_path)
+    assert main(["ui", "--tracking-uri", "foo://x"]) == 2  # was MLflow's UnsupportedModelRegistryStoreURIException
+    err = capsys.readouterr().err
+    assert "invalid value for '--tracking-uri': 'foo://x' (allowed: a URI with scheme http, https, sqlite" in err
+    assert "Traceback" not in err
+    assert main(["ui", "--tracking-uri", f"http://127.0.0.1:{unused_port}"]) == 2
+    err = capsys.readouterr().err
+    assert "--tracking-uri: the MLflow tracking store" in err and "nothing was started" in err
+    assert list(tmp_path.iterdir()) == []  # no store, no log

@@ -82,14 +82,22 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def require_file(path: str | Path) -> Path:
+    """The user's data file at `path`; a directory or a missing file is a DataError saying which."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        raise DataError(f"{path}: is a directory, not a data file (give a .csv or .parquet file)")
+    if not p.is_file():
+        raise DataError(f"{path}: no such file")
+    return p
+
+
 def file_entry(path: str) -> DatasetEntry:
     """A registry entry for the user's file at `path` (not added to DATASETS)."""
 
     def fingerprint(params: FileParams) -> str:
         """The file's digest, and its card's: a card edited since the last load rebuilds the dataset."""
-        p = Path(path).expanduser()
-        if not p.is_file():
-            raise DataError(f"{path}: no such file")
+        p = require_file(path)
         card = Path(params.card).expanduser() if params.card else None
         card_digest = f"-card-{file_sha256(card)[:16]}" if card is not None and card.is_file() else ""
         return f"checks{CHECKS_VERSION}-{file_sha256(p)[:16]}{card_digest}"
@@ -99,9 +107,7 @@ def file_entry(path: str) -> DatasetEntry:
 
 def read_table(path: str | Path) -> pd.DataFrame:
     """A .csv or .parquet file as a DataFrame; unreadable files give a DataError naming the file."""
-    p = Path(path).expanduser()
-    if not p.is_file():
-        raise DataError(f"{path}: no such file")
+    p = require_file(path)
     suffix = p.suffix.lower()
     try:
         if suffix == ".csv":

@@ -15,7 +15,7 @@ from veil.config import param
 from veil.datasets.dataset import Dataset, assemble
 from veil.datasets.formats import CELEBA_IMAGES, read_celeba_attrs, read_celeba_partition
 from veil.datasets.loading import random_split, raw_file, register_real, subsample
-from veil.errors import DataError
+from veil.errors import ConfigError, DataError
 
 # ---------------------------------------------------------------------------------------------- readers
 
@@ -216,6 +216,11 @@ class CelebaParams:
         0, "use a seeded random subset of this many images (0 = all; 202,599 x 12,288 floats is ~10 GB)", ge=0
     )
     seed: int = param(0, "seed of the subset and the random split", ge=0)
+
+    def __post_init__(self) -> None:
+        if not self.sensitive:
+            allowed = "one or more of the 40 attributes of list_attr_celeba.txt (other than the utility), e.g. [Male]"
+            raise ConfigError("sensitive", [], allowed, "dataset 'celeba'")
 
 
 @register_real(

@@ -157,7 +157,9 @@ class CorrelatedParams:
     rho: float = param(
         0.5, "correlation between the binary utility u and sensitive s (0 independent, 1 equal)", ge=0, le=1
     )
-    dim: int = param(10, "number of features (>= 4: two carry u, two carry s, the rest noise)", ge=4)
+    # le: the features are rotated by the QR of a dim x dim matrix, which grows as dim^3 (seconds at 4096, minutes
+    # past 10,000)
+    dim: int = param(10, "number of features (>= 4: two carry u, two carry s, the rest noise)", ge=4, le=4096)
     separation: float = param(2.0, "distance between class means along each signal direction, in noise std units", gt=0)
     test_fraction: float = param(0.25, "fraction of rows held out for the audit", gt=0, lt=1)
     seed: int = param(0, "seed of the generator and the train/test split", ge=0)

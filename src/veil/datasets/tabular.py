@@ -13,7 +13,7 @@ from veil.datasets.card_files import load_card
 from veil.datasets.dataset import Dataset, assemble
 from veil.datasets.files import read_table, table_to_dataset
 from veil.datasets.loading import drop_constant_onehots, onehot, random_split, raw_file, register_real
-from veil.errors import DataError
+from veil.errors import ConfigError, DataError
 
 # ------------------------------------------------------------------------------------------------ Adult
 
@@ -253,6 +253,13 @@ class CompasParams:
     test_fraction: float = param(0.3, "held-out fraction (70/30 as in the LDP-FRL paper's 4,320/1,852)", gt=0, lt=1)
     seed: int = param(0, "seed of the split", ge=0)
 
+    def __post_init__(self) -> None:
+        bins = list(self.priors_bins)
+        integers = all(isinstance(b, int) and not isinstance(b, bool) and b >= 0 for b in bins)
+        if not bins or not integers or bins != sorted(set(bins)):
+            allowed = "a non-empty, strictly increasing list of integers >= 0 (upper bin edges), e.g. [0, 3]"
+            raise ConfigError("priors_bins", bins, allowed, "dataset 'compas'")
+
 
 @register_real(
     "compas",
@@ -260,8 +267,6 @@ class CompasParams:
     "ProPublica COMPAS: utility two_year_recid, sensitive race (African-American vs Caucasian), priors optional",
 )
 def compas(p: CompasParams) -> Dataset:
-    if list(p.priors_bins) != sorted(set(p.priors_bins)):
-        raise DataError(f"dataset 'compas': priors_bins must be strictly increasing, got {p.priors_bins}")
     path = raw_file("compas", "compas-scores-two-years.csv")
     frame = propublica_filter(read_compas(path))
     if p.race == "aa-vs-caucasian":

@@ -12,11 +12,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-import yaml
-
 from veil.config import build, param
 from veil.errors import ConfigError, UnknownNameError
 from veil.names import check_mlflow_name
+from veil.nightly_suite import brief, read_suite_file
 
 REPRO_TAG = "veil.reproduce"
 SUITE_KEYS = ("kind", "description", "experiment", "seeds", "quick", "rows")
@@ -117,16 +116,18 @@ class ReproSuite:
 
 def is_reproduce_suite(path: str | Path) -> bool:
     """Whether the YAML file at `path` declares `kind: reproduce`."""
+    from veil.pipeline.runspec import read_yaml_file
+
     p = Path(path)
-    if not p.exists():
-        return False
-    data = yaml.safe_load(p.read_text()) or {}
+    if not p.is_file():
+        return False  # the suite's loader says what is wrong with it
+    data = read_yaml_file(p, "suite")
     return isinstance(data, dict) and data.get("kind") == "reproduce"
 
 
 def _keys(data: Any, allowed: Sequence[str], what: str, where: str) -> dict[str, Any]:
     if not isinstance(data, dict):
-        raise ConfigError(what, data, "a mapping", where)
+        raise ConfigError(what, brief(data), f"a mapping with keys {', '.join(allowed)}", where)
     for k in data:
         if k not in allowed:
             raise UnknownNameError(f"{what} key", k, list(allowed), where=where)
@@ -148,9 +149,7 @@ def load_repro_suite(path: str | Path) -> ReproSuite:
     """Read and validate a reproduction suite: every entry's spec in both modes and variants, every figure's
     entry, grid point and metric; errors name the row and the field."""
     p = Path(path)
-    if not p.exists():
-        raise ConfigError("suite", str(p), "an existing YAML file")
-    data = _keys(yaml.safe_load(p.read_text()) or {}, SUITE_KEYS, "suite", str(p))
+    data = _keys(read_suite_file(p, SUITE_KEYS), SUITE_KEYS, "suite", str(p))
     raw_rows = data.get("rows") or []
     if not isinstance(raw_rows, list) or not raw_rows:
         raise ConfigError("rows", raw_rows, "a non-empty list of rows", str(p))
@@ -180,7 +179,10 @@ def load_repro_suite(path: str | Path) -> ReproSuite:
     suite = replace(suite, specs=built)
     for row in rows:
         _check_figures(suite, row)
-    specs = {r.id: {e: yaml.safe_load(x.spec.read_text()) for e, x in r.entries.items()} for r in rows}
+    specs = {
+        r.id: {e: read_spec(x.spec, f"entries.{e}.spec", f"{p}: row {r.id}") for e, x in r.entries.items()}
+        for r in rows
+    }
     digest = hashlib.sha256(json.dumps([data, specs], sort_keys=True, default=str).encode()).hexdigest()[:12]
     return replace(suite, digest=digest)
 
@@ -193,20 +195,28 @@ def _row(raw: Any, suite_path: Path, where: str) -> Row:
     rid = str(d["id"])
     if not re.match(r"^[a-z0-9][a-z0-9-]*$", rid):
         raise ConfigError("id", rid, "lowercase letters, digits and '-'", where)
+    if not isinstance(d["entries"], dict):
+        raise ConfigError("entries", brief(d["entries"]), "a mapping of entry labels to entries", where)
     entries = {}
-    for label, e in _keys(d["entries"], list(d["entries"] or {}), "entries", where).items():
+    for label, e in d["entries"].items():
         ed = _keys(e, ENTRY_KEYS, "entry", f"{where}.entries.{label}")
         spec = suite_path.parent / str(ed.get("spec", ""))
         if "spec" not in ed or not spec.is_file():
             raise ConfigError(f"entries.{label}.spec", ed.get("spec"), "a sweep spec file next to the suite", where)
-        presets = tuple(str(x) for x in (ed.get("presets") or [""]))
+        read_spec(spec, f"entries.{label}.spec", where)  # broken or non-mapping YAML is refused naming the entry
+        raw_presets = ed.get("presets") or [""]
+        if not isinstance(raw_presets, list):
+            raise ConfigError(f"entries.{label}.presets", brief(raw_presets), "a list of 'paper' | 'default'", where)
+        presets = tuple(str(x) for x in raw_presets)
         for pr in presets:
             if pr not in ("", "paper", "default"):
                 raise ConfigError(f"entries.{label}.presets", pr, "'paper' or 'default'", where)
-        overrides = ed.get("with") or {}
-        if not isinstance(overrides, Mapping):
-            raise ConfigError(f"entries.{label}.with", overrides, "a mapping of spec overrides", where)
-        entries[str(label)] = Entry(str(label), spec, presets, ed.get("quick") or {}, overrides)
+        for k in ("with", "quick"):
+            if not isinstance(ed.get(k) or {}, Mapping):
+                raise ConfigError(f"entries.{label}.{k}", brief(ed[k]), "a mapping of spec overrides", where)
+        entries[str(label)] = Entry(str(label), spec, presets, ed.get("quick") or {}, ed.get("with") or {})
+    if not isinstance(d["figures"] or [], list):
+        raise ConfigError("figures", brief(d["figures"]), "a list of figures", where)
     figures = []
     for j, f in enumerate(d["figures"] or []):
         fd = _keys(f, FIGURE_KEYS, "figure", f"{where}.figures[{j}]")
@@ -214,8 +224,10 @@ def _row(raw: Any, suite_path: Path, where: str) -> Row:
             raise ConfigError(
                 f"figures[{j}].entry", fd.get("entry"), f"one of the row's entries {list(entries)}", where
             )
-        if not fd.get("metrics"):
+        if not fd.get("metrics") or not isinstance(fd["metrics"], Mapping):
             raise ConfigError(f"figures[{j}].metrics", fd.get("metrics"), "metric: paper value pairs", where)
+        if not isinstance(fd.get("at") or {}, Mapping):
+            raise ConfigError(f"figures[{j}].at", brief(fd["at"]), "a mapping of searched key -> value", where)
         figures.append(Figure(str(fd["entry"]), fd.get("at") or {}, fd["metrics"], str(fd.get("note", ""))))
     reference = d.get("reference")
     if reference is not None and (reference not in entries or any(f.entry == reference for f in figures)):
@@ -231,6 +243,8 @@ def _row(raw: Any, suite_path: Path, where: str) -> Row:
         or (isinstance(seeds, list) and seeds and all(isinstance(x, int) for x in seeds))
     ):
         raise ConfigError("seeds", seeds, "a count > 0 or a non-empty list of integer seeds", where)
+    if not isinstance(d.get("quick") or {}, Mapping):
+        raise ConfigError("quick", brief(d["quick"]), "a mapping of spec overrides", where)
     settings = {k: d[k] for k in ("tolerance", "substitute", "why", "estimate", "seeds") if d.get(k) is not None}
     required = {"id": rid, "paper": str(d["paper"]), "data": str(d["data"]), "entries": entries, "figures": figures}
     return build(
@@ -245,11 +259,24 @@ def _row(raw: Any, suite_path: Path, where: str) -> Row:
     )
 
 
+def read_spec(path: Path, field: str, where: str) -> dict[str, Any]:
+    """An entry's sweep spec file as a mapping; missing, non-UTF-8, broken or non-mapping YAML is a ConfigError."""
+    from veil.pipeline.runspec import read_yaml_file
+
+    try:
+        data = read_yaml_file(path, field, "a sweep spec file next to the suite")
+    except ConfigError as e:
+        raise ConfigError(field, e.value, e.allowed, where) from None
+    if not isinstance(data, dict):
+        raise ConfigError(field, brief(data), f"a sweep spec mapping (method, dataset, space, ...) in {path}", where)
+    return data
+
+
 def spec_mapping(suite: ReproSuite, row: Row, entry: Entry, preset: str, mode: str) -> dict[str, Any]:
     """The sweep spec mapping one variant of an entry runs in `mode`: the file, the suite's seeds (the row's when
     it sets its own) and experiment, the entry's `with:` overrides, the preset, and in quick mode the suite's, the
     row's and the entry's quick overrides."""
-    data = yaml.safe_load(entry.spec.read_text()) or {}
+    data = read_spec(entry.spec, f"entries.{entry.label}.spec", f"{suite.path}: row {row.id}")
     seeds = suite.seeds if row.seeds is None else row.seeds
     data = merge(merge(data, entry.overrides), {"seeds": seeds, "experiment": suite.experiment})
     if preset:

@@ -22,10 +22,10 @@ from urllib.parse import quote
 from veil.errors import ConfigError, VeilError
 from veil.tracking.mlflow_run import (
     TrackedRun,
+    check_tracking,
     health_problem,
     local_artifact_root,
     local_store,
-    resolve_tracking_uri,
 )
 
 ML_VIEW = "workflowType=machine_learning"
@@ -170,11 +170,9 @@ def serve(
     foreground until Ctrl-C (or SIGTERM), then stopped. `links(uri)` names the pages worth opening. Never
     opens a browser."""
     out = out or sys.stdout  # looked up per call: a default bound at import would miss a later redirection
-    uri = resolve_tracking_uri(tracking_uri)
+    uri = check_tracking(tracking_uri)  # as every command: a scheme MLflow lacks, or a server away, is refused here
     if is_server(uri):
         base = uri.rstrip("/")
-        if not healthy(base, timeout=5.0):
-            raise UIError(f"no MLflow server answers {base}/health (is it running? check --tracking-uri)")
         print(f"MLflow UI at {base}", file=out)
         _print_links(base, links(uri), out)
         return 0
