@@ -47,7 +47,7 @@ def test_help_loads_no_torch_ray_or_mlflow(argv):
         ["methods"],
         ["methods", "eigan"],
         ["sweep", "sweeps/quickstart.yaml", "--check"],
-        ["sweep", "sweeps/eigan_alpha.yaml", "--check"],
+        ["sweep", "sweeps/gpp_dz.yaml", "--check"],  # --check loads the data: one that needs no fetch
         ["run", "-m", "gpp", "-d", "gaussian-correlated", "--target", "privacy_gap=0.11", "--check"],
         [
             "run",

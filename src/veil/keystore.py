@@ -19,10 +19,12 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from veil.errors import VeilError
-from veil.randomness import KEY_BYTES, ReleaseKey
+
+if TYPE_CHECKING:  # veil.randomness imports torch; `veil run --check` reads only where the keys go
+    from veil.randomness import ReleaseKey
 
 KEY_ENV = "VEIL_KEY_DIR"
 LEDGER = "ledger.json"
@@ -116,6 +118,8 @@ def key_file_present(path: Path) -> bool:
 
 def load_key(path: Path) -> ReleaseKey:
     """The key in `path` (64 hex digits, as `save_key` writes it)."""
+    from veil.randomness import KEY_BYTES, ReleaseKey
+
     try:
         text = path.read_text().strip()
     except OSError as e:

@@ -1,5 +1,5 @@
 """A sweep's driver loads each seed's dataset once and ships it to the trials through Ray's object store
-(`veil.sweeps.driver.preload`, `tune.with_parameters`). Proven here on a real local Ray with a user's CSV: a trial
+(`veil.sweeps.preflight.preload`, `tune.with_parameters`). Proven here on a real local Ray with a user's CSV: a trial
 that gets the driver's data needs neither the file nor the dataset cache, and reports what a trial that read the
 file reports; a space that searches a dataset parameter preloads nothing (each trial builds its own data)."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from veil.sweeps.driver import preload
+from veil.sweeps.preflight import preload
 from veil.sweeps.sweepspec import sweep_from_mapping
 from veil.sweeps.trial import run_trial
 from veil.tracking.mlflow_run import resolve_tracking_uri

@@ -443,8 +443,8 @@ def test_a_null_setting_is_refused_by_name(tmp_path, key):
     [
         ("trials", 0, "an integer from 1 to 10000 (Veil's limit for one sweep)"),
         ("trials", 2.5, "an integer from 1 to 10000"),
-        ("concurrency", True, "an integer >= 1"),
-        ("retries", -1, "an integer >= 0"),
+        ("concurrency", True, "an integer from 1 to 10000 (Veil's limit for one sweep)"),
+        ("retries", -1, "an integer from 0 to 100 (Veil's limit for one sweep)"),
         ("executor", "spark", "inline | ray-train"),
         ("sampler", {}, "nsga2 | tpe | random | grid"),
         ("description", 3, "a string"),

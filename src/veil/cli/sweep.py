@@ -6,8 +6,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from veil.cli.flags import add_tracking_uri
+
+if TYPE_CHECKING:
+    from veil.sweeps.model import SweepSpec
 
 
 def _print_files(files: dict, out=sys.stdout) -> None:
@@ -19,15 +23,9 @@ def _print_files(files: dict, out=sys.stdout) -> None:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from veil.sweeps.sweepspec import load_sweep
 
-    spec = load_sweep(args.spec)  # every check happens here, before Ray or MLflow start
+    spec = load_sweep(args.spec)  # the spec's checks; the start's own follow, all before Ray or MLflow start
     if args.check:
-        objectives = ", ".join(f"{o.metric} ({o.direction})" for o in spec.objectives)
-        trials = args.trials or spec.trials
-        print(
-            f"ok: sweep spec {args.spec}: {spec.method} on {spec.dataset}, {trials} trials x {len(spec.seeds)} "
-            f"seed(s), sampler {spec.sampler}, objectives {objectives}: valid, nothing was run"
-        )
-        return 0
+        return check_sweep(spec, args)
     from veil.sweeps.driver import run_sweep
 
     outcome = run_sweep(
@@ -40,6 +38,21 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         quiet=args.quiet,
     )
     return _finish(outcome, args)
+
+
+def check_sweep(spec: SweepSpec, args: argparse.Namespace) -> int:
+    """`veil sweep --check`: what the start checks before the tracking store (the trials, the name, the storage)
+    and the data's checks; nothing is created, Ray and MLflow are not loaded."""
+    from veil.sweeps.preflight import check_data, check_start
+
+    spec, _, _ = check_start(spec, name=args.name, trials=args.trials, storage_root=args.storage)
+    check_data(spec)
+    objectives = ", ".join(f"{o.metric} ({o.direction})" for o in spec.objectives)
+    print(
+        f"ok: sweep spec {args.spec}: {spec.method} on {spec.dataset}, {spec.trials} trials x {len(spec.seeds)} "
+        f"seed(s), sampler {spec.sampler}, objectives {objectives}: valid, nothing was run"
+    )
+    return 0
 
 
 def cmd_resume(args: argparse.Namespace) -> int:

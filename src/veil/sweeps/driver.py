@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -26,11 +25,10 @@ from veil import process_env
 from veil.console import warn
 from veil.errors import ConfigError, VeilError
 from veil.platform.cluster import ray_session
-from veil.sweeps.metrics import metric_label
 from veil.sweeps.monitor import SweepMonitor
-from veil.sweeps.objectives import check_metric_labels
 from veil.sweeps.overview import publish
 from veil.sweeps.population_trials import MEMBERS, grid_chunks, product_points
+from veil.sweeps.preflight import check_data, check_start, preload
 from veil.sweeps.report import write_report
 from veil.sweeps.results import (
     DEFAULT_ROOT,
@@ -66,10 +64,6 @@ from veil.sweeps.trial import (
 
 if TYPE_CHECKING:
     from veil.datasets.catalog import Preloaded
-
-
-def default_name(spec: SweepSpec) -> str:
-    return f"{spec.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -229,41 +223,6 @@ def fit_to_cluster(spec: SweepSpec) -> SweepSpec:
     return spec
 
 
-def preload(spec: SweepSpec) -> Preloaded | None:
-    """Each seed's dataset, loaded once by the driver and shipped to every trial through Ray's object store
-    (`trainable`); None when the space searches a dataset parameter (each trial then loads its own)."""
-    from veil.datasets.catalog import Preloaded
-    from veil.pipeline.validation import validate
-
-    if any(sp.canonical.startswith("dataset.") for sp in spec.space):
-        return None
-    return Preloaded.of(spec.dataset, [validate(spec.run_spec({}, seed)).dataset_config for seed in spec.seeds])
-
-
-def labels_need_data(spec: SweepSpec) -> bool:
-    """Whether `check_dataset_labels` must see the data before Ray starts: per-label metrics, or a user's file."""
-    from veil.datasets.catalog import is_file_dataset
-
-    per_label = any(metric_label(m) for m in [*spec.metrics, *(c.metric for c in spec.constraints)])
-    return per_label or is_file_dataset(spec.dataset)
-
-
-def check_dataset_labels(spec: SweepSpec, data: Preloaded | None) -> None:
-    """Per-label objectives and constraints checked against the dataset's labels, and a user's data file loaded
-    (so checked) with every seed's split: refused before Ray starts or the parent run exists rather than failing
-    every trial. For a spec where `labels_need_data`. `data`: what `preload` loaded, every seed's dataset (read
-    here, not copied); None when the space searches a dataset parameter, and the seeds' datasets load here."""
-    from veil.datasets.catalog import is_file_dataset, load_dataset
-    from veil.pipeline.validation import validate
-
-    if data is not None and data.datasets:
-        ds = next(iter(data.datasets.values()))  # every seed's dataset has the same labels
-    else:
-        for seed in spec.seeds if is_file_dataset(spec.dataset) else spec.seeds[:1]:
-            ds = load_dataset(spec.dataset, validate(spec.run_spec({}, seed)).dataset_config)
-    check_metric_labels(spec, ds.utility_names, ds.sensitive_names)
-
-
 @dataclass
 class SweepOutcome:
     """What `run_sweep` / `resume_sweep` hand back."""
@@ -315,8 +274,6 @@ def run_sweep(
     quiet: bool = False,
 ) -> SweepOutcome:
     """Start a sweep: parent MLflow run, Tune + Optuna trials, then the front, plots and parent metrics."""
-    import dataclasses
-
     from veil.platform.cluster import joins_cluster
     from veil.tracking.mlflow_run import (
         TrackedRun,
@@ -326,28 +283,12 @@ def run_sweep(
     )
     from veil.tracking.replay import recover
 
-    if trials is not None:
-        if spec.sampler == "grid" and trials != spec.trials:
-            raise ConfigError("--trials", trials, f"the grid's size {spec.trials} (a grid runs every point once)")
-        if trials < 1:
-            raise ConfigError("--trials", trials, "an integer >= 1")
-        raw = {**spec.raw, "trials": trials}
-        spec = dataclasses.replace(spec, trials=trials, raw=raw)
-    name = name or default_name(spec)
-    for warning in spec.warnings:
-        warn(warning)
-    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", name):
-        raise ConfigError("--name", name, "letters, digits, '_', '-', '.' (it names a directory and an MLflow run)")
-    exp_dir = (Path(storage_root) / name).resolve()
-    if exp_dir.exists():
-        raise ConfigError("--name", name, f"a new sweep name: {exp_dir} exists (continue it with `veil resume {name}`)")
+    spec, name, exp_dir = check_start(spec, name=name, trials=trials, storage_root=storage_root)
     uri = check_tracking(tracking_uri)
     require_shared_store(uri, joins_cluster(address), uri_source(tracking_uri))
     recover(uri, "veil sweep")
     t0 = time.time()
-    data = preload(spec)  # before Ray starts: no thread of Veil's runs while ray.init sets its variables
-    if labels_need_data(spec):
-        check_dataset_labels(spec, data)
+    data = check_data(spec)  # before Ray starts: no thread of Veil's runs while ray.init sets its variables
     tune_defaults()
     with ray_session(address):
         t_ray = time.time()
@@ -533,7 +474,7 @@ def resume_sweep(
     from veil.platform.cluster import joins_cluster
     from veil.tracking.mlflow_run import TrackedRun, require_shared_store
 
-    sref, state = locate(ref, tracking_uri=tracking_uri, storage_root=storage_root)
+    sref, state = locate(ref, tracking_uri=tracking_uri, storage_root=storage_root, command="veil resume")
     if state is None:
         raise SweepNotFound(
             f"sweep {sref.name!r}: its Tune storage {sref.storage} is not reachable from here "

@@ -20,7 +20,7 @@ from veil.sweeps.metrics import AUC_ORIGINS, CERTIFICATE_METRICS, SUMMARY_METRIC
 from veil.sweeps.objectives import Constraint, Objective
 from veil.sweeps.samplers import sampler_names
 from veil.sweeps.space import SearchParam
-from veil.sweeps.spec_keys import MAX_TRIALS, Resources
+from veil.sweeps.spec_keys import MAX_CONCURRENCY, MAX_RETRIES, MAX_TRIALS, Resources
 
 SWEEP_EXECUTORS = tuple(e for e in EXECUTOR_CHOICES if e != "auto")
 
@@ -57,7 +57,7 @@ class SweepSpec:
     trials: int = param(20, "Configurations to try (grid: the grid's size, may be left out)", ge=1, le=MAX_TRIALS)
     seeds: tuple[int, ...] = (0,)
     """Seeds every trial trains on, its metrics averaged over them ('seeds:' a count n or a list)."""
-    concurrency: int = param(2, "Trials running at once", ge=1)
+    concurrency: int = param(2, "Trials running at once", ge=1, le=MAX_CONCURRENCY)
     population: int = param(
         1,
         "Trials trained together as one vectorised model on one worker (Populations, below); not NSGA-II's "
@@ -70,7 +70,10 @@ class SweepSpec:
         None, "Stop the sweep once more than this many trials have failed (none: never stop for failures)", ge=0
     )
     retries: int = param(
-        0, "Tune re-runs of a crashed trial (FailureConfig.max_failures); 0 records the crash and moves on", ge=0
+        0,
+        "Tune re-runs of a crashed trial (FailureConfig.max_failures); 0 records the crash and moves on",
+        ge=0,
+        le=MAX_RETRIES,
     )
     executor: str = param(
         "inline",

@@ -34,6 +34,7 @@ from veil.sweeps.space import decode_value, format_value
 from veil.sweeps.sweepspec import DEFAULT_ROOT, SweepSpec, sweep_from_mapping
 from veil.tracking import PARENT_TAG, TrackedRun, check_tracking, client
 from veil.tracking.journal import LATE_TAG
+from veil.tracking.mlflow_run import require_existing_store
 from veil.tracking.sqlite_runs import child_runs
 
 TAG_ROLE = "veil.role"
@@ -59,6 +60,16 @@ STATE_FILE = "veil-sweep.json"
 
 class SweepNotFound(VeilError, LookupError):
     """No sweep matches the name or run id."""
+
+
+class DamagedSweepState(VeilError, ValueError):
+    """A sweep's state file (veil-sweep.json) that cannot be read back."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        super().__init__(
+            f"{path}: the sweep's state file is damaged: {problem}. `veil sweep` writes it as a JSON object with "
+            f"keys {', '.join(STATE_KEYS)}; nothing was read or changed (the sweep's runs in MLflow are as they were)"
+        )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -258,9 +269,7 @@ def find_sweep(ref: str, tracking_uri: str) -> SweepRef:
         except Exception:
             run = None
         if run is not None and run.data.tags.get(TAG_ROLE) != "sweep":
-            raise SweepNotFound(
-                f"run {ref} is not a sweep's parent run (tag {TAG_ROLE}={run.data.tags.get(TAG_ROLE)!r})"
-            )
+            raise SweepNotFound(not_a_sweep(run, tracking_uri))
     if run is None:
         for key in (TAG_SWEEP, TAG_SPEC):
             runs = search_runs(tracking_uri, f"tags.`{TAG_ROLE}` = 'sweep' and tags.`{key}` = {_q(ref)}")
@@ -280,6 +289,23 @@ def find_sweep(ref: str, tracking_uri: str) -> SweepRef:
         tracking_uri,
         t.get(TAG_STORAGE),
         run.info.status,
+    )
+
+
+def not_a_sweep(run: Any, tracking_uri: str) -> str:
+    """Why run `run` is no sweep to report or resume, and which sweeps the store holds."""
+    tags = run.data.tags
+    role, sweep = tags.get(TAG_ROLE), tags.get(TAG_SWEEP)
+    if role in ("trial", "seed") and sweep:
+        what = f"a {role} run of sweep {sweep!r}, not a sweep: pass the sweep's name, {sweep}"
+    else:
+        what = "a single run (as `veil run` logs), not a sweep: pass a sweep's name, its parent run id or its spec name"
+    runs = search_runs(tracking_uri, f"tags.`{TAG_ROLE}` = 'sweep'")
+    names = [r.data.tags.get(TAG_SWEEP, r.info.run_id) for r in sorted(runs, key=lambda r: -r.info.start_time)]
+    listed = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "") if names else "none"
+    return (
+        f"run {run.info.run_id} is {what}; sweeps in the MLflow store at {tracking_uri}: {listed} (each the parent "
+        f"run tagged {TAG_ROLE}=sweep)"
     )
 
 
@@ -622,23 +648,50 @@ def _state_path(exp_dir: Path) -> Path:
     return Path(exp_dir) / STATE_FILE
 
 
+STATE_KEYS: dict[str, type] = {"tracking_uri": str, "parent_run_id": str, "storage": str, "spec": dict, "source": str}
+"""What `veil report` and `veil resume` read of a sweep's state file, and the JSON type of each."""
+_JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "true/false", type(None): "null"}
+
+
+def _json_type(v: Any) -> str:
+    return _JSON_TYPES.get(type(v), "a number")
+
+
+def read_state(path: Path) -> dict[str, Any]:
+    """A sweep's state file (`veil sweep` writes it beside the Tune trials), refused by name when it is damaged."""
+    try:
+        state = json.loads(path.read_bytes())
+    except (OSError, ValueError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise DamagedSweepState(path, f"it is not JSON ({e})") from None
+    if not isinstance(state, dict):
+        raise DamagedSweepState(path, f"it holds {_json_type(state)}, not a JSON object")
+    for key, kind in STATE_KEYS.items():
+        if key not in state:
+            raise DamagedSweepState(path, f"key {key!r} is missing")
+        if not isinstance(state[key], kind):
+            raise DamagedSweepState(path, f"key {key!r} holds {_json_type(state[key])}, not {_JSON_TYPES[kind]}")
+    return state
+
+
 def locate(
-    ref: str, *, tracking_uri: str | None = None, storage_root: str | Path = DEFAULT_ROOT
+    ref: str,
+    *,
+    tracking_uri: str | None = None,
+    storage_root: str | Path = DEFAULT_ROOT,
+    command: str = "veil report",
 ) -> tuple[SweepRef, dict | None]:
     """A sweep by local storage (directory, or name under storage_root) or by MLflow (name, run id, spec
-    name); returns its SweepRef and its state file's contents when the Tune storage is reachable."""
-    state = None
+    name); returns its SweepRef and its state file's contents when the Tune storage is reachable. A local store
+    that does not exist is refused (`command` names who asks), not created."""
     for cand in (Path(ref), Path(storage_root) / ref):
         if _state_path(cand).is_file():
-            state = json.loads(_state_path(cand).read_text())
-            break
-    if state is not None:
-        source = None if tracking_uri else f"the tracking URI recorded in {_state_path(cand)}"
-        uri = check_tracking(tracking_uri or state["tracking_uri"], source)
-        sref = find_sweep(state["parent_run_id"], uri)
-        return sref, state
+            state = read_state(_state_path(cand))
+            source = None if tracking_uri else f"the tracking URI recorded in {_state_path(cand)}"
+            uri = check_tracking(tracking_uri or state["tracking_uri"], source)
+            require_existing_store(uri, command)
+            return find_sweep(state["parent_run_id"], uri), state
     uri = check_tracking(tracking_uri)
+    require_existing_store(uri, command)
     sref = find_sweep(ref, uri)
-    if sref.storage and _state_path(Path(sref.storage)).is_file():
-        state = json.loads(_state_path(Path(sref.storage)).read_text())
-    return sref, state
+    found = _state_path(Path(sref.storage)) if sref.storage else None
+    return sref, read_state(found) if found is not None and found.is_file() else None

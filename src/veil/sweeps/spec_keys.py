@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping, get_args
 
@@ -17,6 +18,14 @@ from veil.errors import ConfigError, UnknownNameError
 
 MAX_TRIALS = 10_000
 """The most trials one sweep accepts (a grid included): a typo is refused up front, not estimated in centuries."""
+SWEEP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+"""A sweep's name (`name:`, `--name`): it names a directory under the storage and the MLflow parent run."""
+MAX_RUNS = MAX_TRIALS
+"""The most runs one sweep trains (trials x seeds): `seeds` multiplies the trials, under the same limit."""
+MAX_CONCURRENCY = 10_000
+"""The most trials one sweep runs at once (`concurrency`)."""
+MAX_RETRIES = 100
+"""The most times Tune re-runs one crashed trial (`retries`)."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +93,18 @@ def read_setting(
     return float(v) if kinds == [float] else v
 
 
+def check_runs(trials: int, seeds: int, field: str, value: Any, where: str | None) -> None:
+    """Refuse (naming `field` and its `value`) a sweep of more than MAX_RUNS runs: `trials` x `seeds`."""
+    if trials * seeds > MAX_RUNS:
+        raise ConfigError(
+            field,
+            value,
+            f"at most {MAX_RUNS} runs in all (Veil's limit for one sweep): {trials} trials x {seeds} seed(s) "
+            f"is {trials * seeds} runs",
+            where,
+        )
+
+
 def read_mapping(data: Mapping[str, Any], key: str, where: str) -> dict[str, Any]:
     """Mapping `key` of `data` (left out: empty), refused by name when it is something else."""
     v = data.get(key)
@@ -108,8 +129,10 @@ def read_seeds(raw: Any, where: str, default: tuple[int, ...]) -> tuple[int, ...
     if raw is None:
         return default
     if isinstance(raw, int) and not isinstance(raw, bool):
-        if raw < 1:
-            raise ConfigError("seeds", raw, "a count >= 1 (seeds 0..n-1) or a list of distinct integers >= 0", where)
+        if not 1 <= raw <= MAX_RUNS:
+            raise ConfigError(
+                "seeds", raw, f"a count from 1 to {MAX_RUNS} (seeds 0..n-1) or a list of distinct integers >= 0", where
+            )
         return tuple(range(raw))
     if (
         isinstance(raw, list)

@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from veil.certify.target import parse_target
-from veil.errors import ConfigError, UnknownNameError
+from veil.errors import ConfigError, UnknownNameError, VeilError
 from veil.names import check_mlflow_name
 from veil.pipeline.runspec import KeyRouter, centralized_refusal, check_keys, read_yaml_file
 from veil.sweeps.metrics import MetricContext
@@ -39,7 +38,15 @@ from veil.sweeps.objectives import leakage_warnings, parse_constraints, parse_ob
 from veil.sweeps.population_trials import product_points
 from veil.sweeps.samplers import sampler_entry
 from veil.sweeps.space import SearchParam, grid_size, parse_space
-from veil.sweeps.spec_keys import read_federation, read_mapping, read_resources, read_seeds, read_setting
+from veil.sweeps.spec_keys import (
+    SWEEP_NAME,
+    check_runs,
+    read_federation,
+    read_mapping,
+    read_resources,
+    read_seeds,
+    read_setting,
+)
 
 #: where Tune keeps sweeps (`--storage`): <root>/<sweep name>
 DEFAULT_ROOT = Path(".veil") / "sweeps"
@@ -189,6 +196,8 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
         trials = _setting(data, "trials", where)
 
     seeds = read_seeds(data.get("seeds"), where, SweepSpec.seeds)
+    if check_names:  # a stored sweep reads back as it ran
+        check_runs(trials, len(seeds), "seeds", data.get("seeds"), where)
     concurrency = _setting(data, "concurrency", where)
     population = _setting(data, "population", where)
     resources = read_resources(data.get("resources"), where)
@@ -202,9 +211,7 @@ def sweep_from_mapping(data: Any, where: str = "sweep spec", *, check_names: boo
     experiment = check_mlflow_name("experiment", data.get("experiment", SweepSpec.experiment), where)
     chull_origin = _setting(data, "chull_origin", where)
     sweep_name = data.get("name")
-    if sweep_name is not None and (
-        not isinstance(sweep_name, str) or not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$", sweep_name)
-    ):
+    if sweep_name is not None and (not isinstance(sweep_name, str) or not SWEEP_NAME.match(sweep_name)):
         raise ConfigError("name", sweep_name, "letters, digits, '_', '-', '.'", where)
     description = _setting(data, "description", where)
 
@@ -282,24 +289,98 @@ def _check_run(spec: SweepSpec, where: str) -> None:
         "params": spec.params,
         "dataset_params": spec.dataset_params,
     }
-    first = {sp.canonical: (sp.values[0] if sp.type == "categorical" else sp.low) for sp in spec.space}
     try:
         validate(spec.run_spec({}, spec.seeds[0]))  # fixed params, audit and executor on their own first
         for sp in spec.space:
             _check_values(fields, sp, where)
-        validate(spec.run_spec(first, spec.seeds[0]))
-    except ConfigError as e:
+    except (ConfigError, UnknownNameError) as e:
+        raise _located(e, where) from None
+    _check_probes(spec, where)
+
+
+def _located(e: ConfigError | UnknownNameError, where: str) -> ConfigError | UnknownNameError:
+    """A run config's error, located in the spec: the key it comes from there ('params.lr', 'audit.mi') and the
+    file."""
+    if isinstance(e, ConfigError):
         if e.where == where:
-            raise
+            return e
         key = _section_key(e.where) or e.field
-        raise ConfigError(f"{key}.{e.field}" if key != e.field else key, e.value, e.allowed, where) from None
-    except UnknownNameError as e:
-        if e.where and e.where.startswith(where):
-            raise
-        section = _section_key(e.where)
-        raise UnknownNameError(
-            e.kind, e.name, e.valid, where=f"{where}: key '{section}'" if section else where
-        ) from None
+        return ConfigError(f"{key}.{e.field}" if key != e.field else key, e.value, e.allowed, where)
+    if e.where and e.where.startswith(where):
+        return e
+    section = _section_key(e.where)
+    return UnknownNameError(e.kind, e.name, e.valid, where=f"{where}: key '{section}'" if section else where)
+
+
+End = tuple[str, Any]
+"""One end of a searched parameter: its label ('space.d_z.high', 'space.act.values') and its value."""
+
+
+def _end(sp: SearchParam, high: bool) -> End:
+    """A range's low or high end, a categorical's first or last value."""
+    if sp.type == "categorical":
+        return f"space.{sp.key}.values", sp.values[-1 if high else 0]
+    return f"space.{sp.key}.{'high' if high else 'low'}", sp.high if high else sp.low
+
+
+def _probes(space: tuple[SearchParam, ...]) -> list[dict[str, End]]:
+    """The points of the space whose runs are validated (keyed by canonical name): the low corner, the high corner,
+    and each other categorical value with the rest at their high end; every end and value, without the product."""
+    low = {sp.canonical: _end(sp, False) for sp in space}
+    high = {sp.canonical: _end(sp, True) for sp in space}
+    points = [low, high]
+    for sp in space:
+        if sp.type == "categorical":
+            points += [{**high, sp.canonical: (f"space.{sp.key}.values", v)} for v in sp.values[:-1]]
+    return points
+
+
+def _refusal(spec: SweepSpec, point: dict[str, End]) -> ConfigError | UnknownNameError | None:
+    """Why the run of the space's `point` is refused (None: it validates)."""
+    from veil.pipeline.validation import validate
+
+    try:
+        validate(spec.run_spec({k: v for k, (_, v) in point.items()}, spec.seeds[0]))
+    except (ConfigError, UnknownNameError) as e:
+        return e
+    return None
+
+
+def _check_probes(spec: SweepSpec, where: str) -> None:
+    """The run of every `_probes` point validates (the memory check, an MI estimator's width, ...); a refusal names
+    the space value that is refused on its own when one is, else every value the point moved."""
+    points = _probes(spec.space)
+    for i, point in enumerate(points):
+        error = _refusal(spec, point)
+        if error is None:
+            continue
+        base = points[0] if i else {}  # the low corner passed; it is checked against the fixed params alone
+        moved = [k for k in point if base.get(k) != point[k]]
+        for k in moved:
+            alone = _refusal(spec, {**base, k: point[k]})
+            if alone is not None:
+                error, moved = alone, [k]
+                break
+        raise _at_point(error, [point[k] for k in moved], moved, where)
+
+
+def _shown(v: Any) -> Any:
+    """A categorical value as the spec writes it (lists are carried as tuples)."""
+    return list(v) if isinstance(v, tuple) else v
+
+
+def _at_point(e: ConfigError | UnknownNameError, ends: list[End], keys: list[str], where: str) -> VeilError:
+    """A point's refusal, naming the space value refused: as the field itself when the run refused that
+    parameter ('space.d_z.high'), else added to the field the run refused ('audit.mi ... (with space.d_z.high =
+    64)')."""
+    located = _located(e, where)
+    if not isinstance(e, ConfigError) or not isinstance(located, ConfigError):
+        return located
+    if len(ends) == 1 and e.field in (keys[0], keys[0].partition(".")[2]):
+        label, value = ends[0]
+        return ConfigError(label, _shown(value), e.allowed, where)
+    moved = ", ".join(f"{label} = {_shown(v)!r}" for label, v in ends)
+    return ConfigError(located.field, located.value, f"{located.allowed} (with {moved})", where)
 
 
 def _section_key(inner_where: str | None) -> str | None:
