@@ -47,12 +47,17 @@ def fetch_run(uri: str, run_id: str, into: Path) -> tuple[dict[str, Path | None]
             f"the store at {uri} has no run {run_id!r}. `veil run` prints its run's id on its last line ('MLflow run "
             f"<id> ...'); `veil ui --tracking-uri {uri}` lists the store's runs"
         ) from None
+    folders = {Path(n).parent.as_posix() for n in ARTIFACTS}
+    logged = {f.path for d in folders for f in c.list_artifacts(run_id, None if d == "." else d)}
     out: dict[str, Path | None] = {}
     for name in ARTIFACTS:
+        if name not in logged:
+            out[name] = None
+            continue
         try:
             out[name] = Path(c.download_artifacts(run_id, name, str(into)))
-        except Exception:
-            out[name] = None
+        except Exception as e:  # noqa: BLE001 - logged but not fetched: never read as "the run has none"
+            raise ReleaseRefused(f"run {run_id}'s {name} could not be downloaded from {uri}: {e}") from None
     return out, dict(run.data.tags)
 
 
