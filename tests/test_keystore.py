@@ -24,6 +24,8 @@ def test_the_key_dir_is_env_else_beside_a_local_store_else_cwd(tmp_path: Path, m
     assert key_dir(f"sqlite:///{store / 'mlflow.db'}") == store / ".veil" / "keys"
     assert key_dir(f"file://{store}") == store / ".veil" / "keys"
     assert key_dir("http://127.0.0.1:5000") == tmp_path.resolve() / ".veil" / "keys"
+    monkeypatch.setenv("VEIL_KEY_BASE", str(store))  # a Ray worker: the driver's directory, not its own
+    assert key_dir("http://127.0.0.1:5000") == store / ".veil" / "keys"
     monkeypatch.setenv(KEY_ENV, str(tmp_path / "k"))
     assert key_dir(f"sqlite:///{store / 'mlflow.db'}") == tmp_path / "k"
 

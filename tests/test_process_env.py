@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 import types
+from pathlib import Path
 
 from veil import process_env
 
@@ -37,6 +38,7 @@ def test_rays_workers_get_the_drivers_settled_values(monkeypatch):
     env = seen["runtime_env"]["env_vars"]
     assert {k: env[k] for k in process_env.DEFAULTS} == {**process_env.DEFAULTS, "MLFLOW_HTTP_REQUEST_TIMEOUT": "60"}
     assert env["VEIL_JOURNAL_DIR"] and env["OMP_NUM_THREADS"]
+    assert env["VEIL_KEY_BASE"] == str(Path.cwd().resolve())  # a trial, in its own directory, keeps keys here
 
 
 def test_rays_workers_get_the_plugin_switch_only_when_it_is_set(monkeypatch):

@@ -5,9 +5,10 @@ it here as `<key dir>/<run id>.key` (64 hex digits; directory 0700, file 0600); 
 back, so a row it releases gets the noise the certificate audited for that row, every time. The key never
 enters MLflow (params, tags, artifacts): whoever can read the store can read the weights, and with the key
 they could regenerate the noise; only its one-way fingerprint is tagged (`KEY_ID_TAG`), so that `veil release`
-can refuse a key file that is not the run's. The key dir is $VEIL_KEY_DIR, else `.veil/keys` beside a local store (the
-directory of its sqlite file or file store), else `./.veil/keys`. A missing key is an error, never a new key:
-a new key would draw new noise for rows already released, and averaging the two releases would shrink it.
+can refuse a key file that is not the run's. The key dir is $VEIL_KEY_DIR, else `.veil/keys` beside a local
+store (the directory of its sqlite file or file store), else `.veil/keys` in the directory `veil run` ran from
+(Ray workers are told the driver's: `key_env`). A missing key is an error, never a new key: a new key would
+draw new noise for rows already released, and averaging the two releases would shrink it.
 
 The ledger (`ledger.json` in the key dir, 0600) counts, per source file (by SHA-256), the distinct keys that
 released it and their eps: re-releasing rows under one key spends nothing more; under k keys an eps-LDP
@@ -27,6 +28,9 @@ if TYPE_CHECKING:  # veil.randomness imports torch; `veil run --check` reads onl
     from veil.randomness import ReleaseKey
 
 KEY_ENV = "VEIL_KEY_DIR"
+BASE_ENV = "VEIL_KEY_BASE"
+"""Where the last fallback's `.veil/keys` goes instead of the working directory: Ray workers get the driver's
+(a Tune trial runs in its own directory, where `veil release` would never look)."""
 LEDGER = "ledger.json"
 KEY_ID_TAG = "veil.release_key_id"
 """The run's tag holding its key's fingerprint (`ReleaseKey.id`, one-way): `veil release` refuses any other key."""
@@ -37,7 +41,8 @@ class KeyStoreError(VeilError):
 
 
 def key_dir(tracking_uri: str | None = None) -> Path:
-    """$VEIL_KEY_DIR, else `.veil/keys` beside the local store of `tracking_uri`, else `./.veil/keys` (absolute)."""
+    """$VEIL_KEY_DIR, else `.veil/keys` beside the local store of `tracking_uri`, else `.veil/keys` in
+    $VEIL_KEY_BASE or the working directory (absolute)."""
     env = os.environ.get(KEY_ENV)
     if env:
         return Path(env).expanduser().resolve()
@@ -49,7 +54,12 @@ def key_dir(tracking_uri: str | None = None) -> Path:
             store = store.expanduser().resolve()
             base = store if store.is_dir() else store.parent
             return base / ".veil" / "keys"
-    return (Path.cwd() / ".veil" / "keys").resolve()
+    return (Path(os.environ.get(BASE_ENV) or Path.cwd()) / ".veil" / "keys").resolve()
+
+
+def key_env() -> dict[str, str]:
+    """The variables Ray workers need to keep keys where this process would."""
+    return {BASE_ENV: os.environ.get(BASE_ENV) or str(Path.cwd().resolve())}
 
 
 def key_path(run_id: str, tracking_uri: str | None = None) -> Path:
@@ -175,11 +185,13 @@ def _read_ledger(path: Path) -> dict[str, dict[str, float | None]]:
 
 
 __all__ = [
+    "BASE_ENV",
     "KEY_ENV",
     "KEY_ID_TAG",
     "KeyStoreError",
     "check_key_dir",
     "key_dir",
+    "key_env",
     "key_file_present",
     "key_path",
     "load_key",

@@ -9,6 +9,7 @@ from typing import Any, Iterator, Mapping
 
 from veil import process_env, signals
 from veil.console import verbose
+from veil.keystore import key_env
 from veil.plugins import AUTOLOAD_OFF
 from veil.tracking.journal import journal_env
 
@@ -35,7 +36,8 @@ def ensure_ray(address: str | None = None, *, log_to_driver: bool | None = None)
 
     if ray.is_initialized():
         return False
-    workers_env = {**process_env.settled(), **THREAD_ENV, **journal_env()}  # workers journal where the driver does
+    # workers journal, and keep release keys, where the driver does
+    workers_env = {**process_env.settled(), **THREAD_ENV, **journal_env(), **key_env()}
     if AUTOLOAD_OFF in os.environ:  # a node started apart inherits nothing from this process
         workers_env[AUTOLOAD_OFF] = os.environ[AUTOLOAD_OFF]
     ray.init(
