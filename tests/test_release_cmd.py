@@ -219,6 +219,11 @@ def test_a_release_from_another_directory_says_where_it_looked_and_creates_nothi
         err = capsys.readouterr().err
         assert f"there is no MLflow store at {elsewhere / 'mlflow.db'}" in err and "--tracking-uri" in err
         assert sorted(p.name for p in elsewhere.iterdir()) == ["new.csv"]  # no mlflow.db, no lock file
+        (elsewhere / "mlflow.db").touch()  # an empty file where the store would be: not made into one
+        assert main(["release", met, "--data", "new.csv", "-o", "z.parquet"]) == 2
+        assert f"{elsewhere / 'mlflow.db'} is an empty file, not an MLflow store" in capsys.readouterr().err
+        assert (elsewhere / "mlflow.db").stat().st_size == 0 and not (elsewhere / "mlflow.db.lock").exists()
+        (elsewhere / "mlflow.db").unlink()
         uri = f"sqlite:///{d / 'mlflow.db'}"
         assert main(["release", met, "--data", "new.csv", "-o", "z.parquet", "--tracking-uri", uri]) == 0
         assert (elsewhere / "z.parquet").exists()

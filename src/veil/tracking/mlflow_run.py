@@ -173,6 +173,11 @@ def require_existing_store(uri: str, command: str) -> None:
     create an empty one there, which cannot hold the run asked for. The error says where it looked and how to
     point the command at the store `veil run` wrote."""
     db = local_store(uri)
+    if db is not None and db.is_file() and db.stat().st_size == 0:  # MLflow would build its tables in it
+        raise TrackingUnavailable(
+            f"{command}: {db} is an empty file, not an MLflow store, so there is no run to read (it was left as it "
+            "was). Pass --tracking-uri with the store `veil run` wrote."
+        )
     if db is not None and not db.exists():
         raise TrackingUnavailable(
             f"{command}: there is no MLflow store at {db}, so no run to read (nothing was created). It reads the "
