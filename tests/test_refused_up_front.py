@@ -158,7 +158,7 @@ def test_an_unusable_key_directory_is_refused_before_anything_runs(in_tmp, capsy
     (in_tmp / "afile").write_text("")
     monkeypatch.setenv("VEIL_KEY_DIR", str(in_tmp / "afile" / "keys"))
     err = refused(capsys)
-    assert f"the release key directory {in_tmp}/afile/keys cannot be created: {in_tmp}/afile is a file" in err
+    assert f"the release key directory {in_tmp}/afile/keys cannot be used: {in_tmp}/afile is a file" in err
     assert "Traceback" not in err and not (in_tmp / "mlflow.db").exists()
 
 

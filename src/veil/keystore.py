@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from veil.errors import VeilError
+from veil.paths import unmakeable_dir
 
 if TYPE_CHECKING:  # veil.randomness imports torch; `veil run --check` reads only where the keys go
     from veil.randomness import ReleaseKey
@@ -85,13 +86,9 @@ def check_key_dir(tracking_uri: str | None = None) -> Path:
     """The key dir a run will keep its key in, refused up front (before any training) when it cannot be created
     or written: nothing is created here."""
     d = key_dir(tracking_uri)
-    probe = d
-    while not probe.exists():
-        probe = probe.parent
-    if not probe.is_dir():
-        raise KeyStoreError(f"the release key directory {d} cannot be created: {probe} is a file (${KEY_ENV})")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise KeyStoreError(f"the release key directory {d} cannot be written: {probe} is not writable (${KEY_ENV})")
+    problem = unmakeable_dir(d)
+    if problem:
+        raise KeyStoreError(f"the release key directory {d} cannot be used: {problem} (${KEY_ENV})")
     return d
 
 

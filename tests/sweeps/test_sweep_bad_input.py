@@ -140,6 +140,23 @@ def test_a_file_in_the_storages_way_is_refused_before_anything_starts(in_tmp, ca
     assert (in_tmp / "afile").read_text() == "not a directory\n"
 
 
+@pytest.mark.parametrize("check", [["--check"], []])
+def test_a_key_directory_the_trials_cannot_use_is_refused_before_they_train(in_tmp, capsys, monkeypatch, check):
+    """Every trial keeps its release key after training, as `veil run` does: refused up front, not in each trial."""
+    (in_tmp / "afile").write_text("")
+    monkeypatch.setenv("VEIL_KEY_DIR", str(in_tmp / "afile" / "keys"))
+    err = refused(capsys, in_tmp, SPEC, *check)
+    assert f"the release key directory {in_tmp}/afile/keys cannot be used: {in_tmp}/afile is a file" in err
+
+
+def test_a_set_release_seed_keeps_no_key_so_the_key_directory_is_not_checked(in_tmp, capsys, monkeypatch):
+    (in_tmp / "afile").write_text("")
+    monkeypatch.setenv("VEIL_KEY_DIR", str(in_tmp / "afile" / "keys"))
+    spec = {**SPEC, "params": {**SPEC["params"], "release_seed": 3}}
+    (in_tmp / "s.yaml").write_text(yaml.safe_dump(spec))
+    assert main(["sweep", "s.yaml", "--check"]) == 0
+
+
 # --- 4, 5, 7. report and resume ----------------------------------------------------------------
 
 

@@ -43,9 +43,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def check_sweep(spec: SweepSpec, args: argparse.Namespace) -> int:
     """`veil sweep --check`: what the start checks before the tracking store (the trials, the name, the storage)
     and the data's checks; nothing is created, Ray and MLflow are not loaded."""
-    from veil.sweeps.preflight import check_data, check_start
+    from veil.sweeps.preflight import check_data, check_keys, check_start
 
     spec, _, _ = check_start(spec, name=args.name, trials=args.trials, storage_root=args.storage)
+    check_keys(spec, args.tracking_uri)
     check_data(spec)
     objectives = ", ".join(f"{o.metric} ({o.direction})" for o in spec.objectives)
     print(

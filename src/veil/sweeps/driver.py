@@ -28,7 +28,7 @@ from veil.platform.cluster import ray_session
 from veil.sweeps.monitor import SweepMonitor
 from veil.sweeps.overview import publish
 from veil.sweeps.population_trials import MEMBERS, grid_chunks, product_points
-from veil.sweeps.preflight import check_data, check_start, preload
+from veil.sweeps.preflight import check_data, check_keys, check_start, preload
 from veil.sweeps.report import write_report
 from veil.sweeps.results import (
     DEFAULT_ROOT,
@@ -286,6 +286,7 @@ def run_sweep(
     spec, name, exp_dir = check_start(spec, name=name, trials=trials, storage_root=storage_root)
     uri = check_tracking(tracking_uri)
     require_shared_store(uri, joins_cluster(address), uri_source(tracking_uri))
+    check_keys(spec, uri)
     recover(uri, "veil sweep")
     t0 = time.time()
     data = check_data(spec)  # before Ray starts: no thread of Veil's runs while ray.init sets its variables

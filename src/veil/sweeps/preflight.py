@@ -5,13 +5,13 @@ once, its labels against the objectives'). Imports neither Ray nor MLflow, so `-
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from veil.console import warn
 from veil.errors import ConfigError
+from veil.paths import unmakeable_dir
 from veil.sweeps.metrics import metric_label
 from veil.sweeps.model import SweepSpec
 from veil.sweeps.objectives import check_metric_labels
@@ -35,6 +35,17 @@ def check_start(
     for warning in spec.warnings:
         warn(warning)
     return spec, check_name(name), experiment_dir(storage_root, name)
+
+
+def check_keys(spec: SweepSpec, tracking_uri: str | None) -> None:
+    """Refuse, before any trial trains, a key directory the trials could not keep their release keys in (none is
+    kept when the spec sets `release_seed`); `tracking_uri` None: the default store's."""
+    if spec.params.get("release_seed") is not None:
+        return
+    from veil.keystore import check_key_dir
+    from veil.tracking.mlflow_run import absolute_uri, resolve_tracking_uri
+
+    check_key_dir(absolute_uri(resolve_tracking_uri(tracking_uri)))
 
 
 def with_trials(spec: SweepSpec, trials: int | None) -> SweepSpec:
@@ -62,15 +73,9 @@ def experiment_dir(storage_root: str | Path, name: str) -> Path:
     """The new sweep's Tune directory `<storage_root>/<name>`: refused when it exists already, or when the storage
     is no directory and none can be made there (a file in the way, no write access)."""
     root = Path(storage_root).resolve()
-    found = root
-    while not found.exists():
-        found = found.parent
-    if not found.is_dir():
-        raise ConfigError(
-            "--storage", str(storage_root), f"a directory, or a path one can be made at: {found} is a file"
-        )
-    if not os.access(found, os.W_OK | os.X_OK):
-        raise ConfigError("--storage", str(storage_root), f"a writable directory: {found} is not writable")
+    problem = unmakeable_dir(root)
+    if problem:
+        raise ConfigError("--storage", str(storage_root), f"a directory, or a path one can be made at: {problem}")
     exp_dir = root / name
     if exp_dir.exists():
         raise ConfigError("--name", name, f"a new sweep name: {exp_dir} exists (continue it with `veil resume {name}`)")

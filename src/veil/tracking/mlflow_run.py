@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 from veil import process_env
 from veil.console import warn
 from veil.errors import ConfigError, TrackingUnavailable
+from veil.paths import nearest_existing
 from veil.tracking import journal
 from veil.tracking.journal import Journal
 
@@ -219,9 +220,7 @@ def _writable(path: Path, what: str) -> str | None:
     """None when `path` (a file or directory, existing or to be created) can be written by this process."""
     if path.exists():
         return None if os.access(path, os.W_OK) else f"the {what} {path} is not writable"
-    parent = path.parent
-    while not parent.exists():
-        parent = parent.parent
+    parent = nearest_existing(path.parent)
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         return f"{parent} is not a writable directory, so {path} cannot be created"
     if what == "database" and parent != path.parent:

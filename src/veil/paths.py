@@ -1,0 +1,25 @@
+"""Filesystem checks made before work starts: whether a directory or file can be made at a path that may not
+exist yet. Each caller words its own error around the reason returned here."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def nearest_existing(path: Path) -> Path:
+    """`path`, or its nearest ancestor that exists."""
+    while not path.exists():
+        path = path.parent
+    return path
+
+
+def unmakeable_dir(path: Path) -> str | None:
+    """Why no directory can be made (or written) at `path`: its nearest existing ancestor is a file or is not
+    writable; None when it can."""
+    found = nearest_existing(path)
+    if not found.is_dir():
+        return f"{found} is a file"
+    if not os.access(found, os.W_OK | os.X_OK):
+        return f"{found} is not writable"
+    return None
