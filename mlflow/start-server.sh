@@ -25,6 +25,9 @@ done
 # bound to every address with no names given: MLflow's own default (localhost and private addresses)
 HOSTS_FLAG=(--allowed-hosts "$ALLOWED")
 if { [ "$HOST" = "0.0.0.0" ] || [ "$HOST" = "::" ]; } && [ -z "${MLFLOW_ALLOWED_HOSTS:-}" ]; then HOSTS_FLAG=(); fi
+# Veil runs no MLflow server jobs (GenAI evaluation, trace rollups): without this the server starts a job runner
+# and seven huey worker pools beside itself. Set it to true to use them.
+export MLFLOW_SERVER_ENABLE_JOB_EXECUTION="${MLFLOW_SERVER_ENABLE_JOB_EXECUTION:-false}"
 mkdir -p "$ROOT" "$ARTIFACTS"
 MLFLOW_BIN="${MLFLOW_BIN:-$(command -v mlflow || echo "$(dirname "$0")/../.venv/bin/mlflow")}"
 echo "MLflow server: backend $BACKEND, artifacts $ARTIFACTS, http://$HOST:$PORT" >&2

@@ -15,7 +15,11 @@ import torch
 # examples/plugin); tests of plugins put theirs back on a process's path (tests/support/plugin_install.py)
 os.environ["VEIL_DISABLE_PLUGIN_AUTOLOAD"] = "1"
 
+from veil import process_env  # noqa: E402
 from veil.tracking.server import free_port  # noqa: E402
+
+# the environment a Veil process gives what it starts (the MLflow servers of the fixtures and tests among them)
+process_env.settle()
 
 # test support the processes a test starts import too (tests/support/veil_test_hooks.py: the runs' pause)
 sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))

@@ -20,6 +20,10 @@ DEFAULTS = {
     # No usage reports from a privacy tool; MLflow's telemetry also sets and unsets a variable from a thread
     # of its own at any time.
     "MLFLOW_DISABLE_TELEMETRY": "true",
+    # An `mlflow server` started from Veil (`veil ui`, the tests') runs no MLflow jobs (GenAI evaluation,
+    # trace rollups); with them on it starts a job runner and seven huey worker pools, about 25 s of CPU per
+    # start on top of the server's own.
+    "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
     "RAY_USAGE_STATS_ENABLED": "0",
     # Submitted as a Ray job with env_vars of its own (`ray job submit --runtime-env-json ...`), ray.init's
     # runtime_env would conflict with the job's and fail; this makes Ray combine them (Veil's thread caps win).

@@ -35,6 +35,20 @@ def listening_addresses(port: int) -> set[str]:
     return out
 
 
+def server_session(port: int) -> list[str]:
+    """The command lines of the processes in the session of the `mlflow server` on `port` (from /proc)."""
+    procs: dict[int, tuple[int, str]] = {}
+    for p in Path("/proc").iterdir():
+        try:
+            if p.name.isdigit():
+                cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                procs[int(p.name)] = (os.getsid(int(p.name)), cmd)
+        except OSError:  # gone meanwhile
+            continue
+    sids = {sid for sid, cmd in procs.values() if "mlflow server" in cmd and f"--port {port} " in cmd}
+    return [cmd for sid, cmd in procs.values() if sid in sids]
+
+
 def fake_sweep(uri: str, name: str) -> TrackedRun:
     parent = TrackedRun.start(uri, "veil", name, tags={TAG_ROLE: "sweep", TAG_SWEEP: name})
     parent.finish()
@@ -46,6 +60,7 @@ def test_ui_serves_the_embedded_store_on_loopback_and_stops_on_ctrl_c(tmp_path):
     port = free_port()
     env = {**os.environ, "PYTHONPATH": SRC, "PYTHONUNBUFFERED": "1"}
     env.pop("MLFLOW_TRACKING_URI", None)
+    env.pop("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", None)  # what `veil ui` gives its server, not the suite's
     proc = subprocess.Popen(
         [sys.executable, "-m", "veil.cli", "ui", "--port", str(port)],
         cwd=tmp_path,
@@ -73,6 +88,9 @@ def test_ui_serves_the_embedded_store_on_loopback_and_stops_on_ctrl_c(tmp_path):
         with urllib.request.urlopen(f"{base}/ajax-api/2.0/mlflow/runs/get?run_id={parent.run_id}", timeout=10) as r:
             assert parent.run_id in r.read().decode()  # the server reads that store
         assert listening_addresses(port) == {"0100007F"}  # 127.0.0.1 only
+        commands = server_session(port)
+        assert any("uvicorn" in c for c in commands), commands
+        assert not any("huey" in c or "_job_runner" in c for c in commands), commands  # no MLflow job workers
         assert (tmp_path / ".veil" / "mlflow-ui.log").exists()
 
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in its terminal does
