@@ -3,7 +3,8 @@
 Runs a federated method in process with `fed.wire_rounds` sampled rounds and certifies them with
 `veil.certify.wire.audit_wire` against the default target, exactly as `veil run` does, without the final release's
 audit; prints one JSON line: per sampled round (round, gap, low, high, the excess over what the utility labels
-reveal and its high end, met, test rows, utility AUC).
+reveal and its high end, met, test rows, utility AUC), and the same for the linked view (D-GPP: each row's
+sampled-round and final releases joined by row id).
 
     python studies/wire_rounds.py DATASET N WARMUP EPOCHS WIRE_ROUNDS SEED [PARTITION] [KEY=VALUE ...]
 
@@ -33,6 +34,22 @@ def dataset_value(v: str) -> object:
     return tuple(v.split(",")) if "," in v else float(v) if "." in v else v
 
 
+def figures(r: dict) -> list:
+    """One certified view's figures: round (0: the linked view), gap, low, high, excess, its high end, met, test
+    rows, utility AUC."""
+    return [
+        r.get("round", 0),
+        round(r["privacy_gap"]["value"], 4),
+        round(r["privacy_gap"]["low"], 4),
+        round(r["privacy_gap"]["high"], 4),
+        round(r["excess_gap"]["value"], 4),
+        round(r["excess_gap"]["high"], 4),
+        r["met"],
+        r["test_rows"],
+        round(r["utility_auc"]["value"], 3),
+    ]
+
+
 def main(argv: list[str]) -> None:
     name, n, warm, epochs, wire_rounds, seed = argv[0], *map(int, argv[1:6])
     partition = argv[6] if len(argv) > 6 else "iid"
@@ -53,20 +70,7 @@ def main(argv: list[str]) -> None:
     run_federation(plan, LocalFederation(plan))
     t1 = time.time()
     section = audit_wire(plan.wire, ds, default_target(), AuditConfig(seed=seed), m).to_dict()
-    rounds = [
-        [
-            r["round"],
-            round(r["privacy_gap"]["value"], 4),
-            round(r["privacy_gap"]["low"], 4),
-            round(r["privacy_gap"]["high"], 4),
-            round(r["excess_gap"]["value"], 4),
-            round(r["excess_gap"]["high"], 4),
-            r["met"],
-            r["test_rows"],
-            round(r["utility_auc"]["value"], 3),
-        ]
-        for r in section["rounds"]
-    ]
+    rounds = [figures(r) for r in section["rounds"]]
     out = {
         "method": method,
         "dataset": name,
@@ -81,6 +85,7 @@ def main(argv: list[str]) -> None:
         "rounds_total": section["rounds_total"],
         "met": section["met"],
         "rounds": rounds,
+        "linked": figures(section["linked"]) if section["linked"] else None,
     }
     print(json.dumps(out), flush=True)
 

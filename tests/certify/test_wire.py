@@ -1,4 +1,5 @@
-"""The certificate's wire section: what the coordinator of a federation received, certified round by round.
+"""The certificate's wire section: what the coordinator of a federation received, certified round by round, and
+the view of an aggregator that joins the audit's releases and the final release by row id (reported).
 
 Small D-GPP federations on gaussian-correlated, in process, with pinned seeds and release_seed (deterministic).
 The section's figures are checked against a direct recomputation (the certificate's own `audit` + `certify` on
@@ -10,6 +11,7 @@ checked (0, 1, 2)."""
 from __future__ import annotations
 
 import dataclasses
+import io
 
 import numpy as np
 import pytest
@@ -18,11 +20,22 @@ from veil.audit.probes import audit
 from veil.audit.settings import AuditConfig
 from veil.certify.certificate import certify
 from veil.certify.target import default_target, parse_target
-from veil.certify.wire import WireCapture, attach, audit_wire, sampled_rounds, view_data, wire_capture
+from veil.certify.wire import (
+    WireCapture,
+    WireView,
+    attach,
+    audit_wire,
+    linked_view,
+    sampled_rounds,
+    view_data,
+    wire_capture,
+)
+from veil.cli.run import print_certificate
 from veil.datasets.catalog import load_dataset
 from veil.datasets.dataset import Dataset
 from veil.methods.builtin import create_method
 from veil.methods.configs.fed_options import FederationOptions
+from veil.methods.federated.core import Release
 from veil.methods.federated.simulation import LocalFederation, plan_federation, run_federation
 
 CFG = AuditConfig(hidden=(32,), epochs=5, bootstrap=400, suite=("logistic", "hist-gradient-boosting"))
@@ -45,6 +58,43 @@ def federate(ds: Dataset, wire_rounds: int, seed: int = 0, **params) -> tuple[ob
 def test_sampled_rounds() -> None:
     assert sampled_rounds(10, 3) == [1, 6, 10]  # first, evenly between, last
     assert sampled_rounds(2, 3) == [1, 2] and sampled_rounds(5, 1) == [1] and sampled_rounds(5, 0) == []
+
+
+def test_the_linked_view_joins_each_rows_releases_by_row_id() -> None:
+    """Per row: the final release's z, then each sampled round's (zeros and a 0 in the presence column where the
+    round's participants did not own the row; no presence column for a round that covered every row)."""
+
+    def release(train: dict[int, list[int]], test: dict[int, list[int]], base: float) -> Release:
+        msgs = {
+            k: {
+                split: {"rows": np.array(rows[k]), "z": base + np.array(rows[k], np.float32)[:, None] * [1, -1]}
+                for split, rows in (("train", train), ("test", test))
+                if k in rows
+            }
+            for k in set(train) | set(test)
+        }
+        return Release.from_messages(msgs)
+
+    final = release({0: [2, 0], 1: [1, 3]}, {0: [1], 1: [0]}, 100.0)
+    partial = release({1: [1, 3]}, {1: [0]}, 10.0)  # round 4: node 1 only
+    full = release({0: [0, 2], 1: [3, 1]}, {0: [1], 1: [0]}, 20.0)
+
+    def view(rnd: int, rel: Release) -> WireView:
+        return WireView(rnd, rel.nodes("train"), rel.rows("train"), rel.z("train"), rel.rows("test"), rel.z("test"))
+
+    capture = WireCapture.__new__(WireCapture)
+    capture.views = {1: view(1, full), 4: view(4, partial)}
+    joined = linked_view(capture, final)
+    assert joined is not None and joined.nodes == [0, 1]
+    assert joined.train_rows.tolist() == [0, 1, 2, 3] and joined.test_rows.tolist() == [0, 1]
+    assert joined.z_train.tolist() == [
+        [100, 100, 20, 20, 0, 0, 0],
+        [101, 99, 21, 19, 11, 9, 1],
+        [102, 98, 22, 18, 0, 0, 0],
+        [103, 97, 23, 17, 13, 7, 1],
+    ]
+    assert joined.z_test.tolist() == [[100, 100, 20, 20, 10, 10, 1], [101, 99, 21, 19, 0, 0, 0]]
+    assert linked_view(capture, None) is None
 
 
 def test_wire_section_matches_a_direct_recomputation() -> None:
@@ -76,9 +126,20 @@ def test_wire_section_matches_a_direct_recomputation() -> None:
     worst = max(d["rounds"], key=lambda r: (r["privacy_gap"]["high"], r["privacy_gap"]["value"]))
     assert d["worst_round"] == worst["round"] and d["privacy_gap"] == worst["privacy_gap"]
     assert section.metrics()["certificate/wire_privacy_gap_high"] == worst["privacy_gap"]["high"]
-    (check,) = section.checks()
+    (check,) = section.checks()  # the rounds' check decides; the linked view is reported
+    (linked,) = section.linked_report()
     assert check.metric == "wire/excess_gap" and check.checked == max(r["excess_gap"]["high"] for r in d["rounds"])
     assert check.met == all(r["met"] for r in d["rounds"])
+    joined = linked_view(capture, m.released)  # the final release and the 3 rounds' side by side
+    assert joined is not None and joined.z_train.shape == (len(ds.train), 4 * m.config.d_z)
+    data = view_data(ds, joined)
+    report = audit(joined.z_train, data.train, joined.z_test, data.test, data.num_classes, CFG)
+    direct = certify(joined.z_train, joined.z_test, data, report, default_target(), CFG)
+    assert linked.metric == "wire/linked/excess_gap" and linked.checked == pytest.approx(
+        direct.worst_excess.high, abs=TOL
+    )
+    assert linked.met == direct.met == d["linked"]["met"] and d["linked"]["rounds"] == [1, 2, 4]
+    assert not d["linked"]["decides_certificate"] and section.met == (check.met and linked.met)
 
 
 def leaky() -> Dataset:
@@ -170,7 +231,14 @@ def test_veil_run_records_the_wire_section(in_tmp) -> None:
     wire = cert.to_dict()["wire"]
     assert wire["sampled_rounds"] == [1, 2, 3] and wire["decides_certificate"]
     assert result.metrics["certificate/wire_privacy_gap_high"] == wire["privacy_gap"]["high"]
-    assert [c.metric for c in cert.checks] == ["excess_gap", "wire/excess_gap"]
+    linked = wire["linked"]  # each row's three sampled-round releases and the final one, side by side
+    assert linked["rounds"] == [1, 2, 3] and linked["columns"] == 4 * int(result.params["method.d_z"])
+    assert result.metrics["certificate/wire_linked_excess_gap_high"] == linked["excess_gap"]["high"]
+    assert "joined by row id (reported)" in cert.to_markdown()
+    shown = io.StringIO()
+    print_certificate(result, shown)  # what `veil run` prints after the run
+    assert "\n  reported, does not decide: wire/linked/excess_gap <= 0.05: " in shown.getvalue()
+    assert [c.metric for c in cert.checks] == ["excess_gap", "wire/excess_gap"]  # the linked view is reported
     assert cert.met == all(c.met for c in cert.checks) and "The aggregator's view (wire)" in cert.to_markdown()
     off = execute(dataclasses.replace(spec, target="none"))
     assert off.certificate is None and not any(k.startswith("certificate/wire") for k in off.metrics)

@@ -260,6 +260,15 @@ class Certificate:
                 g, ok = r["privacy_gap"], {None: "-", True: "yes", False: "NO"}[r["met"]]
                 gap = f"{g['value']:.3f} [{g['low']:.3f}, {g['high']:.3f}]"
                 lines.append(f"| {r['round']} | {len(r['nodes'])} | {r['test_rows']} | {gap} | {ok} |")
+            if w.get("linked"):
+                r = w["linked"]
+                g, ok = r["privacy_gap"], {None: "-", True: "yes", False: "NO"}[r["met"]]
+                gap = f"{g['value']:.3f} [{g['low']:.3f}, {g['high']:.3f}]"
+                rounds = "+".join(str(x) for x in r["rounds"])
+                lines.append(
+                    f"| {rounds} + final, joined by row id (reported) | {len(r['nodes'])} | {r['test_rows']} | {gap} "
+                    f"| {ok} |"
+                )
             if w["worst_round"] is not None:
                 lines += ["", f"Worst sampled round {w['worst_round']} of {w['rounds_total']}."]
             if not w["decides_certificate"]:

@@ -16,6 +16,11 @@ audit follows it.
   rows per client of exactly that distribution, so the figure is what that round's z reveals per row; the
   aggregator sees a batch of it every round. The check `wire/<metric>` (the worst sampled round) joins the
   certificate's checks, so the certificate is met only when the aggregator's view meets the target too.
+  The audit's releases carry row ids, as the final release does, and all are drawn under the node's one key, so
+  an aggregator that keeps them can join one row's z across the sampled rounds and the final release and
+  difference them: `linked_view` puts them side by side and the section certifies that view too. It is reported
+  (the `linked` entry, metrics `certificate/wire_linked_*`), not among the run's checks: it measures Veil's own
+  audit traffic, which `fed.wire_rounds=0` removes.
 - D-EIGAN, LDP-FedAvg (shared encoder): uploads are parameters. The aggregator holds no rows, but it averages the
   uploads into the global encoder, which it can apply to any x it gets. For the sampled rounds the global encoder
   of that round is applied, without any release noise (the aggregator has the parameters, not the noise: for
@@ -60,6 +65,9 @@ CAN_LEARN = {
     "shared": "the global encoder it averages, applied without release noise to any x it obtains (it holds no "
     "rows of its own): measured per sampled round on the run's train and test rows",
 }
+
+
+LINKED = "the sampled rounds' and the final release joined by row id"
 
 
 def sampled_rounds(total: int, count: int) -> list[int]:
@@ -136,6 +144,29 @@ class WireCapture:
         )
 
 
+def linked_view(capture: WireCapture, released: Release | None) -> WireView | None:
+    """What an aggregator that joins, by row id, each row's z from every sampled round's release and from the final
+    release holds: per row those z side by side (a round whose participants did not own the row: zeros, and a
+    0/1 column saying so). The releases share the node's key, so one row's z differ only through the encoders:
+    differencing them is what this view lets an adversary do. None without a final release or a sampled view."""
+    if released is None or not capture.views or not released.nodes("train") or not released.nodes("test"):
+        return None
+    parts: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for split in ("train", "test"):
+        rows = released.rows(split)
+        cols = [released.z(split, rows)]
+        for view in capture.views.values():
+            have, z = (view.train_rows, view.z_train) if split == "train" else (view.test_rows, view.z_test)
+            at = np.searchsorted(have, rows).clip(max=max(len(have) - 1, 0))
+            present = (have[at] == rows) if len(have) else np.zeros(len(rows), bool)
+            cols.append(np.where(present[:, None], z[at], 0.0).astype(np.float32))
+            if not present.all():
+                cols.append(present[:, None].astype(np.float32))
+        parts[split] = (rows, np.concatenate(cols, axis=1))
+    (tr, ztr), (te, zte) = parts["train"], parts["test"]
+    return WireView(0, sorted(released.nodes("train")), tr, ztr, te, zte)
+
+
 def wire_capture(plan: FederationPlan, ds: Dataset) -> WireCapture | None:
     """The capture of `plan`'s federation (`fed.wire_rounds` sampled rounds), or None when it samples none."""
     rounds = sampled_rounds(plan.rounds, plan.options.wire_rounds)
@@ -181,13 +212,17 @@ class WireSection:
     audit_bytes_up: int = 0
     audit_bytes_down: int = 0
     notes: list[str] = field(default_factory=list)
+    linked: dict[str, Any] | None = None
+    """The view of an aggregator that joins each row's sampled-round and final releases by row id (D-GPP)."""
+    linked_checks: list[Check] = field(default_factory=list)
 
     @property
     def met(self) -> bool | None:
-        """Every applicable bound met on every sampled round (None: nothing was sampled or no bound applies)."""
+        """Every applicable bound met on every sampled round and on the linked view (None: nothing was sampled or
+        no bound applies). Only the rounds' checks decide the run's certificate (`checks`)."""
         if not self.rounds or not self.target:
             return None
-        return all(r["met"] for r in self.rounds)
+        return all(r["met"] for r in self.rounds) and all(c.met for c in self.linked_checks)
 
     def checks(self) -> list[Check]:
         """Per bound of the target, one check over the sampled rounds: the worst round's value, met when every
@@ -208,6 +243,14 @@ class WireSection:
             )
         return out
 
+    def linked_report(self) -> list[Check]:
+        """The linked view's checks (`wire/linked/<metric>`): reported in the section, never among the run's
+        certificate's checks (see `linked_view`)."""
+        return [
+            dataclasses.replace(c, metric=f"wire/linked/{c.metric}", how=f"{c.how}, {LINKED}")
+            for c in self.linked_checks
+        ]
+
     def to_dict(self) -> dict[str, Any]:
         kind = "private" if self.private else "shared"
         return {
@@ -224,6 +267,13 @@ class WireSection:
             "privacy_gap": self.worst_gap,
             "checks": [dataclasses.asdict(c) for c in self.checks()],
             "rounds": self.rounds,
+            "linked": None
+            if self.linked is None
+            else {
+                **self.linked,
+                "checks": [dataclasses.asdict(c) for c in self.linked_report()],
+                "decides_certificate": False,
+            },
             "audit_bytes_up": self.audit_bytes_up,
             "audit_bytes_down": self.audit_bytes_down,
             "notes": list(self.notes),
@@ -240,7 +290,28 @@ class WireSection:
         }
         if self.met is not None:
             out["certificate/wire_met"] = float(self.met)
+        if self.linked is not None:
+            out["certificate/wire_linked_privacy_gap"] = self.linked["privacy_gap"]["value"]
+            out["certificate/wire_linked_privacy_gap_high"] = self.linked["privacy_gap"]["high"]
+            out["certificate/wire_linked_excess_gap_high"] = self.linked["excess_gap"]["high"]
         return out
+
+
+def round_entry(rnd: int, view: WireView, cert: Certificate, tgt: Target) -> dict[str, Any]:
+    """The section's record of one certified view."""
+    return {
+        "round": rnd,
+        "nodes": list(view.nodes),
+        "train_rows": int(len(view.train_rows)),
+        "test_rows": cert.test_rows,
+        "privacy_gap": cert.worst_gap.to_dict(),
+        "excess_gap": cert.worst_excess.to_dict(),
+        "adversary_auc_max": cert.worst_auc.to_dict(),
+        "strongest_adversary": cert.strongest,
+        "utility_auc": cert.utility.to_dict(),
+        "checks": [dataclasses.asdict(c) for c in cert.checks],
+        "met": cert.met if tgt else None,
+    }
 
 
 def audit_wire(capture: WireCapture, ds: Dataset, target: Target, cfg: AuditConfig, method: Any) -> WireSection:
@@ -253,19 +324,7 @@ def audit_wire(capture: WireCapture, ds: Dataset, target: Target, cfg: AuditConf
     for rnd in sorted(capture.views):
         view = capture.views[rnd]
         cert = certify_view(view, ds, tgt, cfg)
-        entry = {
-            "round": rnd,
-            "nodes": list(view.nodes),
-            "train_rows": int(len(view.train_rows)),
-            "test_rows": cert.test_rows,
-            "privacy_gap": cert.worst_gap.to_dict(),
-            "excess_gap": cert.worst_excess.to_dict(),
-            "adversary_auc_max": cert.worst_auc.to_dict(),
-            "strongest_adversary": cert.strongest,
-            "utility_auc": cert.utility.to_dict(),
-            "checks": [dataclasses.asdict(c) for c in cert.checks],
-            "met": cert.met if tgt else None,
-        }
+        entry = round_entry(rnd, view, cert, tgt)
         rounds.append(entry)
         for c in cert.checks:
             round_checks.setdefault(c.metric, []).append(c)
@@ -281,6 +340,23 @@ def audit_wire(capture: WireCapture, ds: Dataset, target: Target, cfg: AuditConf
         )
     if capture.private and getattr(method.config, "release", "sample") == "mean":
         notes.append("release=mean: the wire audit released mu, which reveals at least what a draw mu + sigma*eps does")
+    linked, linked_checks = None, []
+    joined = linked_view(capture, getattr(method, "released", None)) if capture.private else None
+    if joined is not None:
+        cert = certify_view(joined, ds, tgt, cfg)
+        linked = {
+            **round_entry(0, joined, cert, tgt),
+            "rounds": sorted(capture.views),
+            "columns": int(joined.z_train.shape[1]),
+        }
+        del linked["round"]
+        linked_checks = list(cert.checks)
+        notes.append(
+            "linked view (reported, does not decide the certificate): an aggregator that keeps the audit's "
+            "sampled-round releases and the final release, each with row ids, can join them per row; they share "
+            "the node's key, so their differences are nearly noise-free. fed.wire_rounds=0 sends no audit release "
+            "(and certifies no round)"
+        )
     missing = [r for r in capture.rounds if r not in capture.views]
     if missing:
         notes.append(f"sampled rounds {missing} have no view (no participant delivered or released)")
@@ -297,6 +373,8 @@ def audit_wire(capture: WireCapture, ds: Dataset, target: Target, cfg: AuditConf
         audit_bytes_up=capture.audit_bytes_up,
         audit_bytes_down=capture.audit_bytes_down,
         notes=notes,
+        linked=linked,
+        linked_checks=linked_checks,
     )
 
 
@@ -315,6 +393,7 @@ __all__ = [
     "attach",
     "audit_wire",
     "certify_view",
+    "linked_view",
     "sampled_rounds",
     "wire_capture",
     "wire_target",
