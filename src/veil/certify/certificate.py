@@ -256,19 +256,14 @@ class Certificate:
             lines += ["", f"#### The aggregator's view (wire): {state}", "", f"Receives: {w['receives']}.", ""]
             lines += [f"Can learn: {w['can_learn']}.", "", "| round | nodes | test rows | privacy gap [95%] | met |"]
             lines.append("|---|---|---|---|---|")
-            for r in w["rounds"]:
-                g, ok = r["privacy_gap"], {None: "-", True: "yes", False: "NO"}[r["met"]]
-                gap = f"{g['value']:.3f} [{g['low']:.3f}, {g['high']:.3f}]"
-                lines.append(f"| {r['round']} | {len(r['nodes'])} | {r['test_rows']} | {gap} | {ok} |")
+            views = [(str(r["round"]), r) for r in w["rounds"]]
             if w.get("linked"):
-                r = w["linked"]
+                rounds = "+".join(str(x) for x in w["linked"]["rounds"])
+                views.append((f"{rounds} + final, joined by row id (reported)", w["linked"]))
+            for label, r in views:
                 g, ok = r["privacy_gap"], {None: "-", True: "yes", False: "NO"}[r["met"]]
                 gap = f"{g['value']:.3f} [{g['low']:.3f}, {g['high']:.3f}]"
-                rounds = "+".join(str(x) for x in r["rounds"])
-                lines.append(
-                    f"| {rounds} + final, joined by row id (reported) | {len(r['nodes'])} | {r['test_rows']} | {gap} "
-                    f"| {ok} |"
-                )
+                lines.append(f"| {label} | {len(r['nodes'])} | {r['test_rows']} | {gap} | {ok} |")
             if w["worst_round"] is not None:
                 lines += ["", f"Worst sampled round {w['worst_round']} of {w['rounds_total']}."]
             if not w["decides_certificate"]:
