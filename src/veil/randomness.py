@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from typing import Union
+from typing import Mapping, Union
 
 import numpy as np
 import torch
@@ -158,6 +158,16 @@ class RowNoise:
         return self._shaped(like, -np.log(self.uniform(self._width(like))))
 
 
+def state_digest(state: Mapping[str, torch.Tensor]) -> bytes:
+    """SHA-256 of a module's state (names, dtypes, shapes and values, in name order): names exactly these weights."""
+    h = hashlib.sha256()
+    for name in sorted(state):
+        t = state[name].detach().cpu().contiguous()
+        h.update(f"{name}:{t.dtype}:{tuple(t.shape)};".encode())
+        h.update(t.numpy().tobytes())
+    return h.digest()
+
+
 class ReleaseKey:
     """A release's secret key: `rows(x)` is the noise source of a batch `x`. Its bytes are never printed
     (`id` is a one-way fingerprint, safe to record)."""
@@ -185,6 +195,11 @@ class ReleaseKey:
 
     def rows(self, x: np.ndarray | torch.Tensor) -> RowNoise:
         return RowNoise(row_keys(self.secret, x))
+
+    def derive(self, label: bytes) -> "ReleaseKey":
+        """The subkey of this key for `label` (HMAC-SHA256): independent of the key and of every other label's
+        subkey to whoever lacks the key, the same for the same label."""
+        return ReleaseKey(hmac.digest(self.secret, b"veil.release_key.derive:" + label, "sha256"))
 
     def __repr__(self) -> str:
         return f"ReleaseKey(id={self.id})"

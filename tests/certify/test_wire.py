@@ -1,5 +1,6 @@
 """The certificate's wire section: what the coordinator of a federation received, certified round by round, and
-the view of an aggregator that joins the audit's releases and the final release by row id (reported).
+the view of an aggregator that joins the audit's releases and the final release by row id (both decide a D-GPP
+certificate).
 
 Small D-GPP federations on gaussian-correlated, in process, with pinned seeds and release_seed (deterministic).
 The section's figures are checked against a direct recomputation (the certificate's own `audit` + `certify` on
@@ -126,8 +127,7 @@ def test_wire_section_matches_a_direct_recomputation() -> None:
     worst = max(d["rounds"], key=lambda r: (r["privacy_gap"]["high"], r["privacy_gap"]["value"]))
     assert d["worst_round"] == worst["round"] and d["privacy_gap"] == worst["privacy_gap"]
     assert section.metrics()["certificate/wire_privacy_gap_high"] == worst["privacy_gap"]["high"]
-    (check,) = section.checks()  # the rounds' check decides; the linked view is reported
-    (linked,) = section.linked_report()
+    check, linked = section.checks()  # the rounds' check, then the linked view's: both decide
     assert check.metric == "wire/excess_gap" and check.checked == max(r["excess_gap"]["high"] for r in d["rounds"])
     assert check.met == all(r["met"] for r in d["rounds"])
     joined = linked_view(capture, m.released)  # the final release and the 3 rounds' side by side
@@ -139,7 +139,7 @@ def test_wire_section_matches_a_direct_recomputation() -> None:
         direct.worst_excess.high, abs=TOL
     )
     assert linked.met == direct.met == d["linked"]["met"] and d["linked"]["rounds"] == [1, 2, 4]
-    assert not d["linked"]["decides_certificate"] and section.met == (check.met and linked.met)
+    assert section.met == (check.met and linked.met) and d["checks"][1]["metric"] == "wire/linked/excess_gap"
 
 
 def leaky() -> Dataset:
@@ -162,7 +162,8 @@ def test_uploads_of_a_fresh_encoder_are_not_met_and_fail_the_certificate() -> No
     before = list(cert.checks)
     attach(cert, section)
     assert cert.checks[: len(before)] == before and [c.metric for c in cert.checks[len(before) :]] == [
-        "wire/excess_gap"
+        "wire/excess_gap",
+        "wire/linked/excess_gap",
     ]
     assert not cert.checks[-1].met and not cert.met and cert.to_dict()["wire"]["met"] is False
     assert "aggregator's view (wire): **NOT met**" in cert.to_markdown()
@@ -234,11 +235,11 @@ def test_veil_run_records_the_wire_section(in_tmp) -> None:
     linked = wire["linked"]  # each row's three sampled-round releases and the final one, side by side
     assert linked["rounds"] == [1, 2, 3] and linked["columns"] == 4 * int(result.params["method.d_z"])
     assert result.metrics["certificate/wire_linked_excess_gap_high"] == linked["excess_gap"]["high"]
-    assert "joined by row id (reported)" in cert.to_markdown()
+    assert "| 1+2+3 + final, joined by row id | 2 |" in cert.to_markdown()
     shown = io.StringIO()
     print_certificate(result, shown)  # what `veil run` prints after the run
-    assert "\n  reported, does not decide: wire/linked/excess_gap <= 0.05: " in shown.getvalue()
-    assert [c.metric for c in cert.checks] == ["excess_gap", "wire/excess_gap"]  # the linked view is reported
+    assert "\n  wire/linked/excess_gap <= 0.05: " in shown.getvalue()
+    assert [c.metric for c in cert.checks] == ["excess_gap", "wire/excess_gap", "wire/linked/excess_gap"]
     assert cert.met == all(c.met for c in cert.checks) and "The aggregator's view (wire)" in cert.to_markdown()
     off = execute(dataclasses.replace(spec, target="none"))
     assert off.certificate is None and not any(k.startswith("certificate/wire") for k in off.metrics)

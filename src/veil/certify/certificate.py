@@ -259,7 +259,7 @@ class Certificate:
             views = [(str(r["round"]), r) for r in w["rounds"]]
             if w.get("linked"):
                 rounds = "+".join(str(x) for x in w["linked"]["rounds"])
-                views.append((f"{rounds} + final, joined by row id (reported)", w["linked"]))
+                views.append((f"{rounds} + final, joined by row id", w["linked"]))
             for label, r in views:
                 g, ok = r["privacy_gap"], {None: "-", True: "yes", False: "NO"}[r["met"]]
                 gap = f"{g['value']:.3f} [{g['low']:.3f}, {g['high']:.3f}]"

@@ -16,11 +16,13 @@ audit follows it.
   rows per client of exactly that distribution, so the figure is what that round's z reveals per row; the
   aggregator sees a batch of it every round. The check `wire/<metric>` (the worst sampled round) joins the
   certificate's checks, so the certificate is met only when the aggregator's view meets the target too.
-  The audit's releases carry row ids, as the final release does, and all are drawn under the node's one key, so
-  an aggregator that keeps them can join one row's z across the sampled rounds and the final release and
-  difference them: `linked_view` puts them side by side and the section certifies that view too. It is reported
-  (the `linked` entry, metrics `certificate/wire_linked_*`), not among the run's checks: it measures Veil's own
-  audit traffic, which `fed.wire_rounds=0` removes.
+  The audit's releases carry row ids, as the final release does, so an aggregator that keeps them can join one
+  row's z across the sampled rounds and the final release. Each is keyed by the node's key and the encoder that
+  drew it (`veil.randomness.state_digest`): one encoder's releases of a row are one z, and different encoders'
+  carry independent noise, so their differences are not noise-free; they compose as releases under different
+  keys do. `linked_view` puts them side by side and the section certifies that view too (the `linked` entry,
+  metrics `certificate/wire_linked_*`); its check `wire/linked/<metric>` is among the run's checks, like the
+  rounds'. `fed.wire_rounds=0` sends no audit release (and certifies neither).
 - D-EIGAN, LDP-FedAvg (shared encoder): uploads are parameters. The aggregator holds no rows, but it averages the
   uploads into the global encoder, which it can apply to any x it gets. For the sampled rounds the global encoder
   of that round is applied, without any release noise (the aggregator has the parameters, not the noise: for
@@ -147,8 +149,8 @@ class WireCapture:
 def linked_view(capture: WireCapture, released: Release | None) -> WireView | None:
     """What an aggregator that joins, by row id, each row's z from every sampled round's release and from the final
     release holds: per row those z side by side (a round whose participants did not own the row: zeros, and a
-    0/1 column saying so). The releases share the node's key, so one row's z differ only through the encoders:
-    differencing them is what this view lets an adversary do. None without a final release or a sampled view."""
+    0/1 column saying so), so an adversary can combine them (average, difference) as it likes. None without a
+    final release or a sampled view."""
     if released is None or not capture.views or not released.nodes("train") or not released.nodes("test"):
         return None
     parts: dict[str, tuple[np.ndarray, np.ndarray]] = {}
@@ -219,14 +221,15 @@ class WireSection:
     @property
     def met(self) -> bool | None:
         """Every applicable bound met on every sampled round and on the linked view (None: nothing was sampled or
-        no bound applies). Only the rounds' checks decide the run's certificate (`checks`)."""
+        no bound applies)."""
         if not self.rounds or not self.target:
             return None
         return all(r["met"] for r in self.rounds) and all(c.met for c in self.linked_checks)
 
     def checks(self) -> list[Check]:
-        """Per bound of the target, one check over the sampled rounds: the worst round's value, met when every
-        round meets it. Only these join the run's certificate (and only when the wire `decides` it)."""
+        """Per bound of the target, one check over the sampled rounds (the worst round's value, met when every
+        round meets it), then the linked view's (`wire/linked/<metric>`). They join the run's certificate when
+        the wire `decides` it."""
         out = []
         for metric, per_round in self.round_checks.items():
             worst = max(per_round, key=lambda c: (c.checked, c.value))
@@ -241,12 +244,7 @@ class WireSection:
                     all(c.met for c in per_round),
                 )
             )
-        return out
-
-    def linked_report(self) -> list[Check]:
-        """The linked view's checks (`wire/linked/<metric>`): reported in the section, never among the run's
-        certificate's checks (see `linked_view`)."""
-        return [
+        return out + [
             dataclasses.replace(c, metric=f"wire/linked/{c.metric}", how=f"{c.how}, {LINKED}")
             for c in self.linked_checks
         ]
@@ -267,13 +265,7 @@ class WireSection:
             "privacy_gap": self.worst_gap,
             "checks": [dataclasses.asdict(c) for c in self.checks()],
             "rounds": self.rounds,
-            "linked": None
-            if self.linked is None
-            else {
-                **self.linked,
-                "checks": [dataclasses.asdict(c) for c in self.linked_report()],
-                "decides_certificate": False,
-            },
+            "linked": self.linked,
             "audit_bytes_up": self.audit_bytes_up,
             "audit_bytes_down": self.audit_bytes_down,
             "notes": list(self.notes),
@@ -297,10 +289,9 @@ class WireSection:
         return out
 
 
-def round_entry(rnd: int, view: WireView, cert: Certificate, tgt: Target) -> dict[str, Any]:
-    """The section's record of one certified view."""
+def view_entry(view: WireView, cert: Certificate, tgt: Target) -> dict[str, Any]:
+    """The section's record of one certified view (a round's: with its `round`, added by the caller)."""
     return {
-        "round": rnd,
         "nodes": list(view.nodes),
         "train_rows": int(len(view.train_rows)),
         "test_rows": cert.test_rows,
@@ -324,7 +315,7 @@ def audit_wire(capture: WireCapture, ds: Dataset, target: Target, cfg: AuditConf
     for rnd in sorted(capture.views):
         view = capture.views[rnd]
         cert = certify_view(view, ds, tgt, cfg)
-        entry = round_entry(rnd, view, cert, tgt)
+        entry = {"round": rnd, **view_entry(view, cert, tgt)}
         rounds.append(entry)
         for c in cert.checks:
             round_checks.setdefault(c.metric, []).append(c)
@@ -344,17 +335,12 @@ def audit_wire(capture: WireCapture, ds: Dataset, target: Target, cfg: AuditConf
     joined = linked_view(capture, getattr(method, "released", None)) if capture.private else None
     if joined is not None:
         cert = certify_view(joined, ds, tgt, cfg)
-        linked = {
-            **round_entry(0, joined, cert, tgt),
-            "rounds": sorted(capture.views),
-            "columns": int(joined.z_train.shape[1]),
-        }
-        del linked["round"]
+        linked = {**view_entry(joined, cert, tgt), "rounds": sorted(capture.views), "columns": joined.z_train.shape[1]}
         linked_checks = list(cert.checks)
         notes.append(
-            "linked view (reported, does not decide the certificate): an aggregator that keeps the audit's "
-            "sampled-round releases and the final release, each with row ids, can join them per row; they share "
-            "the node's key, so their differences are nearly noise-free. fed.wire_rounds=0 sends no audit release "
+            "linked view: an aggregator that keeps the audit's sampled-round releases and the final release, each "
+            "with row ids, can join them per row; each encoder's release has its own noise (keyed by the node's key "
+            "and the encoder), so they compose as independent releases. fed.wire_rounds=0 sends no audit release "
             "(and certifies no round)"
         )
     missing = [r for r in capture.rounds if r not in capture.views]

@@ -259,8 +259,6 @@ def epoch_status(row: dict[str, float]) -> str:
 
 def print_certificate(result: Any, out: Any) -> None:
     """The certificate's verdict after a run: its headline and checks, and a warning or an error when unmet."""
-    from veil.certify.certificate import Check
-
     cert = result.certificate
     if cert is None:
         print("no leakage target (target: none): the release is not certified", file=out)
@@ -268,8 +266,6 @@ def print_certificate(result: Any, out: Any) -> None:
     print(cert.headline(), file=out)
     for c in cert.checks:
         print(f"  {c.text()}", file=out)
-    for c in ((cert.wire or {}).get("linked") or {}).get("checks", []):
-        print(f"  reported, does not decide: {Check(**c).text()}", file=out)
     for n in cert.notes:
         print(f"  note: {n}", file=out)
     if cert.met:

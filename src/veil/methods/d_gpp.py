@@ -22,7 +22,11 @@ entropy), not from the logged seed: a D-GPP run trains reproducibly only with an
 Release: a client's encoder never leaves it, not even at the end. Asked for a release (`release_rows`), a
 client releases z of its OWN rows only (its training rows and the test rows the audit dealt it) with its own
 encoder: a message {kind: 'release', train: {rows, z}, test: {rows, z}} of int64 row ids and float32 z (never
-s, never a parameter), 4 * n * d_z + 8 * n bytes for n rows, counted with the uploads. The aggregator, and
+s, never a parameter), 4 * n * d_z + 8 * n bytes for n rows, counted with the uploads. Its noise is keyed by the
+client's release key, the encoder's weights (`veil.randomness.state_digest`) and the row: one encoder releases a
+row as one z however often it is asked, and another encoder (a later round's) draws independent noise, so joining
+one row's releases across rounds cannot difference the noise away (they compose as independent releases, which
+the certificate's linked view measures: `veil.certify.wire`). The aggregator, and
 the model a run logs, hold only psi: `encode` outside the clients raises `EncodersStayHome`. The audit trains
 its fresh probes on the union of the clients' releases (and each client's own rows for the per-node audit).
 A restarted client rejoins with the current psi and a freshly initialised private encoder (there is no
@@ -76,7 +80,7 @@ from veil.methods.gpp import GaussianEncoder, released, reparameterize
 from veil.methods.method import Method
 from veil.methods.nets import ClassifierBank, gaussian_kl_rows, loss_sum, make_optimizer, mlp
 from veil.methods.table import register_method
-from veil.randomness import Noise, ReleaseKey, for_rows
+from veil.randomness import Noise, ReleaseKey, for_rows, state_digest
 
 
 def per_client(field: str, values: tuple[float, ...], k: int) -> list[float]:
@@ -157,11 +161,14 @@ class DGPP(DGPPCard, FederatedMethod, Method):
 
     @torch.no_grad()
     def release_rows(self, node: Node, x: np.ndarray, generator: ReleaseKey, batch_size: int = 4096) -> np.ndarray:
-        """Client role: z of `node`'s own rows `x` by its own encoder (a draw or the mean, per `release`)."""
+        """Client role: z of `node`'s own rows `x` by its own encoder (a draw or the mean, per `release`), its noise
+        from `generator`'s subkey for this encoder's weights (see the module's Release)."""
         g = self.groups[0]
         enc = cast(GaussianEncoder, seeded_modules(self.new_encoder, [0])[0])  # the global RNG is left as it was
-        enc.load_state_dict(g.enc.state_dict(slot(node)[1]))
+        state = g.enc.state_dict(slot(node)[1])
+        enc.load_state_dict(state)
         enc.eval()
+        generator = generator.derive(state_digest(state))
         out = []
         for i in range(0, len(x), batch_size):
             xb = np.asarray(x[i : i + batch_size], np.float32)

@@ -285,8 +285,8 @@ class Node:
 
     def next_release_key(self) -> ReleaseKey:
         """The key of this node's next release of its own rows: the same in every release (permanent
-        randomization: a row released again gets the same noise), so a replayed or repeated release gains
-        nothing."""
+        randomization: a row released again by the same encoder gets the same noise; D-GPP derives a subkey per
+        encoder), so a replayed or repeated release gains nothing."""
         self.releases += 1
         return self.release_key
 
@@ -498,7 +498,7 @@ class FederatedRoles(ABC):
 def release_message(method: FederatedRoles, node: Node, request: Mapping[str, Any] | None) -> dict[str, Any]:
     """What `node` sends when asked to release its own rows (`Node.rows_to_release`): `{kind: 'release',
     <split>: {rows: int64[n], z: float32[n, d_z]}}` and nothing else (no s, no parameter), its noise from the
-    node's release key (the same rows get the same z in every release)."""
+    node's release key (one encoder releases the same rows as the same z every time)."""
     gen = node.next_release_key()
     out: dict[str, Any] = {"kind": "release"}
     for split, ids, x in node.rows_to_release(request):
