@@ -243,3 +243,33 @@ def test_veil_run_records_the_wire_section(in_tmp) -> None:
     assert cert.met == all(c.met for c in cert.checks) and "The aggregator's view (wire)" in cert.to_markdown()
     off = execute(dataclasses.replace(spec, target="none"))
     assert off.certificate is None and not any(k.startswith("certificate/wire") for k in off.metrics)
+
+
+def test_a_release_met_but_an_unmet_wire_view_says_which_party(capsys) -> None:
+    """When calibration met the release's bound and only the aggregator's view is unmet, the error says so and
+    names the wire checks, not "calibration could not meet the target"."""
+    from types import SimpleNamespace
+
+    from veil.certify.certificate import Check
+
+    checks = [
+        Check("excess_gap", 0.05, 0.01, 0.035, "95% upper end", True),
+        Check("wire/excess_gap", 0.05, 0.0, 0.02, "95% upper end, worst sampled round (580)", True),
+        Check("wire/linked/excess_gap", 0.05, 0.04, 0.061, "95% upper end, joined", False),
+    ]
+    cert = SimpleNamespace(
+        checks=checks,
+        notes=[],
+        met=False,
+        knob={"field": "beta", "value": 0.0977, "set_by": "calibration"},
+        target=default_target(),
+        headline=lambda: "certificate NOT MET",
+    )
+    print_certificate(SimpleNamespace(certificate=cert, calibration=object(), exit_code=3), io.StringIO())
+    err = capsys.readouterr().err
+    assert err.startswith("error: the release meets its target (excess_gap <= 0.05")
+    assert "but the aggregator's view does not (wire/linked/excess_gap)" in err
+    assert "it does certify wire/linked/excess_gap <= 0.061" in err and "could not meet" not in err
+    checks[0] = dataclasses.replace(checks[0], met=False, checked=0.058)  # the release itself unmet: as before
+    print_certificate(SimpleNamespace(certificate=cert, calibration=object(), exit_code=3), io.StringIO())
+    assert capsys.readouterr().err.startswith("error: calibration could not meet the target")
