@@ -34,6 +34,7 @@ from veil.certify.calibrate import (
     least_leaking,
     pooled,
     refine_points,
+    worst_view,
 )
 from veil.certify.knob_search import CalibrationConfig
 from veil.certify.resolution import margin_of, null_margin
@@ -203,6 +204,23 @@ def test_pooling_folds_averages_figures_and_adds_the_models_differences() -> Non
     assert differ.leakage["excess_gap"] == pytest.approx(0.03)
     # variance between the folds 0.03^2 = 9e-4, of which the spread explains 1e-4
     assert differ.error["excess_gap"] == pytest.approx(math.sqrt(1e-4 / 3 + 8e-4))
+
+
+def test_a_candidates_views_combine_as_its_certificate_does() -> None:
+    """`worst_view`: per bound, the worst view's figure and spread; the upper reach is the highest one-sided bound
+    of any view measured from that figure (a view whose point is lower but whose spread is wider can reach
+    higher); an eps figure that is nan (the knob is not eps) stays nan."""
+    release = ({"excess_gap": 0.02, "eps": math.nan}, {"excess_gap": 0.010}, {"excess_gap": 0.015})
+    linked = ({"excess_gap": 0.03, "eps": math.nan}, {"excess_gap": 0.012}, {"excess_gap": 0.010})
+    figures, spreads, uppers = worst_view([release, linked])
+    assert figures["excess_gap"] == 0.03 and spreads["excess_gap"] == 0.012
+    assert uppers["excess_gap"] == pytest.approx(0.010)  # 0.03 + 0.010 > 0.02 + 0.015
+    assert math.isnan(figures["eps"])
+    wide = ({"excess_gap": 0.025, "eps": math.nan}, {"excess_gap": 0.03}, {"excess_gap": 0.04})
+    figures, spreads, uppers = worst_view([linked, wide])
+    assert figures["excess_gap"] == 0.03 and spreads["excess_gap"] == 0.012
+    assert uppers["excess_gap"] == pytest.approx(0.035)  # 0.025 + 0.04 reaches 0.065
+    assert worst_view([release]) == release
 
 
 def test_a_bracket_is_refined_only_where_it_is_expected_to_keep_more_utility() -> None:

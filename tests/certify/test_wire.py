@@ -273,3 +273,35 @@ def test_a_release_met_but_an_unmet_wire_view_says_which_party(capsys) -> None:
     checks[0] = dataclasses.replace(checks[0], met=False, checked=0.058)  # the release itself unmet: as before
     print_certificate(SimpleNamespace(certificate=cert, calibration=object(), exit_code=3), io.StringIO())
     assert capsys.readouterr().err.startswith("error: calibration could not meet the target")
+
+
+def test_calibration_scores_a_d_gpp_candidate_on_its_linked_view(in_tmp) -> None:
+    """A D-GPP calibration candidate carries the view its certificate's linked check will read: per row of the
+    fold, its final release then each sampled round's release, side by side in row order."""
+    from veil.certify.calibrate import calibration_audit
+    from veil.pipeline.execute import calibration_subject
+    from veil.pipeline.runspec import RunSpec
+    from veil.pipeline.validation import validate
+
+    spec = RunSpec(
+        method="d-gpp",
+        dataset="gaussian-correlated",
+        params={"K": 2, "epochs": 1, "encoder_hidden": [16], "beta": 0.5},
+        dataset_params={"n": 600},
+        audit={"epochs": 2, "hidden": [8], "suite": ["logistic"], "bootstrap": 200},
+        runtime="in-process",
+    )
+    v = validate(spec)
+    ds = load_dataset("gaussian-correlated", v.dataset_config)
+    subject = calibration_subject(v)
+    assert subject.federate is not None
+    cand = subject.federate(v.method_config, ds, calibration_audit(v.audit_config), None)
+    d_z = int(v.method_config.d_z)
+    assert len(cand.views) == 1
+    z_fit, z_val = cand.views[0]
+    assert z_fit.shape == (len(ds.train), 4 * d_z) and z_val.shape == (len(ds.test), 4 * d_z)
+    np.testing.assert_array_equal(z_fit[:, :d_z], cand.z_fit)
+    np.testing.assert_array_equal(z_val[:, :d_z], cand.z_val)
+    for r in (1, 2, 3):  # every sampled round's encoder is another one (the clients train once more after the
+        # last round, on the final heads), so each round's columns are another draw
+        assert np.abs(z_fit[:, r * d_z : (r + 1) * d_z] - cand.z_fit).mean() > 0.1

@@ -12,6 +12,10 @@ A run given a target (or the default one) and not its knob calibrates before it 
    Each is scored on the scored rows: the utility AUC of the audit's probe, and the worst leakage of the
    audit's probe and the certificate's suite less its widest MLP over the sensitive labels (the certificate's
    statistic: signed gap AUC - 0.5, or its excess over the utility labels' baseline), with its bootstrap spread.
+   A candidate whose certificate checks other views of the same rows is scored on each, and its figure per bound
+   is its worst view's (`worst_view`): a D-GPP candidate's federation records the aggregator's linked view (each
+   row's sampled-round audit releases beside its final release, `veil.certify.wire`), which its certificate's
+   `wire/linked/...` check reads.
 3. Refinement stages (bracketing): `refine` values between the feasible value nearest the useful end and the
    infeasible one beyond it, wherever they lie (the private end included), at most `rounds` times, and only while
    the bracket is expected to keep `min_gain` more utility than its feasible edge (`expected_gain`): each stage
@@ -46,7 +50,7 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
@@ -505,13 +509,17 @@ def monotone_from_least(positions: np.ndarray, raw: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True)
 class FederatedCandidate:
     """A federated candidate, trained: the method, its history, the release of the fit and scored rows and the audit
-    report on them (calibration scores it as a centralized candidate)."""
+    report on them (calibration scores it as a centralized candidate), and the other views of those rows its
+    certificate will check."""
 
     method: Method
     history: list[dict[str, float]]
     z_fit: np.ndarray
     z_val: np.ndarray
     report: Any
+    views: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
+    """(z of the fit rows, z of the scored rows) of each other view its certificate checks, in row order (D-GPP:
+    the aggregator's linked view, `veil.certify.wire.linked_rows`); a candidate's leakage is its worst view's"""
 
 
 #: one federated candidate: the method config, trained as a federation on the dataset's train rows, audited with
@@ -572,11 +580,9 @@ class Trainer:
     def configs(self, values: Sequence[float]) -> list[Any]:
         return [self.knob.apply(self.subject.config, v) for v in values]  # type: ignore[union-attr]
 
-    def train(
-        self, values: Sequence[float], ds: Dataset
-    ) -> list[tuple[Method, list[dict[str, float]], np.ndarray, np.ndarray, Any]]:
-        """Each value's method trained on `ds`'s train rows, its history, release of the fit and scored rows, and
-        audit report."""
+    def train(self, values: Sequence[float], ds: Dataset) -> list[Trained]:
+        """Each value's method trained on `ds`'s train rows, its history, release of the fit and scored rows, audit
+        report, and the other views its certificate checks, audited too."""
         from veil.methods.builtin import create_method
         from veil.methods.method import TrainContext
         from veil.methods.population import plan_population, population_form
@@ -585,7 +591,10 @@ class Trainer:
         subject, name = self.subject, self.subject.method
         if subject.federate is not None:
             trained = [subject.federate(c, ds, self.cfg, self.on_epoch) for c in configs]
-            return [(f.method, f.history, f.z_fit, f.z_val, f.report) for f in trained]
+            return [
+                Trained(f.method, f.history, f.z_fit, f.z_val, f.report, audited_views(f.views, ds, self.cfg))
+                for f in trained
+            ]
         fitted: list[tuple[Method, list[dict[str, float]]]]
         if population_form(name) is not None and len(plan_population(configs, name).groups) == 1:
             from veil.methods.population import fit_population
@@ -604,7 +613,7 @@ class Trainer:
             with seeded_releases(m, derive_seed(subject.seed, 31, i)):
                 released.append((m.encode(ds.train.x), m.encode(ds.test.x)))
         reports = stacked_audit(released, ds, self.cfg)
-        return [(m, h, a, b, r) for (m, h), (a, b), r in zip(fitted, released, reports)]
+        return [Trained(m, h, a, b, r) for (m, h), (a, b), r in zip(fitted, released, reports)]
 
     def stage(self, positions: Sequence[float], stage: int) -> list[Candidate]:
         knob = self.knob
@@ -616,12 +625,17 @@ class Trainer:
         for i, (p, value) in enumerate(zip(positions, values)):
             scores = []
             for f, fold in zip(self.folds, trained):
-                _, _, z_fit, z_val, report = fold[i]
-                leak, spread, upper = leakage(z_fit, z_val, f.ds, report, self.target, self.cfg, value, knob, f.base)
-                utility = float(np.mean([s.auc for s in report.scores if s.role == "utility"]))
+                t = fold[i]
+                leak, spread, upper = worst_view(
+                    [
+                        leakage(z_fit, z_val, f.ds, report, self.target, self.cfg, value, knob, f.base)
+                        for z_fit, z_val, report in ((t.z_fit, t.z_val, t.report), *t.views)
+                    ]
+                )
+                utility = float(np.mean([s.auc for s in t.report.scores if s.role == "utility"]))
                 scores.append(FoldScore(utility, leak, spread, upper))
             c = pooled(value, float(p), stage, scores)
-            self.methods[c.value] = trained[0][i][:2]
+            self.methods[c.value] = (trained[0][i].method, trained[0][i].history)
             out.append(c)
         assess([*self.trail, *out], self.target, self.rooms)
         self.trail += out
@@ -632,6 +646,45 @@ class Trainer:
             f"feasible: {sum(c.feasible for c in out)}"
         )
         return out
+
+
+class Trained(NamedTuple):
+    """One candidate trained on one fold: the method, its history, its release of the fit and scored rows with
+    their audit report, and each other view its certificate checks, (z_fit, z_val, report)."""
+
+    method: Method
+    history: list[dict[str, float]]
+    z_fit: np.ndarray
+    z_val: np.ndarray
+    report: Any
+    views: tuple[tuple[np.ndarray, np.ndarray, Any], ...] = ()
+
+
+def audited_views(
+    views: Sequence[tuple[np.ndarray, np.ndarray]], ds: Dataset, cfg: AuditConfig
+) -> tuple[tuple[np.ndarray, np.ndarray, Any], ...]:
+    """Each view of `ds`'s fit and scored rows with its fresh-probe audit report."""
+    return tuple((a, b, r) for (a, b), r in zip(views, stacked_audit(list(views), ds, cfg))) if views else ()
+
+
+Figures = tuple[dict[str, float], dict[str, float], dict[str, float]]
+
+
+def worst_view(scored: Sequence[Figures]) -> Figures:
+    """`leakage`'s (figures, spreads, uppers) of several views of one candidate combined per bound as its
+    certificate combines them (met only when every view is): the worst view's figure and spread, and the
+    highest one-sided bound over every view's adversaries, measured from that figure."""
+    figures, spreads, uppers = (dict(d) for d in scored[0])
+    for fig, spread, upper in scored[1:]:
+        for m, value in fig.items():
+            reach = max(figures[m] + uppers.get(m, 0.0), value + upper.get(m, 0.0)) if m in upper else None
+            if value > figures[m]:  # a nan figure (an eps bound on a knob that is not eps) never replaces one
+                figures[m] = value
+                if m in spread:
+                    spreads[m] = spread[m]
+            if reach is not None:
+                uppers[m] = reach - figures[m]
+    return figures, spreads, uppers
 
 
 @dataclass(frozen=True)

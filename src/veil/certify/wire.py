@@ -70,6 +70,8 @@ CAN_LEARN = {
 
 
 LINKED = "the sampled rounds' and the final release joined by row id"
+#: what the aggregator's checks' metrics start with among a certificate's checks
+WIRE_PREFIX = "wire/"
 
 
 def sampled_rounds(total: int, count: int) -> list[int]:
@@ -169,6 +171,15 @@ def linked_view(capture: WireCapture, released: Release | None) -> WireView | No
     return WireView(0, sorted(released.nodes("train")), tr, ztr, te, zte)
 
 
+def linked_rows(capture: WireCapture, released: Release | None, ds: Dataset) -> tuple[np.ndarray, np.ndarray] | None:
+    """The linked view's z of every train and of every test row of `ds`, in row order (what calibration scores a
+    candidate's linked view on, paired with its release row for row); None without one, or when it misses rows."""
+    joined = linked_view(capture, released)
+    if joined is None or view_data(ds, joined) is not ds:
+        return None
+    return joined.z_train, joined.z_test
+
+
 def wire_capture(plan: FederationPlan, ds: Dataset) -> WireCapture | None:
     """The capture of `plan`'s federation (`fed.wire_rounds` sampled rounds), or None when it samples none."""
     rounds = sampled_rounds(plan.rounds, plan.options.wire_rounds)
@@ -224,7 +235,7 @@ class WireSection:
         no bound applies)."""
         if not self.rounds or not self.target:
             return None
-        return all(r["met"] for r in self.rounds) and all(c.met for c in self.linked_checks)
+        return all(c.met for c in self.checks())
 
     def checks(self) -> list[Check]:
         """Per bound of the target, one check over the sampled rounds (the worst round's value, met when every
@@ -236,7 +247,7 @@ class WireSection:
             at = self.rounds[per_round.index(worst)]["round"]
             out.append(
                 Check(
-                    f"wire/{metric}",
+                    f"{WIRE_PREFIX}{metric}",
                     worst.limit,
                     worst.value,
                     worst.checked,
@@ -245,7 +256,7 @@ class WireSection:
                 )
             )
         return out + [
-            dataclasses.replace(c, metric=f"wire/linked/{c.metric}", how=f"{c.how}, {LINKED}")
+            dataclasses.replace(c, metric=f"{WIRE_PREFIX}linked/{c.metric}", how=f"{c.how}, {LINKED}")
             for c in self.linked_checks
         ]
 
@@ -373,12 +384,14 @@ def attach(cert: Certificate, section: WireSection) -> None:
 
 
 __all__ = [
+    "WIRE_PREFIX",
     "WireCapture",
     "WireSection",
     "WireView",
     "attach",
     "audit_wire",
     "certify_view",
+    "linked_rows",
     "linked_view",
     "sampled_rounds",
     "wire_capture",

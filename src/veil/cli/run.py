@@ -271,16 +271,18 @@ def print_certificate(result: Any, out: Any) -> None:
     if cert.met:
         return
     from veil.certify.certificate import certified_instead
+    from veil.certify.wire import WIRE_PREFIX
 
     knob = cert.knob or {}
     instead = certified_instead(cert.checks)
     does = f"; it does certify {' and '.join(instead)} (95% upper end, rounded up)" if instead else ""
     unmet = [c.metric for c in cert.checks if not c.met]
-    if result.calibration is not None and unmet and all(m.startswith("wire/") for m in unmet):
+    if result.calibration is not None and unmet and all(m.startswith(WIRE_PREFIX) for m in unmet):
         print(
             f"error: the release meets its target ({cert.target.text()}), but the aggregator's view does not "
             f"({', '.join(unmet)}): recorded with met: false; exit code {result.exit_code}{does}; calibration "
-            f"tunes {knob.get('field')} on the release alone: a more private value (--set "
+            f"judged {knob.get('field')} on validation rows (the release and the aggregator's linked view), whose "
+            f"figures the test rows' need not repeat: a more private value (--set "
             f"{knob.get('field')}=...) keeps more from the aggregator, and --set fed.wire_rounds=0 sends it no audit "
             "release (and certifies none of its view; docs/threat-model.md)",
             file=sys.stderr,

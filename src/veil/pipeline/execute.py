@@ -265,15 +265,21 @@ def calibration_subject(v: ValidatedRun, device: str | None = None) -> Subject:
         return Subject(v.spec.method, v.method_config, v.audit_config, v.spec.seed, where)
 
     def federate(config: Any, ds: Dataset, audit: AuditConfig, on_epoch: EpochHook | None) -> FederatedCandidate:
+        from veil.certify.wire import linked_rows
         from veil.platform.executors import get_executor
 
         assert v.federation is not None
         fed = dataclasses.replace(v.federation, per_node_audit=False, audit_every=0)
         vc = dataclasses.replace(v, method_config=config, runtime="in-process", federation=fed)
         job = get_executor("federated")(training(vc), ds, Path(".veil") / "ray")
+        assert job.federation is not None
+        capture = wire_capture(v.target, job, ds) if job.federation.method.private_encoders() else None
         outcome = job.train(on_epoch, None, None)
         out = audit_release(outcome.method, ds, audit, federation=job.federation)
-        return FederatedCandidate(outcome.method, outcome.history, out.z_train, out.z_test, out.report)
+        # the certificate also checks the aggregator's linked view (D-GPP), so the candidate is scored on it too
+        linked = linked_rows(capture, getattr(outcome.method, "released", None), ds) if capture else None
+        views = (linked,) if linked is not None else ()
+        return FederatedCandidate(outcome.method, outcome.history, out.z_train, out.z_test, out.report, views)
 
     return Subject(v.spec.method, v.method_config, v.audit_config, v.spec.seed, "cpu", federate)
 
