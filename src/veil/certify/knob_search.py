@@ -54,8 +54,8 @@ class CalibrationConfig:
     )
     rounds: int | None = param(
         None,
-        "refinement stages after the first, each within the bracket the one before leaves (unset: 2; 1 for a "
-        "federated method; each stage is one population, and for a federated method each value is a federation)",
+        "refinement stages after the first, each within the bracket the one before leaves (unset: 2; each stage is "
+        "one population, and for a federated method each value is a federation)",
         ge=0,
         le=8,
     )
@@ -91,7 +91,7 @@ class CalibrationConfig:
         """The search with its unset sizes filled: fewer values for a federation, where each is a whole run, and
         (once the data say how many rows of its smallest sensitive class a validation split holds, `smallest`)
         cross-fitting where one validation split would hold too few of them to tell candidates apart."""
-        sizes = (4, 2, 1) if federated else (6, 3, 2)
+        sizes = (4, 2, 2) if federated else (6, 3, 2)
         given = (self.grid, self.refine, self.rounds)
         grid, refine, rounds = (g if g is not None else d for g, d in zip(given, sizes))
         folds = self.folds
