@@ -640,9 +640,16 @@ class Trainer:
         assess([*self.trail, *out], self.target, self.rooms)
         self.trail += out
         on_folds = f" on each of {len(self.folds)} folds" if len(self.folds) > 1 else ""
+        views = max((len(t.views) for fold in trained for t in fold), default=0)
+        scored = (
+            f" (each on its release and the {views} other view{'s' * (views != 1)} its certificate checks, the "
+            "worst counting)"
+            if views
+            else ""
+        )
         self.note(
             f"calibration stage {stage}: {len(values)} value{'s' * (len(values) != 1)} of {knob.field} "
-            f"({values_text(values)}) trained{on_folds} and scored in {time.time() - t0:.1f} s; "
+            f"({values_text(values)}) trained{on_folds} and scored{scored} in {time.time() - t0:.1f} s; "
             f"feasible: {sum(c.feasible for c in out)}"
         )
         return out
