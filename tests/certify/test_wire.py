@@ -56,6 +56,22 @@ def federate(ds: Dataset, wire_rounds: int, seed: int = 0, **params) -> tuple[ob
     return m, capture
 
 
+def small_run(n: int, federation: dict | None = None, calibrate: bool = True, **params):
+    """A tiny D-GPP `veil run` spec on gaussian-correlated (2 clients, 1 epoch, a 2-epoch logistic-only audit)."""
+    from veil.pipeline.runspec import RunSpec
+
+    return RunSpec(
+        method="d-gpp",
+        dataset="gaussian-correlated",
+        params={"K": 2, "epochs": 1, "encoder_hidden": [16], **params},
+        dataset_params={"n": n},
+        audit={"epochs": 2, "hidden": [8], "suite": ["logistic"], "bootstrap": 200},
+        runtime="in-process",
+        federation=federation or {},
+        calibrate=calibrate,
+    )
+
+
 def test_sampled_rounds() -> None:
     assert sampled_rounds(10, 3) == [1, 6, 10]  # first, evenly between, last
     assert sampled_rounds(2, 3) == [1, 2] and sampled_rounds(5, 1) == [1] and sampled_rounds(5, 0) == []
@@ -214,18 +230,8 @@ def test_veil_run_records_the_wire_section(in_tmp) -> None:
     """The pipeline: a D-GPP `veil run` with the default target certifies the sampled rounds, logs the wire metrics
     and puts the wire check among the certificate's (so it decides `met`); without a target nothing is sampled."""
     from veil.pipeline.execute import execute
-    from veil.pipeline.runspec import RunSpec
 
-    spec = RunSpec(
-        method="d-gpp",
-        dataset="gaussian-correlated",
-        params={"K": 2, "epochs": 1, "encoder_hidden": [16], "release_seed": 0},
-        dataset_params={"n": 500},
-        audit={"epochs": 2, "hidden": [8], "suite": ["logistic"], "bootstrap": 200},
-        runtime="in-process",
-        federation={"per_node_audit": False},
-        calibrate=False,
-    )
+    spec = small_run(500, release_seed=0, federation={"per_node_audit": False}, calibrate=False)
     result = execute(spec)
     cert = result.certificate
     assert cert is not None and cert.wire is not None
@@ -280,18 +286,9 @@ def test_calibration_scores_a_d_gpp_candidate_on_its_linked_view(in_tmp) -> None
     fold, its final release then each sampled round's release, side by side in row order."""
     from veil.certify.calibrate import calibration_audit
     from veil.pipeline.execute import calibration_subject
-    from veil.pipeline.runspec import RunSpec
     from veil.pipeline.validation import validate
 
-    spec = RunSpec(
-        method="d-gpp",
-        dataset="gaussian-correlated",
-        params={"K": 2, "epochs": 1, "encoder_hidden": [16], "beta": 0.5},
-        dataset_params={"n": 600},
-        audit={"epochs": 2, "hidden": [8], "suite": ["logistic"], "bootstrap": 200},
-        runtime="in-process",
-    )
-    v = validate(spec)
+    v = validate(small_run(600, beta=0.5))
     ds = load_dataset("gaussian-correlated", v.dataset_config)
     subject = calibration_subject(v)
     assert subject.federate is not None
