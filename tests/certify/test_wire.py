@@ -295,10 +295,11 @@ def test_calibration_scores_a_d_gpp_candidate_on_its_linked_view(in_tmp) -> None
     cand = subject.federate(v.method_config, ds, calibration_audit(v.audit_config), None)
     d_z = int(v.method_config.d_z)
     assert len(cand.views) == 1
-    z_fit, z_val = cand.views[0]
+    z_fit, z_val, report = cand.views[0]
     assert z_fit.shape == (len(ds.train), 4 * d_z) and z_val.shape == (len(ds.test), 4 * d_z)
     np.testing.assert_array_equal(z_fit[:, :d_z], cand.z_fit)
     np.testing.assert_array_equal(z_val[:, :d_z], cand.z_val)
+    assert {s.role for s in report.scores} == {s.role for s in cand.report.scores}  # audited as the release is
     for r in (1, 2, 3):  # every sampled round's encoder is another one (the clients train once more after the
         # last round, on the final heads), so each round's columns are another draw
         assert np.abs(z_fit[:, r * d_z : (r + 1) * d_z] - cand.z_fit).mean() > 0.1

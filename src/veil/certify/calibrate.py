@@ -506,25 +506,29 @@ def monotone_from_least(positions: np.ndarray, raw: np.ndarray) -> np.ndarray:
     return fitted
 
 
-@dataclass(frozen=True)
-class FederatedCandidate:
-    """A federated candidate, trained: the method, its history, the release of the fit and scored rows and the audit
-    report on them (calibration scores it as a centralized candidate), and the other views of those rows its
-    certificate will check."""
+class Trained(NamedTuple):
+    """One candidate trained on one fold: the method, its history, its release of the fit and scored rows with
+    their audit report, and each other view of those rows its certificate checks, (z_fit, z_val, report) in row
+    order (D-GPP: the aggregator's linked view, `veil.certify.wire.linked_rows`); its leakage is its worst view's."""
 
     method: Method
     history: list[dict[str, float]]
     z_fit: np.ndarray
     z_val: np.ndarray
     report: Any
-    views: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
-    """(z of the fit rows, z of the scored rows) of each other view its certificate checks, in row order (D-GPP:
-    the aggregator's linked view, `veil.certify.wire.linked_rows`); a candidate's leakage is its worst view's"""
+    views: tuple[tuple[np.ndarray, np.ndarray, Any], ...] = ()
 
 
-#: one federated candidate: the method config, trained as a federation on the dataset's train rows, audited with
-#: the config given on its test rows; the epoch hook hears its progress
-Federate = Callable[[Any, Dataset, AuditConfig, EpochHook | None], FederatedCandidate]
+def audited_views(
+    views: Sequence[tuple[np.ndarray, np.ndarray]], ds: Dataset, cfg: AuditConfig
+) -> tuple[tuple[np.ndarray, np.ndarray, Any], ...]:
+    """Each view of `ds`'s fit and scored rows with its fresh-probe audit report."""
+    return tuple((a, b, r) for (a, b), r in zip(views, stacked_audit(list(views), ds, cfg))) if views else ()
+
+
+#: one federated candidate: the method config, trained as a federation on the dataset's train rows, its release and
+#: its other views (`audited_views`) audited with the config given; the epoch hook hears its progress
+Federate = Callable[[Any, Dataset, AuditConfig, EpochHook | None], Trained]
 
 
 @dataclass(frozen=True)
@@ -590,11 +594,7 @@ class Trainer:
         configs = self.configs(values)
         subject, name = self.subject, self.subject.method
         if subject.federate is not None:
-            trained = [subject.federate(c, ds, self.cfg, self.on_epoch) for c in configs]
-            return [
-                Trained(f.method, f.history, f.z_fit, f.z_val, f.report, audited_views(f.views, ds, self.cfg))
-                for f in trained
-            ]
+            return [subject.federate(c, ds, self.cfg, self.on_epoch) for c in configs]
         fitted: list[tuple[Method, list[dict[str, float]]]]
         if population_form(name) is not None and len(plan_population(configs, name).groups) == 1:
             from veil.methods.population import fit_population
@@ -653,25 +653,6 @@ class Trainer:
             f"feasible: {sum(c.feasible for c in out)}"
         )
         return out
-
-
-class Trained(NamedTuple):
-    """One candidate trained on one fold: the method, its history, its release of the fit and scored rows with
-    their audit report, and each other view its certificate checks, (z_fit, z_val, report)."""
-
-    method: Method
-    history: list[dict[str, float]]
-    z_fit: np.ndarray
-    z_val: np.ndarray
-    report: Any
-    views: tuple[tuple[np.ndarray, np.ndarray, Any], ...] = ()
-
-
-def audited_views(
-    views: Sequence[tuple[np.ndarray, np.ndarray]], ds: Dataset, cfg: AuditConfig
-) -> tuple[tuple[np.ndarray, np.ndarray, Any], ...]:
-    """Each view of `ds`'s fit and scored rows with its fresh-probe audit report."""
-    return tuple((a, b, r) for (a, b), r in zip(views, stacked_audit(list(views), ds, cfg))) if views else ()
 
 
 Figures = tuple[dict[str, float], dict[str, float], dict[str, float]]

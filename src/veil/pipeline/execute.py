@@ -18,7 +18,7 @@ from veil import __version__
 from veil.audit.probes import AuditReport
 from veil.audit.settings import AuditConfig
 from veil.audit.step import AuditOutcome, audit_release, audit_releases
-from veil.certify.calibrate import EXIT_NOT_MET, Calibration, EpochHook, FederatedCandidate, Subject, calibrate
+from veil.certify.calibrate import EXIT_NOT_MET, Calibration, EpochHook, Subject, Trained, audited_views, calibrate
 from veil.certify.certificate import Certificate, certify
 from veil.certify.target import Target
 from veil.config import as_params
@@ -264,8 +264,9 @@ def calibration_subject(v: ValidatedRun, device: str | None = None) -> Subject:
         where = device or local_device(v.spec.use_gpu)
         return Subject(v.spec.method, v.method_config, v.audit_config, v.spec.seed, where)
 
-    def federate(config: Any, ds: Dataset, audit: AuditConfig, on_epoch: EpochHook | None) -> FederatedCandidate:
+    def federate(config: Any, ds: Dataset, audit: AuditConfig, on_epoch: EpochHook | None) -> Trained:
         from veil.certify.wire import linked_rows
+        from veil.console import warn
         from veil.platform.executors import get_executor
 
         assert v.federation is not None
@@ -278,8 +279,14 @@ def calibration_subject(v: ValidatedRun, device: str | None = None) -> Subject:
         out = audit_release(outcome.method, ds, audit, federation=job.federation)
         # the certificate also checks the aggregator's linked view (D-GPP), so the candidate is scored on it too
         linked = linked_rows(capture, getattr(outcome.method, "released", None), ds) if capture else None
-        views = (linked,) if linked is not None else ()
-        return FederatedCandidate(outcome.method, outcome.history, out.z_train, out.z_test, out.report, views)
+        if capture and linked is None:
+            warn(
+                "calibration scored a candidate on its release alone: the aggregator's linked view of it misses "
+                "rows (some client's rows were not released), so the certificate's linked check may read higher "
+                "than calibration expected"
+            )
+        views = audited_views([linked] if linked is not None else [], ds, audit)
+        return Trained(outcome.method, outcome.history, out.z_train, out.z_test, out.report, views)
 
     return Subject(v.spec.method, v.method_config, v.audit_config, v.spec.seed, "cpu", federate)
 
