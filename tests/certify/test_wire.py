@@ -26,6 +26,7 @@ from veil.certify.wire import (
     WireView,
     attach,
     audit_wire,
+    linked_rows,
     linked_view,
     sampled_rounds,
     view_data,
@@ -112,6 +113,18 @@ def test_the_linked_view_joins_each_rows_releases_by_row_id() -> None:
     ]
     assert joined.z_test.tolist() == [[100, 100, 20, 20, 10, 10, 1], [101, 99, 21, 19, 0, 0, 0]]
     assert linked_view(capture, None) is None
+
+    # what calibration scores: every row of the fold in row order, or nothing when the final release misses rows
+    @dataclasses.dataclass
+    class Fold:
+        train: np.ndarray
+        test: np.ndarray
+
+    fold = Fold(np.arange(4), np.arange(2))
+    fit, val = linked_rows(capture, final, fold)
+    assert fit.tolist() == joined.z_train.tolist() and val.tolist() == joined.z_test.tolist()
+    only_node_0 = release({0: [2, 0]}, {0: [1]}, 100.0)
+    assert linked_rows(capture, only_node_0, fold) is None
 
 
 def test_wire_section_matches_a_direct_recomputation() -> None:
