@@ -281,9 +281,9 @@ def calibration_subject(v: ValidatedRun, device: str | None = None) -> Subject:
         linked = linked_rows(capture, getattr(outcome.method, "released", None), ds) if capture else None
         if capture and linked is None:
             warn(
-                "calibration scored a candidate on its release alone: the aggregator's linked view of it misses "
-                "rows (some client's rows were not released), so the certificate's linked check may read higher "
-                "than calibration expected"
+                "calibration scored a candidate on its release alone: the aggregator's linked view could not be "
+                "joined for every row of the fold (no sampled round was captured, or the final release missed some "
+                "client's rows), so the certificate's linked check may read higher than calibration expected"
             )
         views = audited_views([linked] if linked is not None else [], ds, audit)
         return Trained(outcome.method, outcome.history, out.z_train, out.z_test, out.report, views)
