@@ -519,15 +519,8 @@ class Trained(NamedTuple):
     views: tuple[tuple[np.ndarray, np.ndarray, Any], ...] = ()
 
 
-def audited_views(
-    views: Sequence[tuple[np.ndarray, np.ndarray]], ds: Dataset, cfg: AuditConfig
-) -> tuple[tuple[np.ndarray, np.ndarray, Any], ...]:
-    """Each view of `ds`'s fit and scored rows with its fresh-probe audit report."""
-    return tuple((a, b, r) for (a, b), r in zip(views, stacked_audit(list(views), ds, cfg))) if views else ()
-
-
 #: one federated candidate: the method config, trained as a federation on the dataset's train rows, its release and
-#: its other views (`audited_views`) audited with the config given; the epoch hook hears its progress
+#: its other views audited with the config given; the epoch hook hears its progress
 Federate = Callable[[Any, Dataset, AuditConfig, EpochHook | None], Trained]
 
 

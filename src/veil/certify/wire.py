@@ -175,7 +175,7 @@ def linked_rows(capture: WireCapture, released: Release | None, ds: Dataset) -> 
     """The linked view's z of every train and of every test row of `ds`, in row order (what calibration scores a
     candidate's linked view on, paired with its release row for row); None without one, or when it misses rows."""
     joined = linked_view(capture, released)
-    if joined is None or view_data(ds, joined) is not ds:
+    if joined is None or not covers(ds, joined):
         return None
     return joined.z_train, joined.z_test
 
@@ -191,12 +191,16 @@ def wire_target(target: Target) -> Target:
     return dataclasses.replace(target, bounds=tuple(b for b in target.bounds if b.metric not in NOT_ON_THE_WIRE))
 
 
-def view_data(ds: Dataset, view: WireView) -> Dataset:
-    """`ds` restricted to the rows of `view` (itself when the view covers every row, in order)."""
-    whole = np.array_equal(view.train_rows, np.arange(len(ds.train))) and np.array_equal(
+def covers(ds: Dataset, view: WireView) -> bool:
+    """Whether `view` holds every train and test row of `ds`, in row order."""
+    return np.array_equal(view.train_rows, np.arange(len(ds.train))) and np.array_equal(
         view.test_rows, np.arange(len(ds.test))
     )
-    if whole:
+
+
+def view_data(ds: Dataset, view: WireView) -> Dataset:
+    """`ds` restricted to the rows of `view` (itself when the view covers every row, in order)."""
+    if covers(ds, view):
         return ds
     return dataclasses.replace(ds, train=ds.train.take(view.train_rows), test=ds.test.take(view.test_rows))
 

@@ -27,10 +27,9 @@ client's release key, the encoder's weights (`veil.randomness.state_digest`) and
 row as one z however often it is asked, and another encoder (a later round's) draws independent noise, so joining
 one row's releases across rounds cannot difference the noise away (they compose as independent releases, which
 the certificate's linked view measures, and calibration scores each candidate on: `veil.certify.wire`). The
-aggregator, and
-the model a run logs, hold only psi: `encode` outside the clients raises `EncodersStayHome`. The audit trains
-its fresh probes on the union of the clients' releases (and each client's own rows for the per-node audit).
-A restarted client rejoins with the current psi and a freshly initialised private encoder (there is no
+aggregator, and the model a run logs, hold only psi: `encode` outside the clients raises `EncodersStayHome`. The
+audit trains its fresh probes on the union of the clients' releases (and each client's own rows for the per-node
+audit). A restarted client rejoins with the current psi and a freshly initialised private encoder (there is no
 copy of its encoder anywhere to restore from).
 
 Warm-up (Veil, `warmup_epochs`, default 0 = Alg. 2): before a client's first upload (first contact, or a restarted

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 from veil import __version__
 from veil.audit.probes import AuditReport
 from veil.audit.settings import AuditConfig
-from veil.audit.step import AuditOutcome, audit_release, audit_releases
-from veil.certify.calibrate import EXIT_NOT_MET, Calibration, EpochHook, Subject, Trained, audited_views, calibrate
+from veil.audit.step import AuditOutcome, audit_release, audit_releases, stacked_audit
+from veil.certify.calibrate import EXIT_NOT_MET, Calibration, EpochHook, Subject, Trained, calibrate
 from veil.certify.certificate import Certificate, certify
 from veil.certify.target import Target
 from veil.config import as_params
@@ -285,7 +285,7 @@ def calibration_subject(v: ValidatedRun, device: str | None = None) -> Subject:
                 "joined for every row of the fold (no sampled round was captured, or the final release missed some "
                 "client's rows), so the certificate's linked check may read higher than calibration expected"
             )
-        views = audited_views([linked] if linked is not None else [], ds, audit)
+        views = ((*linked, stacked_audit([linked], ds, audit)[0]),) if linked is not None else ()
         return Trained(outcome.method, outcome.history, out.z_train, out.z_test, out.report, views)
 
     return Subject(v.spec.method, v.method_config, v.audit_config, v.spec.seed, "cpu", federate)
