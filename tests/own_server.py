@@ -12,6 +12,7 @@ import urllib.request
 from pathlib import Path
 
 from polling import wait_for
+from veil.tracking.mlflow_run import seed_store
 from veil.tracking.server import free_port
 
 
@@ -31,6 +32,7 @@ class OwnServer:
             env = {"MLFLOW_HOST": self.host, "MLFLOW_PORT": str(self.port), "MLFLOW_ROOT": str(self.root)}
             env |= {"MLFLOW_WORKERS": "1", "MLFLOW_BIN": exe}
         else:
+            seed_store(self.root / "mlflow.db")
             cmd = [exe, "server", "--backend-store-uri", f"sqlite:///{self.root / 'mlflow.db'}"]
             cmd += ["--default-artifact-root", str(self.root / "artifacts"), "--host", self.host]
             cmd += ["--port", str(self.port), "--workers", "1"]

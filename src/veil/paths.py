@@ -7,6 +7,12 @@ import os
 from pathlib import Path
 
 
+def cache_root() -> Path:
+    """Where Veil caches what it can rebuild (datasets, an empty MLflow store): $VEIL_CACHE_DIR, else
+    ~/.cache/veil."""
+    return Path(os.environ.get("VEIL_CACHE_DIR", Path.home() / ".cache" / "veil"))
+
+
 def nearest_existing(path: Path) -> Path:
     """`path`, or its nearest ancestor that exists."""
     while not path.exists():

@@ -13,13 +13,14 @@ import pyarrow.parquet as pq
 
 from veil.datasets.dataset import Dataset, from_frame, to_frame
 from veil.datasets.transform import FeatureTransform
+from veil.paths import cache_root
 
 META_KEY = b"veil.dataset"
 
 
 def cache_dir() -> Path:
     """Where built datasets are cached: $VEIL_CACHE_DIR/datasets, else ~/.cache/veil/datasets."""
-    return Path(os.environ.get("VEIL_CACHE_DIR", Path.home() / ".cache" / "veil")) / "datasets"
+    return cache_root() / "datasets"
 
 
 def write_parquet(ds: Dataset, path: str | Path) -> Path:

@@ -17,6 +17,7 @@ import time
 import urllib.error
 import urllib.request
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence
 from urllib.parse import urlsplit
@@ -24,7 +25,7 @@ from urllib.parse import urlsplit
 from veil import process_env
 from veil.console import warn
 from veil.errors import ConfigError, TrackingUnavailable
-from veil.paths import nearest_existing
+from veil.paths import cache_root, nearest_existing
 from veil.tracking import journal
 from veil.tracking.journal import Journal
 
@@ -264,13 +265,86 @@ def client(uri: str) -> MlflowClient:
 def _open_store_once(uri: str) -> None:
     """Let one process at a time open the embedded store first: MLflow creates and migrates its tables when a
     client opens it, and two processes doing that at once in a fresh directory collide ('duplicate column
-    name')."""
+    name'). A new store starts as a copy of an empty one (`seed_store`)."""
     from filelock import FileLock
     from mlflow.tracking import MlflowClient
 
-    with FileLock(f"{local_store(uri)}.lock", timeout=SCHEMA_LOCK_TIMEOUT_S):
+    db = local_store(uri)
+    assert db is not None
+    seed_store(db)
+    with FileLock(f"{db}.lock", timeout=SCHEMA_LOCK_TIMEOUT_S):
         MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
     _schema_ready.add(uri)
+
+
+def empty_store_path() -> Path:
+    """The cached empty store for the installed MLflow (its schema is that version's)."""
+    from importlib.metadata import version
+
+    return cache_root() / "mlflow" / f"empty-store-{version('mlflow')}.db"
+
+
+def seed_store(db: Path) -> bool:
+    """Start a sqlite store that does not exist yet as a copy of an empty one; whether it did. MLflow builds a new
+    database by running each of its schema migrations, about 3 s that every new store directory would pay again;
+    the copy is what MLflow built for this version once, less its default experiment, which MLflow adds back when
+    the store opens, with this store's artifact root. Where the cache cannot be written, MLflow builds the store."""
+    from filelock import FileLock
+
+    if db.exists():
+        return False
+    template = empty_store_path()
+    try:
+        if not _empty_store(template):
+            _build_empty_store(template)
+        with FileLock(f"{db}.lock", timeout=SCHEMA_LOCK_TIMEOUT_S):
+            if db.exists():
+                return False
+            part = db.with_name(f".{db.name}.{os.getpid()}.part")
+            try:
+                shutil.copyfile(template, part)
+                os.replace(part, db)
+            finally:
+                part.unlink(missing_ok=True)
+    except OSError:
+        return False
+    return True
+
+
+def _empty_store(path: Path) -> bool:
+    """Whether `path` is a store's database with a schema revision and no experiment (a cache cut short or
+    overwritten is not)."""
+    import sqlite3
+
+    if not path.is_file():
+        return False
+    try:
+        with closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as con:
+            if con.execute("PRAGMA quick_check").fetchone() != ("ok",):
+                return False
+            revisions = con.execute("SELECT version_num FROM alembic_version").fetchall()
+            experiments = con.execute("SELECT COUNT(*) FROM experiments").fetchone()
+    except sqlite3.Error:
+        return False
+    return len(revisions) == 1 and experiments == (0,)
+
+
+def _build_empty_store(template: Path) -> None:
+    import sqlite3
+
+    from filelock import FileLock
+    from mlflow.tracking import MlflowClient
+
+    template.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(f"{template}.lock", timeout=SCHEMA_LOCK_TIMEOUT_S):
+        if _empty_store(template):
+            return
+        with tempfile.TemporaryDirectory(dir=template.parent) as tmp:
+            built = Path(tmp) / "store.db"
+            MlflowClient(tracking_uri=f"sqlite:///{built}").search_experiments(max_results=1)
+            with closing(sqlite3.connect(built)) as con, con:
+                con.execute("DELETE FROM experiments")
+            os.replace(built, template)
 
 
 def experiment_id(uri: str, name: str) -> str:
