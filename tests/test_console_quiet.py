@@ -1,6 +1,7 @@
 """Quiet by default: a `veil run` from a fresh directory prints Veil's own lines and nothing of MLflow's or
 Ray's chatter below warnings; `--verbose` lets it through. Each run is a fresh `veil` process (MLflow reads its
-logging level when imported), from an empty directory (so MLflow creates its database and would say so)."""
+logging level when imported), from an empty directory with an empty cache (so MLflow builds its database, the
+empty store new stores are copied from, and would say so)."""
 
 from __future__ import annotations
 
@@ -68,7 +69,10 @@ PCA = ["run", "-m", "pca", "-d", "gaussian-quadrant", "-p", "n=400", "--set", "a
 def test_run_prints_only_veils_lines(tmp_path):
     for name in ("quiet", "verbose"):
         (tmp_path / name).mkdir()
-    procs = start(tmp_path / "quiet", *PCA), start(tmp_path / "verbose", *PCA, "--verbose")  # side by side
+    procs = tuple(  # side by side
+        start(tmp_path / name, *PCA, *flags, env={"VEIL_CACHE_DIR": str(tmp_path / f"cache-{name}")})
+        for name, flags in (("quiet", ()), ("verbose", ("--verbose",)))
+    )
     quiet, loud = map(finish, procs)
     assert_only_veil_lines(quiet)
     assert quiet.stdout.splitlines()[1].startswith("veil run  pca on gaussian-quadrant  (executor inline, ")
