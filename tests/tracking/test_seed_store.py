@@ -63,6 +63,7 @@ def test_the_next_new_store_copies_the_cached_one(tmp_path: Path, cache: Path):
     assert template.stat().st_mtime_ns == stamp
     assert second.read_bytes() == template.read_bytes()
     assert mlflow_run.seed_store(second) is False  # an existing store is never replaced
+    assert mlflow_run.seed_store(Path(":memory:")) is False and not Path(":memory:").exists()
     uri = f"sqlite:///{second}"
     run = mlflow_run.client(uri).create_run(mlflow_run.experiment_id(uri, "veil"))
     assert MlflowClient(tracking_uri=uri).get_run(run.info.run_id).info.status == "RUNNING"

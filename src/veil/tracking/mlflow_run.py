@@ -270,8 +270,8 @@ def _open_store_once(uri: str) -> None:
     from mlflow.tracking import MlflowClient
 
     db = local_store(uri)
-    assert db is not None
-    seed_store(db)
+    if db is not None:
+        seed_store(db)
     with FileLock(f"{db}.lock", timeout=SCHEMA_LOCK_TIMEOUT_S):
         MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
     _schema_ready.add(uri)
@@ -291,7 +291,7 @@ def seed_store(db: Path) -> bool:
     the store opens, with this store's artifact root. Where the cache cannot be written, MLflow builds the store."""
     from filelock import FileLock
 
-    if db.exists():
+    if str(db) in ("", ":memory:") or db.exists():
         return False
     template = empty_store_path()
     try:
