@@ -4,6 +4,7 @@ exist yet. Each caller words its own error around the reason returned here."""
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 
 
@@ -29,3 +30,16 @@ def unmakeable_dir(path: Path) -> str | None:
     if not os.access(found, os.W_OK | os.X_OK):
         return f"{found} is not writable"
     return None
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through a synced file beside it, so a reader sees the old file or all of the new."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from veil.paths import write_atomic
+
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
 
@@ -107,17 +109,8 @@ def remote(uri: str) -> bool:
 # ---------------------------------------------------------------------------------------------------
 # the journal on disk
 # ---------------------------------------------------------------------------------------------------
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def _write_json(path: Path, obj: Any) -> None:
-    _write_atomic(path, json.dumps(obj, indent=1).encode())
+    write_atomic(path, json.dumps(obj, indent=1).encode())
 
 
 @dataclass(frozen=True)
@@ -181,9 +174,9 @@ class Journal:
                 folder = self.path / "artifacts" / f"{seq:06d}"
                 folder.mkdir(parents=True, exist_ok=True)
                 for name, src in files.items():
-                    _write_atomic(folder / name, Path(src).read_bytes())
+                    write_atomic(folder / name, Path(src).read_bytes())
                 entry["files"] = [str((folder / name).relative_to(self.path)) for name in files]
-            _write_atomic(ops_file, old + json.dumps(entry).encode() + b"\n")
+            write_atomic(ops_file, old + json.dumps(entry).encode() + b"\n")
 
     def progress(self) -> dict[str, Any]:
         p = self.path / "progress.json"

@@ -12,6 +12,7 @@ import math
 import os
 import shutil
 import socket
+import sqlite3
 import tempfile
 import time
 import urllib.error
@@ -25,7 +26,7 @@ from urllib.parse import urlsplit
 from veil import process_env
 from veil.console import warn
 from veil.errors import ConfigError, TrackingUnavailable
-from veil.paths import cache_root, nearest_existing
+from veil.paths import cache_root, nearest_existing, write_atomic
 from veil.tracking import journal
 from veil.tracking.journal import Journal
 
@@ -300,12 +301,7 @@ def seed_store(db: Path) -> bool:
         with FileLock(f"{db}.lock", timeout=SCHEMA_LOCK_TIMEOUT_S):
             if db.exists():
                 return False
-            part = db.with_name(f".{db.name}.{os.getpid()}.part")
-            try:
-                shutil.copyfile(template, part)
-                os.replace(part, db)
-            finally:
-                part.unlink(missing_ok=True)
+            write_atomic(db, template.read_bytes())
     except OSError:
         return False
     return True
@@ -314,8 +310,6 @@ def seed_store(db: Path) -> bool:
 def _empty_store(path: Path) -> bool:
     """Whether `path` is a store's database with a schema revision and no experiment (a cache cut short or
     overwritten is not)."""
-    import sqlite3
-
     if not path.is_file():
         return False
     try:
@@ -330,8 +324,6 @@ def _empty_store(path: Path) -> bool:
 
 
 def _build_empty_store(template: Path) -> None:
-    import sqlite3
-
     from filelock import FileLock
     from mlflow.tracking import MlflowClient
 
