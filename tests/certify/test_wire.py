@@ -316,3 +316,27 @@ def test_calibration_scores_a_d_gpp_candidate_on_its_linked_view(in_tmp) -> None
     for r in (1, 2, 3):  # every sampled round's encoder is another one (the clients train once more after the
         # last round, on the final heads), so each round's columns are another draw
         assert np.abs(z_fit[:, r * d_z : (r + 1) * d_z] - cand.z_fit).mean() > 0.1
+
+
+def test_a_linked_view_calibration_cannot_join_is_warned_about_once(in_tmp, monkeypatch, capsys) -> None:
+    """Where a candidate's linked view misses rows, calibration scores it on its release alone and says so once per
+    calibration, not once per candidate (a view that cannot be joined is simulated: `linked_rows` finds none)."""
+    import veil.certify.wire as wire
+    from veil.certify.calibrate import calibration_audit
+    from veil.pipeline.execute import calibration_subject
+    from veil.pipeline.validation import validate
+
+    said = "scored a candidate on its release alone"
+    monkeypatch.setattr(wire, "linked_rows", lambda *a: None)
+    v = validate(small_run(600, beta=0.5))
+    ds = load_dataset("gaussian-correlated", v.dataset_config)
+    subject = calibration_subject(v)
+    assert subject.federate is not None
+    capsys.readouterr()
+    cands = [subject.federate(v.method_config, ds, calibration_audit(v.audit_config), None) for _ in range(2)]
+    assert [c.views for c in cands] == [(), ()]  # each scored on its release alone
+    assert capsys.readouterr().err.count(said) == 1
+    again = calibration_subject(v)  # another calibration says it again
+    assert again.federate is not None
+    again.federate(v.method_config, ds, calibration_audit(v.audit_config), None)
+    assert capsys.readouterr().err.count(said) == 1
