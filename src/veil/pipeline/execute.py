@@ -264,9 +264,10 @@ def calibration_subject(v: ValidatedRun, device: str | None = None) -> Subject:
         where = device or local_device(v.spec.use_gpu)
         return Subject(v.spec.method, v.method_config, v.audit_config, v.spec.seed, where)
 
-    warned: list[bool] = []  # the linked-view warning is said once per calibration, not once per candidate
+    warned = False  # the linked-view warning is said once per calibration, not once per candidate
 
     def federate(config: Any, ds: Dataset, audit: AuditConfig, on_epoch: EpochHook | None) -> Trained:
+        nonlocal warned
         from veil.certify.wire import linked_rows
         from veil.console import warn
         from veil.platform.executors import get_executor
@@ -282,7 +283,7 @@ def calibration_subject(v: ValidatedRun, device: str | None = None) -> Subject:
         # the certificate also checks the aggregator's linked view (D-GPP), so the candidate is scored on it too
         linked = linked_rows(capture, getattr(outcome.method, "released", None), ds) if capture else None
         if capture and linked is None and not warned:
-            warned.append(True)
+            warned = True
             warn(
                 "calibration scored a candidate on its release alone: the aggregator's linked view could not be "
                 "joined for every row of the fold (no sampled round was captured, or the final release missed some "
