@@ -64,6 +64,11 @@ def test_the_next_new_store_copies_the_cached_one(tmp_path: Path, cache: Path):
     assert second.read_bytes() == template.read_bytes()
     assert mlflow_run.seed_store(second) is False  # an existing store is never replaced
     assert mlflow_run.seed_store(Path(":memory:")) is False and not Path(":memory:").exists()
+    # by URI (what `veil ui` seeds before its server opens the store): sqlite only
+    assert mlflow_run.seed_uri(f"sqlite:///{tmp_path / 'c.db'}") is True
+    assert (tmp_path / "c.db").read_bytes() == template.read_bytes()
+    assert mlflow_run.seed_uri(f"file:{tmp_path / 'mlruns'}") is False and not (tmp_path / "mlruns").exists()
+    assert mlflow_run.seed_uri("http://127.0.0.1:5000") is False
     uri = f"sqlite:///{second}"
     run = mlflow_run.client(uri).create_run(mlflow_run.experiment_id(uri, "veil"))
     assert MlflowClient(tracking_uri=uri).get_run(run.info.run_id).info.status == "RUNNING"

@@ -266,14 +266,14 @@ def client(uri: str) -> MlflowClient:
 def _open_store_once(uri: str) -> None:
     """Let one process at a time open the embedded store first: MLflow creates and migrates its tables when a
     client opens it, and two processes doing that at once in a fresh directory collide ('duplicate column
-    name'). A new store starts as a copy of an empty one (`seed_store`)."""
+    name'). A new store starts as a copy of an empty one (`seed_store`), under the same lock."""
     from filelock import FileLock
     from mlflow.tracking import MlflowClient
 
     db = local_store(uri)
-    if db is not None:
-        seed_store(db)
     with FileLock(f"{db}.lock", timeout=SCHEMA_LOCK_TIMEOUT_S):
+        if db is not None:
+            _copy_empty_store(db)
         MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
     _schema_ready.add(uri)
 
@@ -292,16 +292,34 @@ def seed_store(db: Path) -> bool:
     the store opens, with this store's artifact root. Where the cache cannot be written, MLflow builds the store."""
     from filelock import FileLock
 
-    if str(db) in ("", ":memory:") or db.exists():
+    if not _new_store(db):
         return False
-    template = empty_store_path()
     try:
+        with FileLock(f"{db}.lock", timeout=SCHEMA_LOCK_TIMEOUT_S):
+            return _copy_empty_store(db)
+    except OSError:
+        return False
+
+
+def seed_uri(uri: str) -> bool:
+    """`seed_store` for the database of a sqlite `uri`; False for any other store."""
+    db = local_store(uri) if uri.startswith("sqlite:///") else None
+    return db is not None and seed_store(db)
+
+
+def _new_store(db: Path) -> bool:
+    return str(db) not in ("", ":memory:") and not db.exists()
+
+
+def _copy_empty_store(db: Path) -> bool:
+    """`seed_store`'s copy, for a caller that holds the database's lock."""
+    if not _new_store(db):
+        return False
+    try:
+        template = empty_store_path()
         if not _empty_store(template):
             _build_empty_store(template)
-        with FileLock(f"{db}.lock", timeout=SCHEMA_LOCK_TIMEOUT_S):
-            if db.exists():
-                return False
-            write_atomic(db, template.read_bytes())
+        write_atomic(db, template.read_bytes())
     except OSError:
         return False
     return True

@@ -26,7 +26,7 @@ from veil.tracking.mlflow_run import (
     health_problem,
     local_artifact_root,
     local_store,
-    seed_store,
+    seed_uri,
 )
 
 ML_VIEW = "workflowType=machine_learning"
@@ -122,8 +122,7 @@ def server_command(uri: str, port: int) -> list[str]:
 def start_server(uri: str, port: int, log: Path) -> subprocess.Popen:
     """Start `mlflow server` in its own session (Ctrl-C reaches Veil, which stops it); output goes to `log`."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    if uri.startswith("sqlite:///") and (db := local_store(uri)) is not None:
-        seed_store(db)
+    seed_uri(uri)
     with open(log, "w") as out:
         return subprocess.Popen(server_command(uri, port), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
