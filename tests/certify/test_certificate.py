@@ -171,6 +171,11 @@ def test_a_release_that_keeps_only_u_meets_the_excess_bound_and_not_the_gap(seed
     # the same release against the absolute bound: not met, and the certificate reports both figures
     gap = certificate(ds, z_tr, z_te, GAP)
     assert not gap.met and gap.metrics()["certificate/excess_gap_high"] == pytest.approx(cert.worst_excess.high)
+    # the console's line names both: the absolute gap, then the excess as what goes beyond the labels
+    assert (
+        f"worst privacy gap {cert.worst_gap.text()} ({cert.strongest}), {cert.worst_excess.text()} beyond what the "
+        "utility labels reveal;" in cert.headline()
+    )
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

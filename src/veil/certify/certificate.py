@@ -205,8 +205,8 @@ class Certificate:
         verdict = "MET" if self.met else "NOT MET"
         return (
             f"certificate {verdict}: target {self.target.text()}; worst privacy gap {self.worst_gap.text()} "
-            f"({self.strongest}), beyond the utility labels' {self.worst_excess.text()}; utility AUC {self.utility.text()}; one-sided 95% bounds over {self.test_rows} test "
-            "rows"
+            f"({self.strongest}), {self.worst_excess.text()} beyond what the utility labels reveal; utility AUC "
+            f"{self.utility.text()}; one-sided 95% bounds over {self.test_rows} test rows"
         )
 
     def to_markdown(self) -> str:
