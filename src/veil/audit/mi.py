@@ -35,6 +35,7 @@ from veil.audit.train import Standardizer, seeded_torch, sklearn_proba, train_cl
 from veil.audit.vocabulary import DEFAULT_KNN_MAX_DIM, MI_SUMMARIES
 from veil.errors import ConfigError
 from veil.methods.nets import mlp
+from veil.methods.optim import Adam
 from veil.registry import Registry
 
 __all__ = [
@@ -486,7 +487,7 @@ def mine_mi(
         zt = torch.as_tensor(za_s, dtype=torch.float32)
         yt = torch.as_tensor(ya, dtype=torch.float32)
         net = mlp(zt.shape[1] + yt.shape[1], [int(h) for h in hidden], 1)
-        opt = torch.optim.Adam(net.parameters(), lr=lr)
+        opt = Adam(list(net.parameters()), lr)
         n = zt.shape[0]
         bs = min(batch_size, n)
         ma: float | None = None

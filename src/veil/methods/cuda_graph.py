@@ -17,6 +17,8 @@ from typing import Any, Callable, Mapping, TypeVar
 
 import torch
 
+from veil.methods.optim import Optimizer
+
 # a `veil.methods.method.Batch` (its `clone` and `copy_`), not imported: `method` imports this module
 Batch = Any
 
@@ -24,9 +26,9 @@ WARMUP = 3
 T = TypeVar("T")
 
 
-def optimizers_of(owner: object) -> list[torch.optim.Optimizer]:
+def optimizers_of(owner: object) -> list[Optimizer]:
     """The optimizers a method holds as attributes (opt_e, opt_a, ...)."""
-    return [v for v in vars(owner).values() if isinstance(v, torch.optim.Optimizer)]
+    return [v for v in vars(owner).values() if isinstance(v, Optimizer)]
 
 
 def on_side_stream(fn: Callable[[], T]) -> T:
@@ -45,7 +47,7 @@ class GraphedStep:
     (eager throughout, with a warning, where this torch or driver refuses the capture). Use as a context manager:
     leaving it returns the optimizers to eager use."""
 
-    def __init__(self, step: Callable[[Batch], Mapping[str, Any]], optimizers: list[torch.optim.Optimizer]):
+    def __init__(self, step: Callable[[Batch], Mapping[str, Any]], optimizers: list[Optimizer]):
         self.step, self.optimizers = step, optimizers
         self.calls = 0
         self.graph: torch.cuda.CUDAGraph | None = None
@@ -63,9 +65,7 @@ class GraphedStep:
 
     def _capturable(self, on: bool) -> None:
         for opt in self.optimizers:
-            for group in opt.param_groups:
-                if "capturable" in group:
-                    group["capturable"] = on
+            opt.capturable = on
 
     def _warm_up(self, batch: Batch) -> Mapping[str, Any]:
         with warnings.catch_warnings():

@@ -21,6 +21,7 @@ from veil.config import as_params
 from veil.datasets.dataset import Split, TaskSpec
 from veil.methods.configs.method_card import MethodCard, MethodConfig
 from veil.methods.cuda_graph import GraphedStep, optimizers_of
+from veil.methods.optim import Optimizer
 from veil.randomness import MissingKey, Noise, ReleaseKey, for_rows
 
 
@@ -327,7 +328,7 @@ class Method(MethodCard, ABC):
         return out
 
 
-def step(loss: torch.Tensor, opt: torch.optim.Optimizer, ctx: TrainContext, params: list[torch.Tensor]) -> None:
+def step(loss: torch.Tensor, opt: Optimizer, ctx: TrainContext, params: list[torch.Tensor]) -> None:
     """zero_grad, backward, sync gradients across workers, optimizer step."""
     opt.zero_grad(set_to_none=True)
     loss.backward()

@@ -9,6 +9,8 @@ from torch import nn
 from torch.nn import functional as F
 from torch.optim.optimizer import ParamsT
 
+from veil.methods.optim import SGD, Adam, Optimizer
+
 
 def mlp(d_in: int, hidden: Sequence[int], d_out: int, out: str | None = None) -> nn.Sequential:
     """ReLU MLP d_in -> hidden... -> d_out, with an optional 'tanh' or 'sigmoid' output."""
@@ -81,14 +83,15 @@ def gaussian_kl(mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
 FUSED_ADAM_DEVICES = ("cpu", "cuda")
 
 
-def make_optimizer(params: ParamsT, lr: float, kind: str = "adam") -> torch.optim.Optimizer:
-    """Adam (default) or plain SGD over `params`. Adam is torch's fused kernel where the parameters' device has
-    one (one kernel for every tensor instead of a loop over them), with the same update up to float rounding."""
+def make_optimizer(params: ParamsT, lr: float, kind: str = "adam") -> Optimizer:
+    """Adam (default) or plain SGD over `params` (`veil.methods.optim`: torch's updates). Adam is torch's fused
+    kernel where the parameters' device has one (one kernel for every tensor instead of a loop over them), with
+    the same update up to float rounding."""
+    tensors = list(tensors_of(list(params)))
     if kind == "adam":
-        items: list[Any] = list(params)
-        return torch.optim.Adam(items, lr=lr, fused=all(fusable(p) for p in tensors_of(items)))
+        return Adam(tensors, lr, fused=all(fusable(p) for p in tensors))
     if kind == "sgd":
-        return torch.optim.SGD(params, lr=lr)
+        return SGD(tensors, lr)
     raise ValueError(f"unknown optimizer {kind!r}; use 'adam' or 'sgd'")
 
 
