@@ -87,7 +87,7 @@ def event_shares(events: Any) -> dict[str, float]:
     mm = sum(
         e.self_cpu_time_total for e in events if e.key in ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
     )
-    # an optimizer's step when there is one (torch.optim), else the bare fused Adam kernel (veil's StackedMLP)
+    # a torch.optim optimizer's step (the paper-style loops), else the bare fused Adam kernel (Veil's optimizers)
     opt = sum(e.cpu_time_total for e in events if e.key.startswith("Optimizer.step")) or sum(
         e.self_cpu_time_total for e in events if e.key == "aten::_fused_adam_"
     )

@@ -58,7 +58,11 @@ class Optimizer:
                 f"this {self.kind} optimizer over {len(self.params)}"
             )
         self.lr = float(state["lr"])
-        self.state = [{k: v.to(p.device) for k, v in s.items()} for s, p in zip(state["state"], self.params)]
+        self.state = [{k: self._place(k, v, p) for k, v in s.items()} for s, p in zip(state["state"], self.params)]
+
+    def _place(self, key: str, value: torch.Tensor, param: torch.Tensor) -> torch.Tensor:
+        """A loaded state tensor where `step` expects it (beside its parameter)."""
+        return value.to(param.device)
 
 
 class Adam(Optimizer):
@@ -71,12 +75,19 @@ class Adam(Optimizer):
         super().__init__(params, lr)
         self.fused = fused
 
+    def _step_device(self, param: torch.Tensor) -> torch.device:
+        # as torch.optim.Adam: the fused and capturable kernels read the step count on the parameter's device,
+        # the others as a CPU scalar (no device sync per step)
+        return param.device if self.fused or self.capturable else torch.device("cpu")
+
+    def _place(self, key: str, value: torch.Tensor, param: torch.Tensor) -> torch.Tensor:
+        return value.to(self._step_device(param)) if key == "step" else value.to(param.device)
+
     def _state(self, i: int) -> dict[str, torch.Tensor]:
         s, p = self.state[i], self.params[i]
-        if not s:  # as torch.optim.Adam: the step count on the tensor's device when fused, else a CPU scalar
-            on_device = bool(self.fused) or self.capturable
+        if not s:
             dtype = torch.float32 if self.fused else torch.get_default_dtype()
-            s["step"] = torch.zeros((), dtype=dtype, device=p.device if on_device else "cpu")
+            s["step"] = torch.zeros((), dtype=dtype, device=self._step_device(p))
             s["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
             s["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
         return s
