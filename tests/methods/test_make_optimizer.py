@@ -19,6 +19,13 @@ def test_adam_is_fused_on_cpu() -> None:
     assert isinstance(opt, optim.Adam) and opt.fused is True
 
 
+def test_param_groups_are_refused() -> None:
+    """A param group's own learning rate has nowhere to go in a one-rate optimizer: refused, not flattened."""
+    net = torch.nn.Linear(3, 2)
+    with pytest.raises(TypeError, match="not param groups"):
+        nets.make_optimizer([{"params": list(net.parameters()), "lr": 1.0}], 1e-3)
+
+
 def _net(seed: int) -> torch.nn.Module:
     torch.manual_seed(seed)
     return torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))

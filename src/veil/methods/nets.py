@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import torch
 from torch import nn
 from torch.nn import functional as F
-from torch.optim.optimizer import ParamsT
 
 from veil.methods.optim import SGD, Adam, Optimizer
 
@@ -83,27 +82,18 @@ def gaussian_kl(mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
 FUSED_ADAM_DEVICES = ("cpu", "cuda")
 
 
-def make_optimizer(params: ParamsT, lr: float, kind: str = "adam") -> Optimizer:
-    """Adam (default) or plain SGD over `params` (`veil.methods.optim`: torch's updates). Adam is torch's fused
-    kernel where the parameters' device has one (one kernel for every tensor instead of a loop over them), with
-    the same update up to float rounding."""
-    tensors = list(tensors_of(list(params)))
+def make_optimizer(params: Iterable[torch.Tensor], lr: float, kind: str = "adam") -> Optimizer:
+    """Adam (default) or plain SGD over the tensors `params` at one learning rate (`veil.methods.optim`: torch's
+    updates). Adam is torch's fused kernel where the parameters' device has one (one kernel for every tensor
+    instead of a loop over them), with the same update up to float rounding."""
+    tensors = list(params)
+    if not all(isinstance(p, torch.Tensor) for p in tensors):
+        raise TypeError("make_optimizer takes tensors (e.g. module.parameters()), not param groups or named pairs")
     if kind == "adam":
         return Adam(tensors, lr, fused=all(fusable(p) for p in tensors))
     if kind == "sgd":
         return SGD(tensors, lr)
     raise ValueError(f"unknown optimizer {kind!r}; use 'adam' or 'sgd'")
-
-
-def tensors_of(params: list[Any]) -> Iterator[torch.Tensor]:
-    """The tensors of an optimizer's `params`: tensors, (name, tensor) pairs or param groups."""
-    for p in params:
-        if isinstance(p, dict):
-            yield from tensors_of(list(p["params"]))
-        elif isinstance(p, tuple):
-            yield p[1]
-        else:
-            yield p
 
 
 def fusable(p: torch.Tensor) -> bool:
