@@ -5,6 +5,7 @@ function suggests only values inside the declared distributions, the study's bes
 from __future__ import annotations
 
 import math
+import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -141,6 +142,12 @@ def test_sampler_conformance(name, tmp_path):
 
     _, again = optimise(name, seed=7)
     assert again == suggested, f"{name}: the same seed suggested different values"
+
+    # Tune pickles its searcher, sampler included (into the experiment directory, and for `veil resume`): a study
+    # pickled mid-way suggests what the original suggests next
+    copy = pickle.loads(pickle.dumps(study))
+    nxt = [s.ask(DISTS).params for s in (study, copy)]
+    assert nxt[0] == nxt[1], f"{name}: a pickled study suggested {nxt[1]} where the original suggests {nxt[0]}"
 
 
 def test_registry_vocabulary_matches_the_spec():

@@ -5,8 +5,9 @@
 when a factory runs, so reading the vocabulary (`SAMPLERS`, `SAMPLER_OPTIONS`) stays cheap. Plugins add
 samplers through the `veil.samplers` entry-point group (`register_sampler`; `sampler_names()` lists them all).
 
-This module imports nothing from the rest of `veil.sweeps`: `spec.py` can take its sampler vocabulary from
-here without an import cycle. A factory needs only the three spec fields of `SamplerSpec`."""
+At import time this module imports nothing from the rest of `veil.sweeps` (the NSGA-II factory imports
+`veil.sweeps.nsga2`, which imports no Veil module): `spec.py` can take its sampler vocabulary from here without an
+import cycle. A factory needs only the three spec fields of `SamplerSpec`."""
 
 from __future__ import annotations
 
@@ -141,11 +142,11 @@ def _nsga2_generation(spec: SamplerSpec) -> int:
 
 @register_sampler("nsga2", options=NSGA2Options, independent=_nsga2_generation)
 def _nsga2(spec: SamplerSpec) -> BaseSampler:
-    import optuna
+    from veil.sweeps.nsga2 import NSGAIISampler
 
     opts = dict(spec.sampler_options)
     opts["population_size"] = _nsga2_generation(spec)
-    return optuna.samplers.NSGAIISampler(seed=spec.sampler_seed, **opts)
+    return NSGAIISampler(seed=spec.sampler_seed, **opts)
 
 
 def _tpe_startup(spec: SamplerSpec) -> int:
