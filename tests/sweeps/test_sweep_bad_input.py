@@ -5,8 +5,10 @@ refuses (the far end of the space, the trial count, the name, the storage, the d
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 
+import optuna
 import pytest
 import yaml
 
@@ -250,3 +252,21 @@ def test_the_check_refuses_what_only_the_data_shows(in_tmp, capsys):
     (in_tmp / "app.csv").write_text("\n".join([lines[0], *rows]) + "\n")
     err = refused(capsys, in_tmp, csv_spec("app.csv"), "--check")
     assert "app.csv: label column 'group' has a single class 'A' in all 8000 rows" in err
+
+
+class LockedSampler(optuna.samplers.RandomSampler):
+    """A plugin's sampler that keeps a lock and no `__getstate__`, as Optuna 5.1's genetic samplers do."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed=seed)
+        self.lock = threading.Lock()
+
+
+def test_a_sampler_that_does_not_pickle_is_refused_before_anything_starts(in_tmp, capsys, monkeypatch) -> None:
+    from veil.sweeps import samplers
+
+    entry = samplers.SamplerEntry("locked", lambda spec: LockedSampler(spec.sampler_seed))
+    monkeypatch.setitem(samplers._REGISTRY, "locked", entry)
+    for argv in (("--check",), ()):
+        err = refused(capsys, in_tmp, {**SPEC, "sampler": "locked"}, *argv)
+        assert "invalid value for 'sampler': 'locked'" in err and "cannot pickle '_thread.lock' object" in err, err

@@ -5,6 +5,7 @@ once, its labels against the objectives'). Imports neither Ray nor MLflow, so `-
 from __future__ import annotations
 
 import dataclasses
+import pickle
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,7 +35,25 @@ def check_start(
     name = name or default_name(spec)
     for warning in spec.warnings:
         warn(warning)
+    check_sampler(spec)
     return spec, check_name(name), experiment_dir(storage_root, name)
+
+
+def check_sampler(spec: SweepSpec) -> None:
+    """Refuse a sampler that does not pickle: Tune pickles its searcher, sampler included, when the sweep starts
+    and whenever it saves the search for `veil resume` (a plugin's sampler would otherwise fail inside Tune)."""
+    from veil.sweeps.samplers import sampler_entry
+
+    sampler = sampler_entry(spec.sampler, where=spec.source).factory(spec)
+    try:
+        pickle.dumps(sampler)
+    except Exception as e:  # pickling raises TypeError, AttributeError or PicklingError, by what it meets
+        raise ConfigError(
+            "sampler",
+            spec.sampler,
+            f"a sampler that pickles (Tune saves it with the sweep); this one did not: {e}",
+            spec.source,
+        ) from None
 
 
 def check_keys(spec: SweepSpec, tracking_uri: str | None) -> None:
