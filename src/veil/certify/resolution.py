@@ -6,15 +6,17 @@ size, never a test label."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from veil.audit.settings import AuditConfig
 from veil.certify.intervals import Resolution, null_resolution
 from veil.certify.target import Target
-from veil.datasets.dataset import Dataset
 from veil.errors import UncertifiableTarget
+
+if TYPE_CHECKING:  # pandas comes with it: `veil --help` reads this module's constants through the run spec
+    from veil.datasets.dataset import Dataset
 
 
 def resolution(ds_side: Any, num_classes: Any, rows: int, scorers: int, seed: int) -> list[Resolution]:
