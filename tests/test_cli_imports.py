@@ -1,7 +1,8 @@
 """A CLI that answers at once (issue 26): asking for help, listing the methods, checking a sweep spec and reading
-a sweep spec's keys load neither torch, Ray nor MLflow, each checked in a fresh interpreter (another test's imports
-cannot hide one). The checks read each method's torch-free card (`veil.methods.cards`) and the audit's settings
-(`veil.audit.settings`), never a method's code (timings in benchmarks/README.md)."""
+a sweep spec's keys load neither torch, Ray nor MLflow (help not even numpy or pandas), each checked in a fresh
+interpreter (another test's imports cannot hide one). The checks read each method's torch-free card
+(`veil.methods.cards`) and the audit's settings (`veil.audit.settings`), never a method's code (timings in
+benchmarks/README.md)."""
 
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ def heavy_after(code: str, heavy: tuple[str, ...] = HEAVY) -> list[str]:
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["sweep", "--help"], ["run", "--help"], ["datasets", "--help"]])
-def test_help_loads_no_torch_ray_mlflow_or_pandas(argv):
-    """Help reads no data either: pandas alone more than doubles `veil --help`'s time."""
+def test_help_loads_no_torch_ray_mlflow_pandas_or_numpy(argv):
+    """Help reads no data either: pandas and numpy alone doubled `veil --help`'s time."""
     code = f"""
         import contextlib, io
         from veil.cli import main
@@ -39,7 +40,7 @@ def test_help_loads_no_torch_ray_mlflow_or_pandas(argv):
             except SystemExit as e:
                 assert e.code == 0, e.code
     """
-    assert heavy_after(code, (*HEAVY, "pandas")) == []
+    assert heavy_after(code, (*HEAVY, "pandas", "numpy")) == []
 
 
 @pytest.mark.parametrize(

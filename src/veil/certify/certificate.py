@@ -37,7 +37,7 @@ from veil.certify.intervals import (
     one_sided,
     signed_gap_draws,
 )
-from veil.certify.resolution import ASSURANCE
+from veil.certify.knob_search import ASSURANCE
 from veil.certify.target import INTERVAL_CHECKED, MI_PREFIX, Target
 from veil.datasets.dataset import Dataset
 

@@ -6,8 +6,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from veil.certify.resolution import ASSURANCE, VALIDATION_SHARE
 from veil.config import param
+
+#: the share of the training rows calibration scores candidates on by default (`CalibrationConfig.validation`)
+VALIDATION_SHARE = 0.3
+#: the probability with which calibration wants a feasible candidate's certificate met (`CalibrationConfig`)
+ASSURANCE = 0.95
 
 #: a centralized run cross-fits its candidates by default (`CalibrationConfig.folds`) when one validation split would
 #: hold fewer rows than this of some sensitive label's smallest class: a gap read on 300 minority rows has a standard

@@ -12,6 +12,7 @@ import numpy as np
 
 from veil.audit.settings import AuditConfig
 from veil.certify.intervals import Resolution, null_resolution
+from veil.certify.knob_search import ASSURANCE, VALIDATION_SHARE
 from veil.certify.target import Target
 from veil.errors import UncertifiableTarget
 
@@ -39,10 +40,6 @@ def certificate_floor(ds: Dataset, cfg: AuditConfig, metric: str, seed: int) -> 
 
 #: the certificate's one-sided 95% bound: its upper end lies this many standard deviations above its point
 Z_CERTIFICATE = 1.6449
-#: the share of the training rows calibration scores candidates on by default (`CalibrationConfig.validation`)
-VALIDATION_SHARE = 0.3
-#: the probability with which calibration wants a feasible candidate's certificate met (`CalibrationConfig`)
-ASSURANCE = 0.95
 
 
 def z_of(assurance: float) -> float:
