@@ -16,7 +16,7 @@ from veil.certify.knob_search import ASSURANCE, VALIDATION_SHARE
 from veil.certify.target import Target
 from veil.errors import UncertifiableTarget
 
-if TYPE_CHECKING:  # pandas comes with it: `veil --help` reads this module's constants through the run spec
+if TYPE_CHECKING:  # an annotation only here, and the module brings pandas
     from veil.datasets.dataset import Dataset
 
 

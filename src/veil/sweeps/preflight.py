@@ -1,6 +1,7 @@
 """What `veil sweep` checks before Ray starts or a parent MLflow run exists, shared by `--check` and the real start:
-the `--trials` override, the sweep's name and its Tune storage directory, and the data (each seed's dataset loaded
-once, its labels against the objectives'). Imports neither Ray nor MLflow, so `--check` answers without them."""
+the `--trials` override, the sampler (that it pickles), the sweep's name and its Tune storage directory, and the data
+(each seed's dataset loaded once, its labels against the objectives'). Imports neither Ray nor MLflow, so `--check`
+answers without them."""
 
 from __future__ import annotations
 
