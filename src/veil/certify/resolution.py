@@ -6,7 +6,7 @@ size, never a test label."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -14,10 +14,8 @@ from veil.audit.settings import AuditConfig
 from veil.certify.intervals import Resolution, null_resolution
 from veil.certify.knob_search import ASSURANCE, VALIDATION_SHARE
 from veil.certify.target import Target
+from veil.datasets.dataset import Dataset
 from veil.errors import UncertifiableTarget
-
-if TYPE_CHECKING:  # an annotation only here, and the module brings pandas
-    from veil.datasets.dataset import Dataset
 
 
 def resolution(ds_side: Any, num_classes: Any, rows: int, scorers: int, seed: int) -> list[Resolution]:
