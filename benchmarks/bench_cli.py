@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from bench_common import ROOT, Row, clean_env, veil_cli
@@ -17,6 +19,10 @@ CLI_COMMANDS: dict[str, tuple[list[str], float | None]] = {
 }
 """Each command's arguments and issue 26's bound on its wall time (None: timed, no target)."""
 CLI_REPEATS = 5  # fresh processes per command in the full form (3 in --quick), after one warm-up
+EXIT_ARGS = "run -m gpp -d gaussian-correlated -p n=3000 --set beta=1 --set epochs=2 --target none --quiet".split()
+"""A short `veil run`: it loads torch, MLflow, pandas and scikit-learn, all of which the process's exit tears down."""
+MAIN_AS_BEFORE = "import sys; from veil.cli import main; sys.exit(main())"
+"""The same command through `main` alone, as the script ran it before `entry` froze the heap at exit."""
 
 
 def run_cli(quick: bool) -> Row:
@@ -40,6 +46,7 @@ def run_cli(quick: bool) -> Row:
                 walls[name].append(round(wall, 3))
                 cpus[name].append(round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 3))
     return {
+        "exit": run_exit(quick),
         "commands": {
             name: {
                 "wall_s": float(np.median(walls[name])),
@@ -48,5 +55,34 @@ def run_cli(quick: bool) -> Row:
                 "target_s": bound,
             }
             for name, (_, bound) in CLI_COMMANDS.items()
-        }
+        },
+    }
+
+
+def run_exit(quick: bool) -> dict[str, object]:
+    """EXIT_ARGS through the `veil` script against MAIN_AS_BEFORE, the two taking turns, each side in a directory
+    of its own (its own ./mlflow.db), after one warm-up each: wall seconds, medians and the median ratio of pairs."""
+    import tempfile
+
+    sides = {"script": [veil_cli()], "main": [sys.executable, "-c", MAIN_AS_BEFORE]}
+    walls: dict[str, list[float]] = {name: [] for name in sides}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(1 + (3 if quick else CLI_REPEATS)):
+            for name, cmd in sides.items():
+                where = Path(tmp) / name
+                where.mkdir(exist_ok=True)
+                t0 = time.perf_counter()
+                done = subprocess.run([*cmd, *EXIT_ARGS], cwd=where, env=clean_env(), capture_output=True, text=True)
+                wall = time.perf_counter() - t0
+                if done.returncode != 0:
+                    raise RuntimeError(f"veil {' '.join(EXIT_ARGS)} ({name}) failed: {done.stderr[-500:]}")
+                if i:
+                    walls[name].append(round(wall, 3))
+    ratios = [a / b for a, b in zip(walls["script"], walls["main"])]
+    return {
+        "command": "veil " + " ".join(EXIT_ARGS),
+        "script_s": float(np.median(walls["script"])),
+        "main_s": float(np.median(walls["main"])),
+        "ratio": round(float(np.median(ratios)), 3),
+        "walls": walls,
     }

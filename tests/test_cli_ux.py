@@ -160,3 +160,37 @@ def test_a_reader_that_leaves_the_pipe_ends_the_command_quietly():
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 141, err
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+CYCLE = """
+import gc, sys
+from veil.cli import {fn}
+gc.disable()  # nothing collects the cycle before the exit does, or not at all
+class Noisy:
+    def __del__(self):
+        print("collected at exit")
+cycle = Noisy()
+cycle.me = cycle
+del cycle
+sys.argv = ["veil", "--version"]
+sys.exit({fn}())
+"""
+
+
+def test_the_script_skips_pythons_last_collection_and_main_alone_keeps_it():
+    """The `veil` script (`entry`) leaves what is left at exit to the operating system instead of walking it
+    once more; `main`, which a caller's process (a test session) goes on from, changes nothing."""
+    import subprocess
+    import sys
+    from importlib.metadata import entry_points
+
+    (script,) = [ep for ep in entry_points(group="console_scripts") if ep.name == "veil"]
+    assert script.value == "veil.cli:entry"
+    assert "entry()" in (Path(__file__).resolve().parents[1] / "src/veil/cli/__main__.py").read_text()
+    outs = {
+        fn: subprocess.run([sys.executable, "-c", CYCLE.format(fn=fn)], capture_output=True, text=True, timeout=60)
+        for fn in ("entry", "main")
+    }
+    assert [o.returncode for o in outs.values()] == [0, 0]
+    assert "collected at exit" not in outs["entry"].stdout
+    assert "collected at exit" in outs["main"].stdout

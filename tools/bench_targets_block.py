@@ -256,6 +256,13 @@ def new_targets(rows: dict[str, Row]) -> list[str]:
             + ("-" if ok else "what each command imports before it answers: see 'Start-up of the CLI'")
             + " |"
         )
+        e = c.get("exit")
+        if e:
+            lines.append(
+                f"| exit of a short run: the `veil` script against `main()` alone (`{e['command']}`, fresh processes, "
+                f"median) | {e['script_s']:.2f} s against {e['main_s']:.2f} s: {e['ratio']:.2f}x ({_when(c)}) | - | "
+                "the script freezes the heap before Python's last garbage collection at exit |"
+            )
     return lines
 
 
