@@ -24,7 +24,7 @@ BEGIN = "<!-- quickstart figures: written by `python tools/quickstart_quote.py` 
 END = "<!-- end of quickstart figures -->"
 DURATION_IN = ("README.md", "docs/sweeps.md", "sweeps/quickstart.yaml")
 """Where the quickstart's duration is said in passing; each says `duration(record)`, rewritten with the blocks."""
-DURATION = re.compile(r"about [\d.]+ minutes? on 2 cores \(recorded\)")
+DURATION = re.compile(r"about [\d.]+ (?:minutes?|seconds) on 2 cores \(recorded\)")
 
 
 def _spread(r: dict[str, Any], key: str) -> str:
@@ -53,8 +53,11 @@ def block(r: dict[str, Any]) -> str:
 
 
 def duration(r: dict[str, Any]) -> str:
-    """The whole command's recorded wall time in half minutes: 'about 2.5 minutes on 2 cores (recorded)'."""
-    minutes = max(0.5, round(r["wall_seconds"] / 30) / 2)
+    """The whole command's recorded wall time: under 90 s to 5 seconds ('about 45 seconds on 2 cores (recorded)'),
+    else in half minutes ('about 2.5 minutes on 2 cores (recorded)')."""
+    if r["wall_seconds"] < 90:
+        return f"about {max(5, 5 * round(r['wall_seconds'] / 5))} seconds on 2 cores (recorded)"
+    minutes = round(r["wall_seconds"] / 30) / 2
     return f"about {minutes:g} minute{'' if minutes == 1 else 's'} on 2 cores (recorded)"
 
 
