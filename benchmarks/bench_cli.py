@@ -25,26 +25,33 @@ MAIN_AS_BEFORE = "import sys; from veil.cli import main; sys.exit(main())"
 """The same command through `main` alone, as the script ran it before `entry` froze the heap at exit."""
 
 
-def run_cli(quick: bool) -> Row:
-    """Start-up of the CLI as a user meets it: every command of CLI_COMMANDS as a fresh process from the repository
-    root, the commands taking turns, wall and CPU seconds (the process's user + system time) of each; medians.
-    Not through `timed`: its memory sampler polls every 0.2 s, as long as the commands it would time."""
+def fresh_process(cmd: list[str], cwd: Path, label: str) -> tuple[float, float]:
+    """Wall and CPU seconds (the child's user + system time) of `cmd` as a fresh process, rounded to ms; raises
+    naming `label` when it fails. Not through `timed`: its memory sampler polls every 0.2 s, as long as a
+    start-up it would time."""
     import resource
 
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, cwd=cwd, env=clean_env(), capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise RuntimeError(f"{label} failed ({done.returncode}): {done.stderr[-500:]}")
+    return round(wall, 3), round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 3)
+
+
+def run_cli(quick: bool) -> Row:
+    """Start-up of the CLI as a user meets it: every command of CLI_COMMANDS as a fresh process from the repository
+    root, the commands taking turns, wall and CPU seconds of each (`fresh_process`); medians."""
     walls: dict[str, list[float]] = {name: [] for name in CLI_COMMANDS}
     cpus: dict[str, list[float]] = {name: [] for name in CLI_COMMANDS}
     for i in range(1 + (3 if quick else CLI_REPEATS)):
         for name, (args, _) in CLI_COMMANDS.items():
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            t0 = time.perf_counter()
-            done = subprocess.run([veil_cli(), *args], cwd=ROOT, env=clean_env(), capture_output=True, text=True)
-            wall = time.perf_counter() - t0
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            if done.returncode != 0:
-                raise RuntimeError(f"{name} failed ({done.returncode}): {done.stderr[-500:]}")
+            wall, cpu = fresh_process([veil_cli(), *args], ROOT, name)
             if i:  # the first round warms the page cache and Python's bytecode cache
-                walls[name].append(round(wall, 3))
-                cpus[name].append(round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 3))
+                walls[name].append(wall)
+                cpus[name].append(cpu)
     return {
         "exit": run_exit(quick),
         "commands": {
@@ -71,13 +78,9 @@ def run_exit(quick: bool) -> dict[str, object]:
             for name, cmd in sides.items():
                 where = Path(tmp) / name
                 where.mkdir(exist_ok=True)
-                t0 = time.perf_counter()
-                done = subprocess.run([*cmd, *EXIT_ARGS], cwd=where, env=clean_env(), capture_output=True, text=True)
-                wall = time.perf_counter() - t0
-                if done.returncode != 0:
-                    raise RuntimeError(f"veil {' '.join(EXIT_ARGS)} ({name}) failed: {done.stderr[-500:]}")
+                wall, _ = fresh_process([*cmd, *EXIT_ARGS], where, f"veil {' '.join(EXIT_ARGS)} ({name})")
                 if i:
-                    walls[name].append(round(wall, 3))
+                    walls[name].append(wall)
     ratios = [a / b for a, b in zip(walls["script"], walls["main"])]
     return {
         "command": "veil " + " ".join(EXIT_ARGS),
