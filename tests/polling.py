@@ -31,15 +31,17 @@ def wait_for(
 
 def first_run_logged(uri: str, proc: subprocess.Popen, metric: str | None = None, timeout: float = 240) -> str:
     """The id of the first run of experiment 'veil' once it has logged `metric` (any metric when None); fails if
-    `proc`, the process that logs it, ends first."""
-    from mlflow.tracking import MlflowClient
+    `proc`, the process that logs it, ends first. It reads through Veil's own client, which opens a new embedded
+    store under the store's lock: a bare `MlflowClient` would start building the schema while `proc` builds it too,
+    and the two migrations collide ('table _alembic_tmp_experiments already exists')."""
+    from veil.tracking.mlflow_run import client
 
     def running() -> None:
         assert proc.poll() is None, f"the run ended before it logged: {(proc.communicate()[1] or '')[-3000:]}"
 
     def logged() -> str | None:
         try:
-            c = MlflowClient(tracking_uri=uri)
+            c = client(uri)
             exp = c.get_experiment_by_name("veil")
             runs = c.search_runs([exp.experiment_id]) if exp else []
         except Exception:  # noqa: BLE001 (the store is still being created)
