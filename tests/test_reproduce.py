@@ -15,7 +15,7 @@ import pytest
 import reproduce_readme
 import yaml
 
-from veil.reproduce.render import AUC_LEAKS, NEITHER_HIDES, Cell, Measured, build_lines, verdict
+from veil.reproduce.render import AUC_LEAKS, NEITHER_HIDES, Cell, Measured, build_lines, line_record, verdict
 from veil.reproduce.suite import Row, load_repro_suite, spec_mapping
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -188,10 +188,10 @@ def _record(trials, sweep="s"):
     return Measured(sweep, "run", trials, {"hypervolume": 0.2}, 2, "sqlite:///gone.db", 1)
 
 
-def test_the_readme_block_has_one_line_per_row_and_no_causes(tmp_path):
-    """The README shows one short line per paper row (its verdicts and links to its section of RESULTS.md and its
-    front), rendered from results.json by tools/reproduce_readme.py; every row's figures and cause stay in
-    RESULTS.md."""
+def test_the_readme_block_has_one_short_line_per_row_and_no_causes(tmp_path):
+    """The README shows one line of at most 200 characters per paper row (its name linking to its section of
+    RESULTS.md, its first figure as the paper has it and as Veil measured it, its verdicts), rendered from
+    results.json by tools/reproduce_readme.py; the causes stay in RESULTS.md."""
 
     def two_rows(d):
         other = yaml.safe_load(yaml.safe_dump(d["rows"][0]))
@@ -213,24 +213,24 @@ def test_the_readme_block_has_one_line_per_row_and_no_causes(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text("intro\n<!-- reproduce:begin -->\nold\n<!-- reproduce:end -->\nrest\n")
     out = tmp_path / "benchmarks"
-    (out / "fronts").mkdir(parents=True)
-    (out / "fronts" / "gpp-toy.png").write_bytes(b"")  # drawn for the first row only
-    as_json = [{"row": ln.row.id, "verdict": ln.verdict, "cause": ln.row.why} for ln in lines]
-    (out / "results.json").write_text(json.dumps(as_json))
+    out.mkdir()
+    (out / "results.json").write_text(json.dumps([line_record(ln) for ln in lines], default=str))
     assert reproduce_readme.main(["--results", str(out), "--readme", str(readme)]) == 0
     assert readme.read_text().startswith("intro\n<!-- reproduce:begin -->\n| row |")
     assert readme.read_text().endswith("<!-- reproduce:end -->\nrest\n") and "old" not in readme.read_text()
     assert reproduce_readme.main(["--results", str(out), "--readme", str(readme), "--check"]) == 0
     block = readme.read_text().split("<!-- reproduce:begin -->")[1].split("<!-- reproduce:end -->")[0]
-    body = [x for x in block.splitlines() if x.startswith("| **")]
-    assert [x.split("|")[1].strip() for x in body] == ["**gpp-toy**", "**gpp-toy-2**"]
+    body = [x for x in block.splitlines() if x.startswith("| [")]
+    assert [x.split("|")[1].strip() for x in body] == [
+        "[gpp-toy](benchmarks/RESULTS.md#gpp-toy)",
+        "[gpp-toy-2](benchmarks/RESULTS.md#gpp-toy-2)",
+    ]
     assert "a toy figure" not in block and "a second, different cause" not in block
-    first, second = body
-    assert "(benchmarks/RESULTS.md#gpp-toy)" in first and "(benchmarks/fronts/gpp-toy.png)" in first
-    assert "(benchmarks/RESULTS.md#gpp-toy-2)" in second and "fronts/gpp-toy-2.png" not in second  # none drawn
-    assert "utility_auc" not in block  # the figures are in RESULTS.md, behind the row's link
-    assert "**not reproduced** (" in first
-    assert "6 figures:" in block and "[RESULTS.md](benchmarks/RESULTS.md)" in block
+    first = lines[0]
+    paper = first.paper[next(iter(first.paper))]
+    mine = first.at_paper[next(iter(first.paper))].mean
+    assert f"{paper} → {mine:.3f}" in body[0]  # the row's first figure: the paper's value, then Veil's
+    assert max(len(x) for x in body) <= 200
 
 
 def test_quick_flag_on_a_regression_suite_is_refused(capsys):
@@ -286,7 +286,7 @@ def test_run_then_rebuild_the_table_from_mlflow(tmp_path):
         "<!-- reproduce:end -->\nrest\n"
     )
     assert "old" not in text
-    assert "(out/fronts/gpp-toy.png)" in text and "[RESULTS.md](out/RESULTS.md)" in text  # relative to the README
+    assert "[RESULTS.md](out/RESULTS.md)" in text  # relative to the README
     assert "(out/RESULTS.md#gpp-toy)" in text and "a toy figure" not in text and "### gpp-toy" in table
 
     # --table: nothing runs; the same table comes back from the records alone

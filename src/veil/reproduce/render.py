@@ -586,20 +586,22 @@ def write_results(suite: ReproSuite, uri: str, mode: str, out_dir: Path) -> tupl
         f"## Records behind the table\n\n{sources or '(none)'}\n"
     )
     (out_dir / "RESULTS.md").write_text(text)
-    as_json = [
-        {
-            "row": ln.row.id,
-            "entry": ln.figure.entry,
-            "at": dict(ln.figure.at),
-            "paper": ln.paper,
-            "note": ln.figure.note,
-            "veil_paper": {m: [c.mean, c.std] for m, c in ln.at_paper.items()},
-            "veil_default": None if ln.at_default is None else {m: [c.mean, c.std] for m, c in ln.at_default.items()},
-            "verdict": ln.verdict,
-            "reason": ln.reason,
-            "cause": ln.row.why,
-        }
-        for ln in lines
-    ]
+    as_json = [line_record(ln) for ln in lines]
     (out_dir / "results.json").write_text(json.dumps(as_json, indent=1, default=str))
     return summary, lines, pngs
+
+
+def line_record(ln: Line) -> dict[str, Any]:
+    """One figure as results.json holds it (what tools/reproduce_readme.py reads)."""
+    return {
+        "row": ln.row.id,
+        "entry": ln.figure.entry,
+        "at": dict(ln.figure.at),
+        "paper": ln.paper,
+        "note": ln.figure.note,
+        "veil_paper": {m: [c.mean, c.std] for m, c in ln.at_paper.items()},
+        "veil_default": None if ln.at_default is None else {m: [c.mean, c.std] for m, c in ln.at_default.items()},
+        "verdict": ln.verdict,
+        "reason": ln.reason,
+        "cause": ln.row.why,
+    }
