@@ -6,6 +6,7 @@ benchmarks/results/scale_<axis>.png from them.
 
     python benchmarks/scale.py trials --points 10 100 1000    # tiny GPP trials, concurrency 2, + a plain Optuna loop
     python benchmarks/scale.py nodes --points 100 1000 10000  # D-EIGAN and D-GPP, virtual runtime, 30 rows per node
+    python benchmarks/scale.py nodes --methods d-gpp --set encoder_hidden=[64]   # a narrower encoder per client
     python benchmarks/scale.py rows --points 10000 100000 1000000   # `veil run -m gpp` with no options
     python benchmarks/scale.py plot
 """
@@ -236,16 +237,22 @@ def trials_point(n: int, work: Path) -> dict[str, Any]:
 
 
 # -- nodes -----------------------------------------------------------------------------------------------------
-def nodes_args(method: str, k: int) -> list[str]:
+def nodes_args(method: str, k: int, sets: tuple[str, ...] = ()) -> list[str]:
     return (
         f"run -m {method} -d gaussian-nodes --runtime virtual --set K={k} --set n={ROWS_PER_NODE * k} "
         "--target none --quiet"
-    ).split()
+    ).split() + [a for kv in sets for a in ("--set", kv)]
 
 
-def nodes_point(method: str, k: int, work: Path) -> dict[str, Any]:
-    """One federated `veil run` at K virtual nodes (defaults otherwise, no target: the federation's own cost)."""
-    r, out = run_json(nodes_args(method, k), work)
+def nodes_label(method: str, sets: tuple[str, ...]) -> str:
+    """The series a nodes point belongs to: the method, and the fields set away from its defaults."""
+    return f"{method} ({', '.join(sets)})" if sets else method
+
+
+def nodes_point(method: str, k: int, work: Path, sets: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One federated `veil run` at K virtual nodes (defaults otherwise, or `sets`; no target: the federation's own
+    cost)."""
+    r, out = run_json(nodes_args(method, k, sets), work)
     m = out["metrics"]
     rounds = float(m.get("rounds") or 0)
     return {
@@ -347,6 +354,9 @@ def main() -> int:
     ap.add_argument("--points", type=int, nargs="+", help="the axis's points (default: the issue's three)")
     ap.add_argument("--methods", nargs="+", default=list(FED_METHODS), help="nodes: the federated methods")
     ap.add_argument(
+        "--set", dest="sets", action="append", default=[], metavar="KEY=VALUE", help="nodes: a method field"
+    )
+    ap.add_argument(
         "--settle", type=float, default=1.5, help="before each point, wait up to 120 s for the load to fall below this"
     )
     args = ap.parse_args()
@@ -358,7 +368,11 @@ def main() -> int:
     points = args.points or defaults[args.axis]
     cmdline = "python benchmarks/scale.py " + shlex.join(sys.argv[1:])
     for x in points:
-        jobs = [(m, f"{m}/{x}") for m in args.methods] if args.axis == "nodes" else [(None, str(x))]
+        jobs = (
+            [(m, f"{nodes_label(m, tuple(args.sets))}/{x}") for m in args.methods]
+            if args.axis == "nodes"
+            else [(None, str(x))]
+        )
         for method, key in jobs:
             waited = settle(args.settle)
             before = load()
@@ -367,7 +381,7 @@ def main() -> int:
                 if args.axis == "trials":
                     figures = trials_point(x, work)
                 elif args.axis == "nodes":
-                    figures = nodes_point(str(method), x, work)
+                    figures = nodes_point(str(method), x, work, tuple(args.sets))
                 else:
                     figures = rows_point(x, work)
             record(args.axis, key, {**figures, **stamp(cmdline, before), "settled_s": waited})
