@@ -6,8 +6,9 @@ decoders); each selected client sets omega_k <- omega_t, runs `local_epochs` pas
 and returns omega_k; the server sets omega_{t+1} = (1/K) sum_k omega_k, the uniform average (over the
 clients whose update arrived). Rounds = ceil(epochs / local_epochs); the paper uses one local pass
 and K = 20 clients. Warm-up (Veil, `warmup_epochs`, default 20; 0 = Alg. 1): a client whose update the server
-has never received takes that many extra local passes, so the first parameters the aggregator receives are not
-a fresh extractor's. The server decides it per downlink (it knows who has uploaded), so a restarted node host
+has never received first takes that many extra local passes on the utility term alone (no reconstruction, which
+keeps s in a young extractor's v), so the first parameters the aggregator receives are not a fresh extractor's.
+The server decides it per downlink (it knows who has uploaded), so a restarted node host
 does not warm up again and a client whose first update was lost still does.
 Networks and `LaplaceMechanism` come from `ldp_frl` / `mechanisms` unchanged. The released z is M_eps(v) from
 the final global model."""
@@ -49,6 +50,13 @@ from veil.methods.federated.fed_method import FederatedMethod
 from veil.methods.ldp_frl import LDPFRL, BoundedExtractor, side_input, side_width
 from veil.methods.nets import loss_sum, mlp
 from veil.methods.table import register_method
+
+
+def first_regular_step(steps: torch.Tensor, warmups: Sequence[int], passes: Sequence[int]) -> torch.Tensor:
+    """Each node's first local step past its warm-up passes (they come first: `warmups[i]` of its `passes[i]`,
+    `steps[i]` steps in all). The warm-up trains the utility term alone: reconstructing x is what keeps s in a
+    young extractor's v, which the first upload hands to the aggregator."""
+    return steps * torch.tensor(warmups) // torch.tensor(passes)
 
 
 class _Group:
@@ -130,8 +138,10 @@ class LDPFedAvg(LDPFedAvgCard, FederatedMethod, LDPFRL):
         opt = g.opt.take(rows, g.tensors(stacks))
         for i, n in enumerate(nodes):  # omega_k <- omega_t
             _set_flat(stacks, i, torch.as_tensor(np.asarray(messages[n.id]["omega"])))
-        passes = [c.local_epochs + int(messages[n.id]["warmup"]) for n in nodes]
+        warmups = [int(messages[n.id]["warmup"]) for n in nodes]
+        passes = [c.local_epochs + w for w in warmups]
         plan, steps = ShardStack.epoch_plan(nodes, passes, c.batch_size)
+        regular = first_regular_step(steps, warmups, passes)
         sums = torch.zeros(len(nodes), 2)
         classes = list(t.sensitive.values())
         for step in range(plan.shape[1]):
@@ -147,7 +157,7 @@ class LDPFedAvg(LDPFedAvgCard, FederatedMethod, LDPFRL):
                 copy_mean(((single(dec, torch.cat([z, _side(y[lab], k)], dim=-1)) - x) ** 2).mean(-1), w)
                 for dec, lab, k in zip(side, t.sensitive, classes)
             ) / len(side)
-            loss = ce + c.beta * mse
+            loss = ce + c.beta * (step >= regular) * mse
             step_all(loss.sum(), g.tensors(stacks), opt, active)
             sums += active.unsqueeze(1) * torch.stack([loss.detach(), mse.detach()], dim=1)
         put_all(g.stacks(), stacks, rows)

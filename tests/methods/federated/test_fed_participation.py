@@ -4,6 +4,7 @@ another) carried through training and the per-node audit."""
 from __future__ import annotations
 
 import numpy as np
+import torch
 from veil_test_hooks import fault_env
 
 from veil.audit import AuditConfig
@@ -14,6 +15,7 @@ from veil.methods.configs.fed_options import FederationOptions
 from veil.methods.federated.core import NodeObjective
 from veil.methods.federated.ensemble import ShardStack
 from veil.methods.federated.simulation import run_in_process
+from veil.methods.ldp_fedavg import first_regular_step
 from veil.platform.federation import plan_on, run_planned
 
 
@@ -48,11 +50,12 @@ def test_half_the_nodes_hide_one_label_half_another():
 
 
 def test_ldp_fedavg_warm_up_adds_local_passes_to_a_clients_first_update_only():
-    """warmup_epochs W: a client's first update takes local_epochs + W passes, later ones local_epochs. With the
-    same seeds, one round at 1 + 2 passes equals one round of local_epochs 3 exactly (the same minibatches in
-    the same order); a second round then adds one pass, as the paper's protocol does (tolerance 0)."""
+    """warmup_epochs W: a client's first update takes local_epochs + W passes, later ones local_epochs. Without the
+    reconstruction term (beta 0, where warm-up and regular passes train the same loss), one round at 1 + 2 passes
+    equals one round of local_epochs 3 exactly (the same minibatches in the same order); a second round then adds
+    one pass, as the paper's protocol does (tolerance 0). With it, the warm-up passes differ from regular ones."""
     ds = load_dataset("gaussian-correlated", {"n": 600})
-    base = {"K": 3, "d_z": 2, "encoder_hidden": [16], "seed": 0, "warmup_epochs": 0}
+    base = {"K": 3, "d_z": 2, "encoder_hidden": [16], "seed": 0, "warmup_epochs": 0, "beta": 0.0}
 
     def omega(**params) -> np.ndarray:
         m = create_method("ldp-fedavg", {**base, **params}, ds.task())
@@ -64,6 +67,14 @@ def test_ldp_fedavg_warm_up_adds_local_passes_to_a_clients_first_update_only():
     assert not np.array_equal(warm, omega(epochs=1))
     two = omega(epochs=2, warmup_epochs=2)  # round 1: 3 passes, round 2: 1 pass
     assert not np.array_equal(two, warm) and not np.array_equal(two, omega(epochs=6, local_epochs=3))
+    assert not np.array_equal(omega(epochs=1, warmup_epochs=2, beta=1.0), omega(epochs=3, local_epochs=3, beta=1.0))
+
+
+def test_ldp_fedavg_warm_up_passes_come_first_and_regular_steps_follow():
+    """The reconstruction term starts at each node's first step past its warm-up passes (the first warmup/passes
+    share of its steps); a node without warm-up has it from step 0."""
+    steps = torch.tensor([6, 4, 3])  # 3 passes of 2 steps; 2 passes of 2; 1 pass of 3
+    assert first_regular_step(steps, [2, 1, 0], [3, 2, 1]).tolist() == [4, 2, 0]
 
 
 def _passes_per_round(monkeypatch, faults: str) -> list[dict[int, int]]:

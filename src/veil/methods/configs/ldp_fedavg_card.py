@@ -42,8 +42,8 @@ class LDPFedAvgConfig(LDPFRLConfig):
     fraction: float = param(1.0, "fraction of clients sampled (seeded) to take part in each round", gt=0, le=1)
     warmup_epochs: int = param(
         20,
-        "extra local passes a client trains before its first upload, so the aggregator never receives a fresh "
-        "extractor's parameters (a random projection of x, s included); 0 = Alg. 1",
+        "extra local passes a client trains on the utility term alone before its first upload, so the aggregator "
+        "never receives a fresh extractor's parameters (a random projection of x, s included); 0 = Alg. 1",
         ge=0,
         le=MAX_EPOCHS,
     )
