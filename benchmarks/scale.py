@@ -320,12 +320,15 @@ def plot(data: dict[str, Any]) -> list[Path]:
         extra = axis == "trials"
         fig = Figure(figsize=(12 if extra else 8, 4))
         axes = fig.subplots(1, 3 if extra else 2)
-        for label, pts in series.items():
+        for i, (label, pts) in enumerate(sorted(series.items())):
             pts.sort(key=lambda xp: xp[0])
             xs = [x for x, _ in pts]
-            axes[0].plot(xs, [p["wall_s"] for _, p in pts], marker="o", label=f"{label} (veil)")
-            axes[1].plot(xs, [p["peak_rss_mb"] for _, p in pts], marker="o", label=f"{label} (process tree)")
-            axes[1].plot(xs, [p["driver_peak_rss_mb"] for _, p in pts], marker=".", ls="--", label=f"{label} (driver)")
+            c = f"C{i}"  # one colour per series in every panel
+            axes[0].plot(xs, [p["wall_s"] for _, p in pts], c=c, marker="o", label=f"{label} (veil)")
+            axes[1].plot(xs, [p["peak_rss_mb"] for _, p in pts], c=c, marker="o", label=f"{label} (process tree)")
+            axes[1].plot(
+                xs, [p["driver_peak_rss_mb"] for _, p in pts], c=c, marker=".", ls="--", label=f"{label} (driver)"
+            )
             if extra:
                 axes[0].plot(xs, [p["optuna_loop"]["wall_s"] for _, p in pts], marker="s", label="plain Optuna loop")
                 big = pts[-1][1]["windows"]
