@@ -270,13 +270,15 @@ def download(url: str, dest: Path, sha256: str | None = None, what: str = "", ti
 
     pooch.get_logger().setLevel("WARNING")  # its per-file INFO lines would interleave with `fetch`'s own log
     bar = sys.stderr.isatty()
-    if url.startswith(("http://", "https://")):
-        downloader = pooch.HTTPDownloader(progressbar=bar, timeout=timeout, headers=_HEADERS)
+    scheme = url.partition("://")[0].lower()
+    if scheme in ("http", "https"):
+        downloader: Any = pooch.HTTPDownloader(progressbar=bar, timeout=timeout, headers=_HEADERS)
+    elif scheme == "ftp":
+        downloader = pooch.FTPDownloader(progressbar=bar, timeout=timeout)
     else:
-        try:
-            downloader = pooch.downloaders.choose_downloader(url, progressbar=bar)
-        except ValueError as e:
-            raise FetchError(f"{url}: cannot download it ({e}); for a copy on disk use a `local` source") from None
+        raise FetchError(
+            f"{url}: cannot download it (pooch fetches http, https and ftp); for a copy on disk use a `local` source"
+        )
     try:
         pooch.retrieve(url, f"sha256:{sha256}" if sha256 else None, dest.name, dest.parent, downloader=downloader)
     except ValueError as e:  # the downloaded file's hash is not `sha256`; pooch has deleted it
