@@ -370,12 +370,9 @@ def main() -> int:
     defaults = {"trials": [10, 100, 1000], "nodes": [100, 1000, 10000], "rows": [10000, 100000, 1000000]}
     points = args.points or defaults[args.axis]
     cmdline = "python benchmarks/scale.py " + shlex.join(sys.argv[1:])
+    sets = tuple(args.sets)
     for x in points:
-        jobs = (
-            [(m, f"{nodes_label(m, tuple(args.sets))}/{x}") for m in args.methods]
-            if args.axis == "nodes"
-            else [(None, str(x))]
-        )
+        jobs = [(m, f"{nodes_label(m, sets)}/{x}") for m in args.methods] if args.axis == "nodes" else [(None, str(x))]
         for method, key in jobs:
             waited = settle(args.settle)
             before = load()
@@ -384,7 +381,7 @@ def main() -> int:
                 if args.axis == "trials":
                     figures = trials_point(x, work)
                 elif args.axis == "nodes":
-                    figures = nodes_point(str(method), x, work, tuple(args.sets))
+                    figures = nodes_point(str(method), x, work, sets)
                 else:
                     figures = rows_point(x, work)
             record(args.axis, key, {**figures, **stamp(cmdline, before), "settled_s": waited})

@@ -262,6 +262,9 @@ def _copy(src: Path, dest: Path) -> None:
 # ---------------------------------------------------------------------------------------------- sources
 
 
+_HEADERS = {"User-Agent": "veil-datasets/0.1"}
+
+
 def download(url: str, dest: Path, sha256: str | None = None, what: str = "", timeout: float = 60.0) -> None:
     """Download `url` to `dest` with pooch, checked against `sha256` (of `what`: a file's name, or "the archive")
     when it is known; a failed, truncated or mismatching download raises FetchError and leaves no `dest`."""
@@ -290,9 +293,6 @@ def download(url: str, dest: Path, sha256: str | None = None, what: str = "", ti
         raise FetchError(f"{url}: truncated download ({e})") from None
     except (requests.RequestException, OSError) as e:
         raise FetchError(f"{url}: download failed ({type(e).__name__}: {e})") from None
-
-
-_HEADERS = {"User-Agent": "veil-datasets/0.1"}
 
 
 def _download_sha256(source: dict[str, Any], fname: str, spec: dict[str, Any]) -> str | None:
